@@ -1,0 +1,51 @@
+import type { z } from 'zod';
+import { canonicalJson } from '../protocol/canonical-json.js';
+import { describeFirstIssue, findNonJson } from '../protocol/emission.js';
+import { CheckpointValidationError } from '../protocol/errors.js';
+
+/** @internal Where a checkpoint reads its last committed value from. */
+export interface CheckpointSource {
+  read(name: string): string | undefined;
+}
+
+/**
+ * A named, typed piece of progress state, such as `{ batch: 41 }`. It is written only inside
+ * `commit()`, together with the emissions it accounts for, and validated by its schema both when it is
+ * written and when it is read back.
+ */
+export class Checkpoint<T> {
+  /** @internal */
+  constructor(
+    readonly name: string,
+    readonly schema: z.ZodType<T>,
+    private readonly source: CheckpointSource,
+  ) {}
+
+  /** The last committed value, or undefined before the first commit that set it. */
+  get(): T | undefined {
+    const stored = this.source.read(this.name);
+    if (stored === undefined) return undefined;
+    return this.check(JSON.parse(stored), 'stored value', 'the schema no longer matches what an earlier version committed; migrate the value or use a new checkpoint name');
+  }
+
+  /** @internal Validates a value about to be written and returns it as canonical JSON. */
+  encode(value: T): string {
+    const parsed = this.check(value, 'value', 'pass a value that matches the schema given to box.checkpoint()');
+    const nonJson = findNonJson(parsed, 'value');
+    if (nonJson) {
+      throw new CheckpointValidationError(
+        this.name,
+        nonJson.path,
+        `checkpoint "${this.name}": ${nonJson.path} ${nonJson.problem}`,
+      );
+    }
+    return canonicalJson(parsed);
+  }
+
+  private check(value: unknown, what: string, fix: string): T {
+    const parsed = this.schema.safeParse(value);
+    if (parsed.success) return parsed.data;
+    const { field, message } = describeFirstIssue(parsed.error, { input: value, prefix: what });
+    throw new CheckpointValidationError(this.name, field, `checkpoint "${this.name}": ${message}; ${fix}`);
+  }
+}

@@ -1,0 +1,121 @@
+import { timingSafeEqual } from 'node:crypto';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { z } from 'zod';
+import { assetNameSchema, describeFirstIssue } from '../protocol/emission.js';
+import { ProblemCode } from '../protocol/errors.js';
+import { emissionBatchSchema, type EmissionBatchResponse } from '../protocol/wire.js';
+import { checkItem } from './item-check.js';
+import { problem, sendProblem } from './problem.js';
+import type { DedupeStore } from './store.js';
+
+export interface HttpAppOptions {
+  store: DedupeStore;
+  token?: string | undefined;
+  bodyLimit: number;
+  maxBatchItems: number;
+  logger: FastifyServerOptions['logger'];
+}
+
+const eventQuerySchema = z.strictObject({
+  asset: assetNameSchema.optional(),
+  after: z.coerce.number().int().min(0).default(0),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+});
+
+/** The routes of `docs/protocol.md`, over any DedupeStore. */
+export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
+  const { store } = options;
+  const app = Fastify({
+    logger: options.logger,
+    bodyLimit: options.bodyLimit,
+    // The JSON parser refuses `__proto__` keys (prototype poisoning); the producer refuses them at commit.
+    onProtoPoisoning: 'error',
+    // `constructor.prototype` is harmless here: no request body is ever merged into another object.
+    onConstructorPoisoning: 'ignore',
+    return503OnClosing: true,
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      return sendProblem(
+        reply,
+        problem(413, ProblemCode.BodyTooLarge, `the request body exceeds ${options.bodyLimit} bytes; send fewer items per request`),
+      );
+    }
+    if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      return sendProblem(reply, problem(415, ProblemCode.UnsupportedMediaType, 'send the body as application/json'));
+    }
+    if (error instanceof SyntaxError || error.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
+      return sendProblem(reply, problem(400, ProblemCode.MalformedJson, `the body is not valid JSON: ${error.message}`));
+    }
+    const status = error.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      return sendProblem(reply, problem(status, ProblemCode.InvalidRequest, error.message));
+    }
+    request.log.error({ err: error }, 'request failed');
+    return sendProblem(reply, problem(500, ProblemCode.Internal, 'the server failed to handle this request; retry it'));
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(reply, problem(404, ProblemCode.NotFound, `no route for ${request.method} ${request.url.split('?')[0]}`)),
+  );
+
+  if (options.token !== undefined) {
+    const expected = Buffer.from(`Bearer ${options.token}`);
+    app.addHook('onRequest', async (request, reply) => {
+      if (!request.url.startsWith('/v1/')) return;
+      const given = Buffer.from(request.headers.authorization ?? '');
+      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+        return sendProblem(reply, problem(401, ProblemCode.Unauthorized, 'send the server token as "Authorization: Bearer <token>"'));
+      }
+    });
+  }
+
+  app.get('/healthz', async () => ({ ok: true }));
+
+  app.post('/v1/emissions', async (request, reply) => {
+    const parsed = emissionBatchSchema.safeParse(request.body);
+    if (!parsed.success) {
+      const { field, message } = describeFirstIssue(parsed.error, { input: request.body, knownKeys: ['stream', 'items'] });
+      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+    }
+    const { stream, items } = parsed.data;
+    if (items.length > options.maxBatchItems) {
+      return sendProblem(
+        reply,
+        problem(
+          413,
+          ProblemCode.BatchTooLarge,
+          `items: at most ${options.maxBatchItems} per request (got ${items.length}); split the batch`,
+          'items',
+        ),
+      );
+    }
+    const results = await store.ingest(stream, items.map(checkItem));
+    const body: EmissionBatchResponse = { results };
+    return body;
+  });
+
+  app.get('/v1/events', async (request, reply) => {
+    const parsed = eventQuerySchema.safeParse(request.query);
+    if (!parsed.success) {
+      const { field, message } = describeFirstIssue(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit'] });
+      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+    }
+    return store.listEvents(parsed.data);
+  });
+
+  app.get('/v1/assets', async () => ({ assets: await store.listAssets() }));
+
+  app.put<{ Params: { name: string } }>('/v1/assets/:name', async (request, reply) => {
+    const parsed = assetNameSchema.safeParse(request.params.name);
+    if (!parsed.success) {
+      const { message } = describeFirstIssue(parsed.error, { input: request.params.name, prefix: 'name' });
+      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, 'name'));
+    }
+    const { created } = await store.registerAsset(parsed.data);
+    return reply.status(created ? 201 : 200).send({ name: parsed.data, created });
+  });
+
+  return app;
+}

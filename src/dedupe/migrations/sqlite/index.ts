@@ -1,0 +1,70 @@
+import type { Migration } from '../../../sqlite/migrate.js';
+
+/** The server store's schema, numbered and append-only: never edit a step that has shipped. */
+export const serverSqliteMigrations: readonly Migration[] = [
+  {
+    version: 1,
+    name: '001_initial',
+    sql: `
+      CREATE TABLE assets (
+        name TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL
+      ) WITHOUT ROWID;
+
+      -- One row per idempotency key: the receipt a retry gets back. Kept apart from events so that
+      -- dedupe records and events can have their own retention.
+      CREATE TABLE dedupe (
+        key TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        ts TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      ) WITHOUT ROWID;
+
+      -- cursor is the global order readers page by; AUTOINCREMENT never reuses a cursor after a delete.
+      CREATE TABLE events (
+        cursor INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id TEXT NOT NULL UNIQUE,
+        key TEXT NOT NULL,
+        ts TEXT NOT NULL,
+        asset TEXT NOT NULL,
+        partition_key TEXT,
+        partition_date TEXT,
+        extra TEXT,
+        producer TEXT NOT NULL,
+        workflow TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        task TEXT,
+        attempt INTEGER NOT NULL,
+        seq INTEGER NOT NULL
+      );
+      CREATE INDEX events_by_asset ON events (asset, cursor);
+
+      -- The last sequence number accepted per producer stream and attempt.
+      CREATE TABLE stream_seqs (
+        producer TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        PRIMARY KEY (producer, run_id, task, attempt)
+      ) WITHOUT ROWID;
+
+      -- Items that took a sequence number without becoming an event (rejections, conflicts), so that a
+      -- retry of them gets the same answer and the stream goes on past them.
+      CREATE TABLE stream_outcomes (
+        producer TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        status TEXT NOT NULL,
+        code TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        field TEXT,
+        PRIMARY KEY (producer, run_id, task, attempt, seq)
+      ) WITHOUT ROWID;
+    `,
+  },
+];

@@ -1,0 +1,32 @@
+import type { FastifyReply } from 'fastify';
+import { ProblemCode } from '../protocol/errors.js';
+import { PROBLEM_CONTENT_TYPE, type Problem } from '../protocol/wire.js';
+
+const TITLES: Record<string, string> = {
+  [ProblemCode.MalformedJson]: 'Malformed JSON',
+  [ProblemCode.InvalidRequest]: 'Invalid request',
+  [ProblemCode.UnsupportedMediaType]: 'Unsupported media type',
+  [ProblemCode.BodyTooLarge]: 'Request body too large',
+  [ProblemCode.BatchTooLarge]: 'Batch too large',
+  [ProblemCode.Unauthorized]: 'Unauthorized',
+  [ProblemCode.NotFound]: 'Not found',
+  [ProblemCode.MethodNotAllowed]: 'Method not allowed',
+  [ProblemCode.ShuttingDown]: 'Shutting down',
+  [ProblemCode.Internal]: 'Internal server error',
+};
+
+/** An RFC 9457 problem document; `type` is a stable URI per code, documented in docs/protocol.md. */
+export function problem(status: number, code: string, detail: string, field?: string): Problem {
+  return {
+    type: `https://oncebox.dev/problems/${code}`,
+    title: TITLES[code] ?? code,
+    status,
+    detail,
+    code,
+    ...(field === undefined ? {} : { field }),
+  };
+}
+
+export function sendProblem(reply: FastifyReply, body: Problem): FastifyReply {
+  return reply.status(body.status).type(PROBLEM_CONTENT_TYPE).send(body);
+}

@@ -1,0 +1,22 @@
+import type { StreamIdentity } from '../protocol/wire.js';
+import type { OutboxRow } from './outbox-file.js';
+
+/**
+ * The JSON body of `POST /v1/emissions` for a batch of rows. `extra` is stored as JSON text already, so
+ * it is spliced in as it is rather than parsed and serialised again for every row of every batch.
+ * @internal
+ */
+export function encodeBatch(stream: StreamIdentity, rows: readonly OutboxRow[]): string {
+  const items = rows.map((row) => {
+    const head = JSON.stringify({
+      seq: row.seq,
+      key: row.key,
+      kind: row.kind,
+      asset: row.asset,
+      ...(row.partition_key === null ? {} : { partitionKey: row.partition_key }),
+      ...(row.partition_date === null ? {} : { partitionDate: row.partition_date }),
+    });
+    return row.extra === null ? head : `${head.slice(0, -1)},"extra":${row.extra}}`;
+  });
+  return `{"stream":${JSON.stringify(stream)},"items":[${items.join(',')}]}`;
+}

@@ -1,0 +1,225 @@
+import { z } from 'zod';
+import type { Checkpoint } from '../checkpoint/checkpoint.js';
+import { canonicalJson, payloadFingerprint } from '../protocol/canonical-json.js';
+import { describeFirstIssue, emissionPayloadSchema } from '../protocol/emission.js';
+import { EmissionValidationError, KeyConflictError, OutboxClosedError } from '../protocol/errors.js';
+import type { Receipt } from '../protocol/wire.js';
+import { deriveKey, explicitKey } from './keys.js';
+import type { OutboxFile, OutboxRow } from './outbox-file.js';
+import type { RunContext } from './options.js';
+
+/** What a caller passes to `emit`: everything about the event but its asset. */
+export interface EmissionInput {
+  /** Which unit of data the event announces, e.g. "batch-0042". */
+  partitionKey?: string;
+  /** ISO 8601 with an explicit offset or Z; requires partitionKey. */
+  partitionDate?: string;
+  /** Small JSON metadata: references, never secrets or whole logs. 64 KiB at most by default. */
+  extra?: Record<string, unknown>;
+  /**
+   * Your own idempotency key, instead of the one derived from producer, run, asset and partition. A
+   * re-run must give the same key for the same logical emission.
+   */
+  key?: string;
+}
+
+const EMISSION_FIELDS = ['partitionKey', 'partitionDate', 'extra', 'key'];
+const userKeySchema = z.string().min(1, { error: 'must not be empty' }).max(200, { error: 'must be at most 200 characters' });
+
+/** A handle on one emission of a commit. */
+export class Emission {
+  /** @internal */ rowId: number | undefined;
+  /** @internal */ recommitted = false;
+  /** @internal */ committed = false;
+  /** @internal */ idempotencyKey: string | undefined;
+
+  /** @internal */
+  constructor(
+    readonly asset: string,
+    readonly partitionKey: string | undefined,
+    private readonly waitFor: (emission: Emission) => Promise<Receipt>,
+  ) {}
+
+  /** The idempotency key, known once the commit has returned. */
+  get key(): string {
+    if (!this.committed) throw new OutboxClosedError('emission.key: the commit has not returned yet');
+    return this.idempotencyKey!;
+  }
+
+  /**
+   * The server's receipt, once the relay has delivered this emission. Rejects with RejectedError when
+   * the server refused it for good (the row is parked as dead).
+   */
+  receipt(): Promise<Receipt> {
+    if (!this.committed) {
+      return Promise.reject(new OutboxClosedError('emission.receipt(): call it after commit() has returned'));
+    }
+    return this.waitFor(this);
+  }
+}
+
+interface PendingEmission {
+  handle: Emission;
+  partitionDate: string | undefined;
+  extra: Record<string, unknown> | undefined;
+  userKey: string | undefined;
+}
+
+/** @internal Everything the outbox hands a commit. */
+export interface CommitContext {
+  file: OutboxFile;
+  producer: string;
+  run: RunContext;
+  maxExtraBytes: number;
+  payloadSchema: ReturnType<typeof emissionPayloadSchema>;
+  waitFor: (emission: Emission) => Promise<Receipt>;
+}
+
+/**
+ * The `tx` of `commit((tx) => …)`. It collects checkpoint writes and emissions while the callback
+ * runs, validating each one at once, and writes them all when the callback returns, inside the same
+ * SQLite transaction.
+ */
+export class CommitTransaction {
+  private readonly emissions: PendingEmission[] = [];
+  private readonly checkpoints = new Map<string, string>();
+  private open = true;
+
+  /** @internal */
+  constructor(private readonly context: CommitContext) {}
+
+  /** Sets a checkpoint to a value that its schema accepts; the last set of a name in a commit wins. */
+  set<T>(checkpoint: Checkpoint<T>, value: T): void {
+    this.assertOpen('set');
+    this.checkpoints.set(checkpoint.name, checkpoint.encode(value));
+  }
+
+  /** Adds an emission of `asset` to this commit. */
+  emit(asset: { readonly name: string }, input: EmissionInput = {}): Emission {
+    this.assertOpen('emit');
+    const { key, ...payload } = checkShape(input);
+    const candidate = { ...payload, asset: asset.name };
+    const parsed = this.context.payloadSchema.safeParse(candidate);
+    if (!parsed.success) {
+      const { field, message } = describeFirstIssue(parsed.error, { input: candidate, knownKeys: EMISSION_FIELDS });
+      throw new EmissionValidationError(field, message);
+    }
+    let userKey: string | undefined;
+    if (key !== undefined) {
+      const checked = userKeySchema.safeParse(key);
+      if (!checked.success) {
+        throw new EmissionValidationError('key', describeFirstIssue(checked.error, { input: key, prefix: 'key' }).message);
+      }
+      userKey = checked.data;
+    }
+    const handle = new Emission(asset.name, parsed.data.partitionKey, this.context.waitFor);
+    this.emissions.push({ handle, partitionDate: parsed.data.partitionDate, extra: parsed.data.extra, userKey });
+    return handle;
+  }
+
+  /**
+   * @internal Writes the collected state; runs inside the commit's SQLite transaction.
+   * @returns the next free sequence number.
+   */
+  write(nextSeq: number, now: number): number {
+    this.open = false;
+    const { file, producer, run } = this.context;
+    const s = file.statements;
+    for (const [name, value] of this.checkpoints) s.setCheckpoint.run({ name, value, now });
+    const position = this.checkpoints.size === 0 ? null : canonicalJson(Object.fromEntries(this.checkpoints));
+    const occurrences = new Map<string, number>();
+    const task = run.task ?? '';
+    for (const emission of this.emissions) {
+      const { handle } = emission;
+      const partitionKey = handle.partitionKey ?? null;
+      const slot = `${handle.asset}\u0000${partitionKey ?? ''}`;
+      const occurrence = occurrences.get(slot) ?? 0;
+      occurrences.set(slot, occurrence + 1);
+      const key =
+        emission.userKey !== undefined
+          ? explicitKey(producer, emission.userKey)
+          : deriveKey({
+              producer,
+              workflow: run.workflow,
+              runId: run.runId,
+              task: run.task ?? null,
+              asset: handle.asset,
+              partitionKey,
+              position: partitionKey === null ? position : null,
+              occurrence,
+            });
+      const fingerprint = payloadFingerprint({
+        asset: handle.asset,
+        partitionKey,
+        partitionDate: emission.partitionDate,
+        extra: emission.extra,
+      });
+      const inserted = s.insertRow.run({
+        key,
+        fingerprint,
+        workflow: run.workflow,
+        runId: run.runId,
+        task,
+        attempt: run.attempt,
+        seq: nextSeq,
+        kind: 'event',
+        asset: handle.asset,
+        partitionKey,
+        partitionDate: emission.partitionDate ?? null,
+        extra: emission.extra === undefined ? null : JSON.stringify(emission.extra),
+        committedAt: now,
+      });
+      handle.idempotencyKey = key;
+      if (inserted.changes === 1) {
+        handle.rowId = Number(inserted.lastInsertRowid);
+        nextSeq++;
+        continue;
+      }
+      const existing = s.rowByKey.get({ key })!;
+      if (existing.fingerprint !== fingerprint) throw keyConflict(existing, handle, emission.userKey);
+      // The same emission was committed before (a re-run of a batch): it keeps its one row and event.
+      handle.rowId = existing.id;
+      handle.recommitted = true;
+    }
+    return nextSeq;
+  }
+
+  /** @internal Called once the SQLite transaction has committed. */
+  committed(): readonly Emission[] {
+    const handles = this.emissions.map((emission) => emission.handle);
+    for (const handle of handles) handle.committed = true;
+    return handles;
+  }
+
+  get emissionCount(): number {
+    return this.emissions.length;
+  }
+
+  private assertOpen(method: string): void {
+    if (!this.open) {
+      throw new OutboxClosedError(`tx.${method}(): this commit has already ended; use tx only inside the commit callback`);
+    }
+  }
+}
+
+function checkShape(input: EmissionInput): EmissionInput {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) {
+    throw new EmissionValidationError('emission', 'emission: must be an object such as { partitionKey: "batch-0042" }');
+  }
+  if (Object.hasOwn(input, 'asset')) {
+    throw new EmissionValidationError('asset', 'asset: unknown field here; the asset is the one emit() is called on (box.asset(name))');
+  }
+  return input;
+}
+
+function keyConflict(existing: OutboxRow, handle: Emission, userKey: string | undefined): KeyConflictError {
+  const what = userKey !== undefined
+    ? `key "${userKey}"`
+    : `asset "${handle.asset}"${handle.partitionKey === undefined ? '' : ` partition "${handle.partitionKey}"`}`;
+  return new KeyConflictError(
+    existing.key,
+    `${what} was committed before with a different payload (outbox row ${existing.id}, ` +
+      `committed ${new Date(existing.committed_at).toISOString()}). A re-run must emit the same partitionDate and extra ` +
+      'for the same emission; if this is a different event, give it its own partition key or an explicit key.',
+  );
+}

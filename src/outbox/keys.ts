@@ -1,0 +1,55 @@
+import { v5 as uuidv5 } from 'uuid';
+import { canonicalJson } from '../protocol/canonical-json.js';
+
+/**
+ * The namespace of every oncebox key. Fixed forever: changing it would give every re-run new keys, and
+ * the server would take a re-run's emissions for new events.
+ */
+export const ONCEBOX_KEY_NAMESPACE = '6f3b2a8e-4c1d-5e9f-8a7b-0c2d4e6f8a1b';
+
+/** What identifies one logical emission, independently of when or where it was committed. */
+export interface EmissionIdentity {
+  producer: string;
+  workflow: string;
+  runId: string;
+  task: string | null;
+  asset: string;
+  partitionKey: string | null;
+  /**
+   * Where in the job the emission was made, for an emission with no partition key: the checkpoint
+   * values written in the same commit, as canonical JSON, or null when the commit writes none.
+   */
+  position: string | null;
+  /** 0 for the first emission of this asset and partition in its commit, 1 for the next, and so on. */
+  occurrence: number;
+}
+
+/**
+ * The idempotency key of an emission: a UUIDv5 of its identity. The attempt is left out on purpose, so
+ * that a retry re-processing the same batch derives the same key and the server answers with the
+ * original receipt.
+ */
+export function deriveKey(identity: EmissionIdentity): string {
+  return uuidv5(
+    canonicalJson([
+      'oncebox/v1',
+      identity.producer,
+      identity.workflow,
+      identity.runId,
+      identity.task,
+      identity.asset,
+      identity.partitionKey,
+      identity.position,
+      identity.occurrence,
+    ]),
+    ONCEBOX_KEY_NAMESPACE,
+  );
+}
+
+/**
+ * The key of an emission whose caller gave its own key. Scoped by producer, so that two producers that
+ * happen to pick the same key do not swallow each other's events.
+ */
+export function explicitKey(producer: string, userKey: string): string {
+  return uuidv5(canonicalJson(['oncebox/v1/explicit', producer, userKey]), ONCEBOX_KEY_NAMESPACE);
+}

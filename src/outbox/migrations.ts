@@ -1,0 +1,59 @@
+import type { Migration } from '../sqlite/migrate.js';
+
+/** The outbox file's schema, numbered and append-only: never edit a step that has shipped. */
+export const outboxMigrations: readonly Migration[] = [
+  {
+    version: 1,
+    name: '001_initial',
+    sql: `
+      -- Facts about the file itself, such as the producer it belongs to.
+      CREATE TABLE meta (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+      ) WITHOUT ROWID;
+
+      -- One row per committed emission. id is the commit order the relay delivers in.
+      -- task is '' for a workflow-level emission, so that the unique stream position holds for it too.
+      CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL UNIQUE,
+        fingerprint TEXT NOT NULL,
+        workflow TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        asset TEXT NOT NULL,
+        partition_key TEXT,
+        partition_date TEXT,
+        extra TEXT,
+        committed_at INTEGER NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'dead')),
+        event_id TEXT,
+        event_ts TEXT,
+        duplicate INTEGER,
+        settled_at INTEGER,
+        dead_code TEXT,
+        dead_reason TEXT,
+        UNIQUE (run_id, task, attempt, seq)
+      );
+      CREATE INDEX outbox_pending ON outbox (id) WHERE state = 'pending';
+
+      CREATE TABLE checkpoints (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) WITHOUT ROWID;
+
+      -- At most one relay delivers from this file at a time: the one whose owner token is here.
+      CREATE TABLE lease (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        owner TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        host TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+      );
+    `,
+  },
+];

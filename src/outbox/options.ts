@@ -1,0 +1,85 @@
+import { z } from 'zod';
+import { Limits } from '../protocol/limits.js';
+import { resolveOptions } from '../protocol/options.js';
+import { nameSchema } from '../protocol/wire.js';
+
+export const runContextSchema = z.strictObject({
+  /** The workflow (DAG, flow) this run belongs to. */
+  workflow: nameSchema,
+  /** One execution of the workflow; a retry keeps the same runId. */
+  runId: nameSchema,
+  /** The step within the run; leave it out for a workflow-level emission (a run callback). */
+  task: nameSchema.optional(),
+  /** The try number, from 1; a retry of the same run has a higher attempt. */
+  attempt: z
+    .number({ error: 'must be a number: the try number, 1 for the first try' })
+    .int({ error: 'must be a whole number: the try number, 1 for the first try' })
+    .min(1, { error: 'must be at least 1 (the first try is attempt 1)' })
+    .max(1_000_000, { error: 'must be at most 1000000' }),
+});
+export type RunContext = z.infer<typeof runContextSchema>;
+
+const httpUrl = z.string().refine((value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol), {
+  error: 'must be an http:// or https:// URL such as "http://127.0.0.1:8787"',
+});
+
+const outboxOptionsSchema = z
+  .strictObject({
+    /** The outbox's SQLite file; created if missing. Give each producer its own file. */
+    path: z.string().min(1),
+    /** The oncebox server the relay delivers to. Not needed with `relay: 'external'`. */
+    server: httpUrl.optional(),
+    /** Sent as `Authorization: Bearer <token>`. */
+    token: z.string().min(1).optional(),
+    /** The job's name, e.g. "orders-ingest": part of every key and every event's provenance. */
+    producer: nameSchema,
+    /** Who is emitting. Without it the outbox can be read (status, checkpoints) but not committed to. */
+    run: runContextSchema.optional(),
+    /**
+     * 'full' fsyncs every commit: a commit that returned survives power loss. 'normal' is about ten times
+     * faster per commit but may lose the last commits on power loss (never on a process crash).
+     * @defaultValue 'full'
+     */
+    durability: z.enum(['full', 'normal']).default('full'),
+    /**
+     * 'in-process' runs the relay in this process, woken by each commit. 'external' leaves delivery to
+     * `oncebox relay`. 'manual' runs nothing; tests drive `box.relay.step()`.
+     * @defaultValue 'in-process'
+     */
+    relay: z.enum(['in-process', 'external', 'manual']).default('in-process'),
+    /** @defaultValue 500 */
+    batchMaxRows: z.number().int().min(1).max(Limits.maxBatchItems).default(500),
+    /** @defaultValue 1 MiB */
+    batchMaxBytes: z.number().int().min(1024).max(Limits.maxBodyBytes).default(1024 * 1024),
+    /** After this long without an answer a request counts as "unknown" and is resent with the same keys. @defaultValue 10000 */
+    requestTimeoutMs: z.number().int().min(1).default(10_000),
+    /** @defaultValue 100 */
+    retryMinDelayMs: z.number().int().min(0).default(100),
+    /** @defaultValue 5000 */
+    retryMaxDelayMs: z.number().int().min(0).default(5_000),
+    /** How long a relay's lease lasts without renewal; a successor waits at most this long after a crash on another host. @defaultValue 15000 */
+    leaseTtlMs: z.number().int().min(30).default(15_000),
+    /** Largest `extra` accepted at commit, in bytes of JSON. @defaultValue 65536 */
+    maxExtraBytes: z.number().int().min(2).max(Limits.maxExtraBytes).default(Limits.maxExtraBytes),
+    /** The relay's clock (ms since epoch), for tests of lease expiry. */
+    now: z.custom<() => number>((value) => typeof value === 'function', { error: 'must be a function returning ms since epoch' }).optional(),
+  })
+  .superRefine((options, ctx) => {
+    if (options.relay !== 'external' && options.server === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['server'],
+        message: `is required with relay: '${options.relay}'; give the server URL, or set relay: 'external' and run \`oncebox relay\``,
+      });
+    }
+    if (options.retryMaxDelayMs < options.retryMinDelayMs) {
+      ctx.addIssue({ code: 'custom', path: ['retryMaxDelayMs'], message: 'must be at least retryMinDelayMs' });
+    }
+  });
+
+export type OutboxOptions = z.input<typeof outboxOptionsSchema>;
+export type ResolvedOutboxOptions = z.output<typeof outboxOptionsSchema>;
+
+export function resolveOutboxOptions(options: OutboxOptions): ResolvedOutboxOptions {
+  return resolveOptions(outboxOptionsSchema, options, 'openOutbox');
+}

@@ -1,0 +1,247 @@
+import type Database from 'better-sqlite3';
+import { sql, type Generated } from 'kysely';
+import { SchemaTooNewError, WrongOutboxFileError } from '../protocol/errors.js';
+import { migrateSqlite } from '../sqlite/migrate.js';
+import { openSqlite, type Durability } from '../sqlite/open.js';
+import { param, prepare, queryBuilder } from '../sqlite/statements.js';
+import { outboxMigrations } from './migrations.js';
+
+/** @internal The outbox file's tables, as kysely sees them. */
+export interface OutboxSchema {
+  meta: { name: string; value: string };
+  outbox: {
+    id: Generated<number>;
+    key: string;
+    fingerprint: string;
+    workflow: string;
+    run_id: string;
+    task: string;
+    attempt: number;
+    seq: number;
+    kind: string;
+    asset: string;
+    partition_key: string | null;
+    partition_date: string | null;
+    extra: string | null;
+    committed_at: number;
+    state: Generated<RowState>;
+    event_id: string | null;
+    event_ts: string | null;
+    duplicate: number | null;
+    settled_at: number | null;
+    dead_code: string | null;
+    dead_reason: string | null;
+  };
+  checkpoints: { name: string; value: string; updated_at: number };
+  lease: { id: number; owner: string; pid: number; host: string; expires_at: number };
+}
+
+export type RowState = 'pending' | 'delivered' | 'dead';
+
+/** @internal An outbox row as the relay reads it. */
+export interface OutboxRow {
+  id: number;
+  key: string;
+  fingerprint: string;
+  workflow: string;
+  run_id: string;
+  task: string;
+  attempt: number;
+  seq: number;
+  kind: string;
+  asset: string;
+  partition_key: string | null;
+  partition_date: string | null;
+  extra: string | null;
+  committed_at: number;
+  state: RowState;
+  event_id: string | null;
+  event_ts: string | null;
+  duplicate: number | null;
+  dead_code: string | null;
+  dead_reason: string | null;
+}
+
+/**
+ * One open outbox file: the connection, its schema and every statement the producer and the relay
+ * run, prepared once. Both the job (`openOutbox`) and a relay process (`oncebox relay`) open it this way.
+ * @internal
+ */
+export class OutboxFile {
+  readonly db: Database.Database;
+  readonly statements: OutboxStatements;
+
+  constructor(
+    readonly path: string,
+    durability: Durability,
+  ) {
+    this.db = openSqlite(path, durability);
+    try {
+      migrateSqlite(this.db, outboxMigrations, (found, known) => new SchemaTooNewError(path, found, known));
+    } catch (error) {
+      this.db.close();
+      throw error;
+    }
+    this.statements = prepareStatements(this.db);
+  }
+
+  getMeta(name: string): string | undefined {
+    return this.statements.getMeta.get({ name })?.value;
+  }
+
+  setMeta(name: string, value: string): void {
+    this.statements.setMeta.run({ name, value });
+  }
+
+  /**
+   * Binds a new file to its producer, and refuses to open one that belongs to another: two producers
+   * sharing a file would share stream positions and keys.
+   */
+  bindProducer(producer: string): void {
+    this.db
+      .transaction(() => {
+        const owner = this.getMeta('producer');
+        if (owner === undefined) this.setMeta('producer', producer);
+        else if (owner !== producer) {
+          throw new WrongOutboxFileError(
+            `${this.path}: this outbox belongs to producer "${owner}", not "${producer}"; give each producer its own file`,
+          );
+        }
+      })
+      .immediate();
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+}
+
+function prepareStatements(db: Database.Database) {
+  const q = queryBuilder<OutboxSchema>(db);
+  return {
+    getMeta: prepare<{ value: string }>(db, q.selectFrom('meta').select('value').where('name', '=', param('name'))),
+    setMeta: prepare(
+      db,
+      q
+        .insertInto('meta')
+        .values({ name: param('name'), value: param('value') })
+        .onConflict((oc) => oc.column('name').doUpdateSet({ value: param('value') })),
+    ),
+    insertRow: prepare(
+      db,
+      q
+        .insertInto('outbox')
+        .values({
+          key: param('key'),
+          fingerprint: param('fingerprint'),
+          workflow: param('workflow'),
+          run_id: param('runId'),
+          task: param('task'),
+          attempt: param('attempt'),
+          seq: param('seq'),
+          kind: param('kind'),
+          asset: param('asset'),
+          partition_key: param('partitionKey'),
+          partition_date: param('partitionDate'),
+          extra: param('extra'),
+          committed_at: param('committedAt'),
+        })
+        // Insert first: a key already in the file is caught by the unique index, not by a prior read.
+        .onConflict((oc) => oc.column('key').doNothing()),
+    ),
+    rowByKey: prepare<OutboxRow>(db, q.selectFrom('outbox').selectAll().where('key', '=', param('key'))),
+    rowById: prepare<OutboxRow>(db, q.selectFrom('outbox').selectAll().where('id', '=', param('id'))),
+    lastSeq: prepare<{ last: number | null }>(
+      db,
+      q
+        .selectFrom('outbox')
+        .select((eb) => eb.fn.max('seq').as('last'))
+        .where('run_id', '=', param('runId'))
+        .where('task', '=', param('task'))
+        .where('attempt', '=', param('attempt')),
+    ),
+    pending: prepare<OutboxRow>(
+      db,
+      q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('id').limit(param('limit')),
+    ),
+    hasPending: prepare<{ id: number }>(
+      db,
+      q.selectFrom('outbox').select('id').where('state', '=', sql.lit('pending')).limit(sql.lit(1)),
+    ),
+    markDelivered: prepare(
+      db,
+      q
+        .updateTable('outbox')
+        .set({
+          state: sql.lit('delivered'),
+          event_id: param('eventId'),
+          event_ts: param('timestamp'),
+          duplicate: param('duplicate'),
+          settled_at: param('now'),
+        })
+        .where('id', '=', param('id'))
+        .where('state', '=', sql.lit('pending')),
+    ),
+    markDead: prepare(
+      db,
+      q
+        .updateTable('outbox')
+        .set({ state: sql.lit('dead'), dead_code: param('code'), dead_reason: param('reason'), settled_at: param('now') })
+        .where('id', '=', param('id'))
+        .where('state', '=', sql.lit('pending')),
+    ),
+    getCheckpoint: prepare<{ value: string }>(
+      db,
+      q.selectFrom('checkpoints').select('value').where('name', '=', param('name')),
+    ),
+    setCheckpoint: prepare(
+      db,
+      q
+        .insertInto('checkpoints')
+        .values({ name: param('name'), value: param('value'), updated_at: param('now') })
+        .onConflict((oc) => oc.column('name').doUpdateSet({ value: param('value'), updated_at: param('now') })),
+    ),
+    countByState: prepare<{ state: RowState; count: number; oldest: number | null }>(
+      db,
+      q
+        .selectFrom('outbox')
+        .select((eb) => ['state', eb.fn.countAll<number>().as('count'), eb.fn.min('committed_at').as('oldest')])
+        .groupBy('state'),
+    ),
+    deadRows: prepare<OutboxRow>(
+      db,
+      q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('dead')).orderBy('id').limit(param('limit')),
+    ),
+    getLease: prepare<{ owner: string; pid: number; host: string; expires_at: number }>(
+      db,
+      q.selectFrom('lease').select(['owner', 'pid', 'host', 'expires_at']).where('id', '=', sql.lit(1)),
+    ),
+    takeLease: prepare(
+      db,
+      q
+        .insertInto('lease')
+        .values({ id: sql.lit(1), owner: param('owner'), pid: param('pid'), host: param('host'), expires_at: param('expiresAt') })
+        .onConflict((oc) =>
+          oc.column('id').doUpdateSet({
+            owner: param('owner'),
+            pid: param('pid'),
+            host: param('host'),
+            expires_at: param('expiresAt'),
+          }),
+        ),
+    ),
+    // Renewing is also the proof of holding: it changes no row when another relay took the lease.
+    renewLease: prepare(
+      db,
+      q
+        .updateTable('lease')
+        .set({ expires_at: param('expiresAt') })
+        .where('id', '=', sql.lit(1))
+        .where('owner', '=', param('owner')),
+    ),
+    releaseLease: prepare(db, q.deleteFrom('lease').where('id', '=', sql.lit(1)).where('owner', '=', param('owner'))),
+  };
+}
+
+/** @internal */
+export type OutboxStatements = ReturnType<typeof prepareStatements>;

@@ -1,0 +1,244 @@
+import type { z } from 'zod';
+import { Checkpoint } from '../checkpoint/checkpoint.js';
+import { assetNameSchema, describeFirstIssue, emissionPayloadSchema } from '../protocol/emission.js';
+import {
+  AsyncCommitError,
+  EmissionValidationError,
+  NoRunContextError,
+  OptionsError,
+  OutboxClosedError,
+} from '../protocol/errors.js';
+import { nameSchema, type Receipt } from '../protocol/wire.js';
+import { CommitTransaction, type CommitContext, type Emission, type EmissionInput } from './commit.js';
+import { OutboxFile } from './outbox-file.js';
+import { resolveOutboxOptions, type OutboxOptions, type ResolvedOutboxOptions, type RunContext } from './options.js';
+import { fromRow, ReceiptWaiters } from './receipts.js';
+import { Relay, type RelayError } from './relay.js';
+import { readStatus, type OutboxStatus } from './status.js';
+import { HttpTransport } from './transport.js';
+
+/** How often a receipt promise checks the file while another process's relay does the delivering. */
+const RECEIPT_POLL_MS = 50;
+
+/** A registered asset, as the producer names it. */
+export class Asset {
+  /** @internal */
+  constructor(
+    readonly name: string,
+    private readonly box: Outbox,
+  ) {}
+
+  /**
+   * Commits one emission on its own and resolves with the server's receipt once it is delivered. The
+   * emission is durable when this returns a promise: awaiting it only waits for delivery.
+   */
+  emit(input: EmissionInput = {}): Promise<Receipt> {
+    let emission: Emission;
+    try {
+      emission = this.box.commit((tx) => tx.emit(this, input));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return emission.receipt();
+  }
+}
+
+export interface CloseOptions {
+  /** How long to wait for pending rows to be delivered before closing anyway. @defaultValue 10000 */
+  timeoutMs?: number;
+}
+
+export interface CloseResult {
+  /** Rows still pending at close; the next relay on this file delivers them. */
+  pending: number;
+}
+
+/** An open outbox: the producer's side of oncebox. Create it with `openOutbox`. */
+export class Outbox {
+  /** @internal */ readonly file: OutboxFile;
+  /** The relay of this process, or undefined with `relay: 'external'`. */
+  readonly relay: Relay | undefined;
+  readonly producer: string;
+  readonly run: RunContext | undefined;
+  private readonly options: ResolvedOutboxOptions;
+  private readonly waiters = new ReceiptWaiters();
+  private readonly commitContext: CommitContext | undefined;
+  private readonly runInTransaction;
+  private nextSeq = 1;
+  private closed = false;
+  private pollTimer: NodeJS.Timeout | undefined;
+
+  /** @internal Use openOutbox. */
+  constructor(options: ResolvedOutboxOptions) {
+    this.options = options;
+    this.producer = options.producer;
+    this.run = options.run;
+    this.file = new OutboxFile(options.path, options.durability);
+    try {
+      this.file.bindProducer(options.producer);
+      if (options.run) {
+        const last = this.file.statements.lastSeq.get({
+          runId: options.run.runId,
+          task: options.run.task ?? '',
+          attempt: options.run.attempt,
+        });
+        this.nextSeq = (last?.last ?? 0) + 1;
+        this.commitContext = {
+          file: this.file,
+          producer: options.producer,
+          run: options.run,
+          maxExtraBytes: options.maxExtraBytes,
+          payloadSchema: emissionPayloadSchema(options.maxExtraBytes),
+          waitFor: (emission) => this.receiptOf(emission),
+        };
+      }
+      this.relay =
+        options.relay === 'external'
+          ? undefined
+          : new Relay(this.file, {
+              transport: new HttpTransport({
+                server: options.server!,
+                token: options.token,
+                requestTimeoutMs: options.requestTimeoutMs,
+              }),
+              batchMaxRows: options.batchMaxRows,
+              batchMaxBytes: options.batchMaxBytes,
+              retryMinDelayMs: options.retryMinDelayMs,
+              retryMaxDelayMs: options.retryMaxDelayMs,
+              leaseTtlMs: options.leaseTtlMs,
+              now: options.now ?? Date.now,
+              onSettled: (rows) => this.waiters.settle(rows),
+            });
+    } catch (error) {
+      this.file.close();
+      throw error;
+    }
+    this.runInTransaction = this.file.db.transaction(<R>(tx: CommitTransaction, fn: (tx: CommitTransaction) => R): R => {
+      const result = fn(tx);
+      if (isPromiseLike(result)) {
+        // Keep the abandoned promise from surfacing later as an unhandled rejection.
+        Promise.resolve(result).catch(() => undefined);
+        throw new AsyncCommitError();
+      }
+      this.nextSeqAfterCommit = tx.write(this.nextSeq, Date.now());
+      return result;
+    });
+    if (options.relay === 'in-process') this.relay!.start();
+  }
+
+  private nextSeqAfterCommit = 0;
+
+  /** The file's path. */
+  get path(): string {
+    return this.file.path;
+  }
+
+  /** A handle on a registered asset. The server refuses names it does not know. */
+  asset(name: string): Asset {
+    const parsed = assetNameSchema.safeParse(name);
+    if (!parsed.success) {
+      const { message } = describeFirstIssue(parsed.error, { input: name, prefix: 'asset' });
+      throw new EmissionValidationError('asset', message);
+    }
+    return new Asset(parsed.data, this);
+  }
+
+  /** A named checkpoint, typed and validated by `schema`. */
+  checkpoint<Schema extends z.ZodType>(name: string, schema: Schema): Checkpoint<z.output<Schema>> {
+    const parsed = nameSchema.safeParse(name);
+    if (!parsed.success) {
+      const { message } = describeFirstIssue(parsed.error, { input: name, prefix: 'checkpoint name' });
+      throw new OptionsError('name', message);
+    }
+    return new Checkpoint(parsed.data, schema as z.ZodType<z.output<Schema>>, {
+      read: (checkpointName) => this.file.statements.getCheckpoint.get({ name: checkpointName })?.value,
+    });
+  }
+
+  /**
+   * Runs `fn` in one synchronous SQLite transaction (BEGIN IMMEDIATE). Every `tx.set` and `tx.emit`
+   * in it is written together when `fn` returns, durably (with the default durability) by the time
+   * `commit` returns, or not at all when `fn` throws. Returns what `fn` returns.
+   */
+  commit<R>(fn: (tx: CommitTransaction) => R): R {
+    if (this.closed) throw new OutboxClosedError(`${this.path}: the outbox is closed; open it again to commit`);
+    if (this.commitContext === undefined) {
+      throw new NoRunContextError(
+        `${this.path}: opened without a run context; pass run: { workflow, runId, attempt } to openOutbox to commit or emit`,
+      );
+    }
+    if (typeof fn !== 'function') throw new TypeError('commit(fn): fn must be a function');
+    if (fn.constructor?.name === 'AsyncFunction') throw new AsyncCommitError();
+    const tx = new CommitTransaction(this.commitContext);
+    const result = this.runInTransaction.immediate(tx, fn) as R;
+    this.nextSeq = this.nextSeqAfterCommit;
+    tx.committed();
+    if (tx.emissionCount > 0) this.relay?.notify();
+    return result;
+  }
+
+  /** Counts and health of this outbox file, as `oncebox status` shows them. */
+  status(): OutboxStatus {
+    return readStatus(this.file, this.relay);
+  }
+
+  /**
+   * Stops taking commits, waits (up to `timeoutMs`) for pending rows to be delivered, stops the relay
+   * and closes the file. Rows still pending stay in the file for the next relay.
+   */
+  async close({ timeoutMs = 10_000 }: CloseOptions = {}): Promise<CloseResult> {
+    if (this.closed) return { pending: this.status().pending };
+    this.closed = true;
+    if (this.relay && this.options.relay === 'in-process') await this.relay.drain(timeoutMs);
+    await this.relay?.stop();
+    const pending = this.status().pending;
+    clearInterval(this.pollTimer);
+    this.waiters.rejectAll(
+      new OutboxClosedError(
+        `${this.path}: closed with the emission still pending; it stays in the file and the next relay on it delivers it`,
+      ),
+    );
+    this.file.close();
+    return { pending };
+  }
+
+  private receiptOf(emission: Emission): Promise<Receipt> {
+    if (this.closed) {
+      return Promise.reject(new OutboxClosedError(`${this.path}: the outbox is closed; receipts cannot be awaited`));
+    }
+    const row = this.file.statements.rowById.get({ id: emission.rowId! })!;
+    const promise = this.waiters.wait(row, emission.recommitted);
+    if (row.state === 'pending') this.pollWhileAnotherRelayDelivers();
+    return promise;
+  }
+
+  /** With no relay of ours delivering, receipts come from whichever process does: read them back from the file. */
+  private pollWhileAnotherRelayDelivers(): void {
+    if (this.pollTimer !== undefined) return;
+    this.pollTimer = setInterval(() => {
+      if (this.waiters.size === 0) {
+        clearInterval(this.pollTimer);
+        this.pollTimer = undefined;
+        return;
+      }
+      if (this.relay?.holdsLease && this.relay.failure === undefined) return;
+      const settled = this.waiters
+        .rowIds()
+        .map((id) => this.file.statements.rowById.get({ id }))
+        .filter((row) => row !== undefined && row.state !== 'pending')
+        .map((row) => fromRow(row!));
+      this.waiters.settle(settled);
+    }, RECEIPT_POLL_MS);
+  }
+}
+
+/** Opens (creating if needed) an outbox file and, by default, starts its relay. */
+export async function openOutbox(options: OutboxOptions): Promise<Outbox> {
+  return new Outbox(resolveOutboxOptions(options));
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
+}
+
+export type { RelayError };

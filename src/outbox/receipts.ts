@@ -1,0 +1,79 @@
+import { RejectedError } from '../protocol/errors.js';
+import type { Receipt } from '../protocol/wire.js';
+import type { OutboxRow } from './outbox-file.js';
+import type { SettledRow } from './relay.js';
+
+interface Waiter {
+  resolve: (receipt: Receipt) => void;
+  reject: (error: Error) => void;
+  /** The emission was a re-commit of a row that already existed: this call created no event. */
+  recommitted: boolean;
+}
+
+/**
+ * The receipt promises that callers are awaiting, by outbox row. Only awaited rows are tracked, so
+ * memory stays flat however long the backlog is.
+ * @internal
+ */
+export class ReceiptWaiters {
+  private readonly waiting = new Map<number, Waiter[]>();
+
+  get size(): number {
+    return this.waiting.size;
+  }
+
+  rowIds(): number[] {
+    return [...this.waiting.keys()];
+  }
+
+  /** A promise of the receipt of `row`, settled at once when the row is settled already. */
+  wait(row: OutboxRow, recommitted: boolean): Promise<Receipt> {
+    return new Promise<Receipt>((resolve, reject) => {
+      const waiter = { resolve, reject, recommitted };
+      if (row.state !== 'pending') {
+        settleWaiter(waiter, fromRow(row));
+        return;
+      }
+      const list = this.waiting.get(row.id);
+      if (list) list.push(waiter);
+      else this.waiting.set(row.id, [waiter]);
+    });
+  }
+
+  settle(rows: readonly SettledRow[]): void {
+    if (this.waiting.size === 0) return;
+    for (const row of rows) {
+      const list = this.waiting.get(row.id);
+      if (!list) continue;
+      this.waiting.delete(row.id);
+      for (const waiter of list) settleWaiter(waiter, row);
+    }
+  }
+
+  rejectAll(error: Error): void {
+    for (const list of this.waiting.values()) for (const waiter of list) waiter.reject(error);
+    this.waiting.clear();
+  }
+}
+
+/** @internal The settled form of a row read back from the file. */
+export function fromRow(row: OutboxRow): SettledRow {
+  return row.state === 'dead'
+    ? { id: row.id, state: 'dead', key: row.key, code: row.dead_code ?? 'unknown', reason: row.dead_reason ?? '' }
+    : {
+        id: row.id,
+        state: 'delivered',
+        key: row.key,
+        eventId: row.event_id!,
+        timestamp: row.event_ts!,
+        duplicate: row.duplicate === 1,
+      };
+}
+
+function settleWaiter(waiter: Waiter, row: SettledRow): void {
+  if (row.state === 'delivered') {
+    waiter.resolve({ eventId: row.eventId, timestamp: row.timestamp, duplicate: row.duplicate || waiter.recommitted });
+  } else {
+    waiter.reject(new RejectedError(row.code, row.key, `the server rejected emission ${row.key} (${row.code}): ${row.reason}`));
+  }
+}

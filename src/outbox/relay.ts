@@ -1,0 +1,301 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import pRetry from 'p-retry';
+import { LeaseLostError, OnceboxError, StreamStateLostError } from '../protocol/errors.js';
+import type { ItemResult } from '../protocol/wire.js';
+import { encodeBatch } from './batch-encoding.js';
+import { RelayLease } from './lease.js';
+import type { OutboxFile, OutboxRow } from './outbox-file.js';
+import { DeliveryError, type HttpTransport } from './transport.js';
+
+export interface RelayOptions {
+  transport: HttpTransport;
+  /** Most rows in one request. @defaultValue 500 */
+  batchMaxRows: number;
+  /** Most bytes of payload in one request (roughly: extra plus a fixed allowance per row). @defaultValue 1 MiB */
+  batchMaxBytes: number;
+  /** Backoff between retries of one batch: exponential from min to max, with jitter, and no limit on count. */
+  retryMinDelayMs: number;
+  retryMaxDelayMs: number;
+  leaseTtlMs: number;
+  now: () => number;
+  /** Told about every row the relay settled, with its final state; for receipt promises. */
+  onSettled?: (rows: readonly SettledRow[]) => void;
+}
+
+export type SettledRow =
+  | { id: number; state: 'delivered'; key: string; eventId: string; timestamp: string; duplicate: boolean }
+  | { id: number; state: 'dead'; key: string; code: string; reason: string };
+
+export interface RelayError {
+  code: string;
+  message: string;
+  at: string;
+}
+
+const ROW_OVERHEAD_BYTES = 256;
+
+/**
+ * Delivers an outbox file's pending rows to the server in commit order, one batch at a time, and
+ * marks each row with the server's answer for its key. It sleeps while there is nothing to send and is
+ * woken by `notify()` (each commit calls it), so a commit is on its way at once, with no poll interval.
+ * @internal
+ */
+export class Relay {
+  private readonly lease: RelayLease;
+  private readonly producer: string;
+  private readonly stopper = new AbortController();
+  private loop: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+  private woken = false;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private maxRows: number;
+  private holding = false;
+  private readonly applyResults;
+  /** Why the relay stopped on its own (lease lost, stream state lost); undefined while it runs. */
+  failure: OnceboxError | undefined;
+  lastError: RelayError | undefined;
+
+  constructor(
+    private readonly file: OutboxFile,
+    private readonly options: RelayOptions,
+  ) {
+    this.lease = new RelayLease(file, options.leaseTtlMs, options.now);
+    this.maxRows = options.batchMaxRows;
+    const producer = file.getMeta('producer');
+    if (producer === undefined) throw new Error(`${file.path}: no producer recorded; open it with openOutbox first`);
+    this.producer = producer;
+    this.applyResults = file.db.transaction((rows: readonly OutboxRow[], results: readonly ItemResult[]) =>
+      this.applyInTransaction(rows, results),
+    );
+    const stored = file.getMeta('relay_last_error');
+    this.lastError = stored === undefined ? undefined : (JSON.parse(stored) as RelayError);
+  }
+
+  get holdsLease(): boolean {
+    return this.holding;
+  }
+
+  start(): void {
+    this.loop ??= this.run().catch((error: unknown) => {
+      this.fail(error instanceof OnceboxError ? error : new OnceboxError('relay_failed', String(error), { cause: error }));
+    });
+  }
+
+  /** Something was committed: deliver it now. */
+  notify(): void {
+    this.woken = true;
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+
+  /**
+   * Waits until no row is pending, for at most `timeoutMs`.
+   * @returns true when drained.
+   */
+  async drain(timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.file.statements.hasPending.get() !== undefined) {
+      if (Date.now() >= deadline || this.failure || this.stopper.signal.aborted) return false;
+      await sleep(Math.min(20, Math.max(1, deadline - Date.now())));
+    }
+    return true;
+  }
+
+  /** Stops at once: a request in flight is abandoned (its rows stay pending) and the lease is released. */
+  async stop(): Promise<void> {
+    this.stopper.abort(new OutboxStopped());
+    this.notify();
+    await this.loop;
+    this.releaseLease();
+  }
+
+  /**
+   * One delivery attempt of the next batch, without retry: for tests and tools that drive the relay
+   * by hand. Throws DeliveryError when the attempt got no per-item results.
+   * @returns how many rows it settled, or 0 when nothing was pending.
+   */
+  async step(): Promise<number> {
+    if (!this.holding) this.acquireOrThrow();
+    const batch = this.nextBatch();
+    if (batch.length === 0) return 0;
+    return this.deliver(batch);
+  }
+
+  private acquireOrThrow(): void {
+    const result = this.lease.tryAcquire();
+    if (!result.acquired) {
+      throw new LeaseLostError(
+        `${this.file.path}: relay ${result.holder.owner} (pid ${result.holder.pid} on ${result.holder.host}) holds the lease until ${new Date(result.holder.expiresAt).toISOString()}`,
+      );
+    }
+    this.holding = true;
+  }
+
+  private async run(): Promise<void> {
+    const signal = this.stopper.signal;
+    while (!signal.aborted) {
+      if (!this.holding) {
+        const result = this.lease.tryAcquire();
+        if (!result.acquired) {
+          // Another relay delivers; stand by and try again when its lease would run out.
+          const wait = Math.min(this.options.leaseTtlMs / 2, Math.max(50, result.holder.expiresAt - this.options.now()));
+          await sleep(wait, undefined, { signal }).catch(() => undefined);
+          continue;
+        }
+        this.holding = true;
+        this.startRenewing();
+      }
+      const batch = this.nextBatch();
+      if (batch.length === 0) {
+        await this.sleepUntilNotified();
+        continue;
+      }
+      try {
+        await pRetry(() => this.deliver(batch.slice(0, this.maxRows)), {
+          retries: Number.POSITIVE_INFINITY,
+          factor: 2,
+          minTimeout: this.options.retryMinDelayMs,
+          maxTimeout: this.options.retryMaxDelayMs,
+          randomize: true,
+          signal,
+          shouldRetry: ({ error }) => error instanceof DeliveryError,
+          onFailedAttempt: async ({ error }) => {
+            if (!(error instanceof DeliveryError)) return;
+            this.recordError(error);
+            if (error.details.status === 413 && this.maxRows > 1) this.maxRows = Math.max(1, Math.floor(this.maxRows / 2));
+            const retryAfter = error.details.retryAfterMs;
+            if (retryAfter !== undefined) await sleep(Math.min(retryAfter, 60_000), undefined, { signal }).catch(() => undefined);
+          },
+        });
+      } catch (error) {
+        if (signal.aborted) return;
+        throw error;
+      }
+    }
+  }
+
+  private async sleepUntilNotified(): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
+      return;
+    }
+    await new Promise<void>((resolve) => {
+      this.wake = resolve;
+    });
+    this.woken = false;
+  }
+
+  /** The first pending rows in commit order, all of one stream, within the row and byte limits. */
+  private nextBatch(): OutboxRow[] {
+    const rows = this.file.statements.pending.all({ limit: this.maxRows });
+    const first = rows[0];
+    if (!first) return rows;
+    let bytes = 0;
+    let end = 0;
+    for (const row of rows) {
+      if (row.run_id !== first.run_id || row.task !== first.task || row.attempt !== first.attempt) break;
+      bytes += ROW_OVERHEAD_BYTES + (row.extra?.length ?? 0);
+      if (end > 0 && bytes > this.options.batchMaxBytes) break;
+      end++;
+    }
+    return end === rows.length ? rows : rows.slice(0, end);
+  }
+
+  private async deliver(batch: readonly OutboxRow[]): Promise<number> {
+    const first = batch[0]!;
+    const stream = {
+      producer: this.producer,
+      workflow: first.workflow,
+      runId: first.run_id,
+      task: first.task === '' ? null : first.task,
+      attempt: first.attempt,
+    };
+    const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);
+    const settled = this.applyResults.immediate(batch, results);
+    if (settled.length > 0) this.options.onSettled?.(settled);
+    const gap = results.find((result) => result.status === 'gap');
+    if (gap) {
+      if (gap.expectedSeq < first.seq) {
+        throw new StreamStateLostError(
+          `the server expects seq ${gap.expectedSeq} of stream ${stream.producer}/${stream.runId} attempt ${stream.attempt}, ` +
+            `but this outbox settled every row before seq ${first.seq}; the server's store was reset or restored from an old backup. ` +
+            'The relay stops rather than resend out of order; see docs/operations.md',
+        );
+      }
+      throw new DeliveryError('sequence_gap', `the server expects seq ${gap.expectedSeq} first; resending in order`);
+    }
+    return settled.length;
+  }
+
+  private applyInTransaction(rows: readonly OutboxRow[], results: readonly ItemResult[]): SettledRow[] {
+    this.lease.confirm();
+    const s = this.file.statements;
+    const now = this.options.now();
+    const settled: SettledRow[] = [];
+    results.forEach((result, index) => {
+      const row = rows[index]!;
+      if (result.key !== row.key && result.key !== null) {
+        throw new DeliveryError('bad_response', `result ${index} is for key ${result.key}, not ${row.key}`);
+      }
+      switch (result.status) {
+        case 'accepted':
+        case 'duplicate': {
+          const duplicate = result.status === 'duplicate';
+          s.markDelivered.run({ id: row.id, eventId: result.eventId, timestamp: result.timestamp, duplicate: duplicate ? 1 : 0, now });
+          settled.push({ id: row.id, state: 'delivered', key: row.key, eventId: result.eventId, timestamp: result.timestamp, duplicate });
+          break;
+        }
+        case 'rejected':
+        case 'conflict': {
+          if (result.seq === null) break;
+          s.markDead.run({ id: row.id, code: result.code, reason: result.detail, now });
+          settled.push({ id: row.id, state: 'dead', key: row.key, code: result.code, reason: result.detail });
+          break;
+        }
+        case 'gap':
+          break;
+      }
+    });
+    return settled;
+  }
+
+  private startRenewing(): void {
+    this.renewTimer = setInterval(() => {
+      try {
+        this.file.db.transaction(() => this.lease.confirm()).immediate();
+      } catch (error) {
+        this.fail(error instanceof OnceboxError ? error : new OnceboxError('relay_failed', String(error)));
+      }
+    }, Math.max(10, Math.floor(this.options.leaseTtlMs / 3)));
+    this.renewTimer.unref();
+  }
+
+  private releaseLease(): void {
+    clearInterval(this.renewTimer);
+    if (this.holding) this.lease.release();
+    this.holding = false;
+  }
+
+  private fail(error: OnceboxError): void {
+    if (this.stopper.signal.aborted) return;
+    this.failure = error;
+    this.recordError(error);
+    this.stopper.abort(error);
+    this.notify();
+    clearInterval(this.renewTimer);
+    if (!(error instanceof LeaseLostError)) this.releaseLease();
+    this.holding = false;
+  }
+
+  private recordError(error: OnceboxError): void {
+    this.lastError = { code: error.code, message: error.message, at: new Date(this.options.now()).toISOString() };
+    try {
+      this.file.setMeta('relay_last_error', JSON.stringify(this.lastError));
+    } catch {
+      // The error is still on this.lastError; failing to persist it must not hide it.
+    }
+  }
+}
+
+class OutboxStopped extends Error {}

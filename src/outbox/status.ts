@@ -1,0 +1,56 @@
+import type { OutboxFile } from './outbox-file.js';
+import type { Relay, RelayError } from './relay.js';
+
+export interface DeadRow {
+  id: number;
+  key: string;
+  asset: string;
+  partitionKey: string | null;
+  code: string;
+  reason: string;
+}
+
+export interface OutboxStatus {
+  path: string;
+  producer: string | undefined;
+  pending: number;
+  delivered: number;
+  dead: number;
+  /** Age in ms of the oldest pending row, or null when nothing is pending. */
+  oldestPendingAgeMs: number | null;
+  lease: { owner: string; pid: number; host: string; expiresAt: string } | null;
+  lastError: RelayError | null;
+  /** The first dead rows, with the server's reason for each. */
+  deadRows: DeadRow[];
+}
+
+/** @internal Reads the counts and health of an outbox file. */
+export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.now()): OutboxStatus {
+  const s = file.statements;
+  const counts = { pending: 0, delivered: 0, dead: 0 };
+  let oldestPending: number | null = null;
+  for (const row of s.countByState.all()) {
+    counts[row.state] = row.count;
+    if (row.state === 'pending') oldestPending = row.oldest;
+  }
+  const lease = s.getLease.get();
+  const storedError = file.getMeta('relay_last_error');
+  return {
+    path: file.path,
+    producer: file.getMeta('producer'),
+    ...counts,
+    oldestPendingAgeMs: oldestPending === null ? null : Math.max(0, now - oldestPending),
+    lease: lease
+      ? { owner: lease.owner, pid: lease.pid, host: lease.host, expiresAt: new Date(lease.expires_at).toISOString() }
+      : null,
+    lastError: relay?.lastError ?? (storedError === undefined ? null : (JSON.parse(storedError) as RelayError)),
+    deadRows: s.deadRows.all({ limit: 20 }).map((row) => ({
+      id: row.id,
+      key: row.key,
+      asset: row.asset,
+      partitionKey: row.partition_key,
+      code: row.dead_code ?? 'unknown',
+      reason: row.dead_reason ?? '',
+    })),
+  };
+}

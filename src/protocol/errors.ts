@@ -1,0 +1,160 @@
+/**
+ * Every error oncebox raises is a class with a stable `code`. Callers branch on `code` (or on the class),
+ * never on the message, which is written for people and may be reworded.
+ */
+
+/** Codes a producer can see thrown or in a rejected receipt promise. */
+export const ProducerErrorCode = {
+  InvalidOption: 'invalid_option',
+  InvalidEmission: 'invalid_emission',
+  InvalidCheckpoint: 'invalid_checkpoint',
+  KeyConflict: 'key_conflict',
+  AsyncCommit: 'async_commit',
+  NoRunContext: 'no_run_context',
+  OutboxClosed: 'outbox_closed',
+  SchemaTooNew: 'schema_too_new',
+  WrongOutboxFile: 'wrong_outbox_file',
+  LeaseLost: 'lease_lost',
+  Rejected: 'rejected',
+  StreamStateLost: 'stream_state_lost',
+} as const;
+export type ProducerErrorCode = (typeof ProducerErrorCode)[keyof typeof ProducerErrorCode];
+
+/**
+ * Codes the server gives a single item that it will never accept, however often it is retried.
+ * They travel in `rejected` results and in the `RejectedError` the producer raises.
+ */
+export const RejectionCode = {
+  InvalidItem: 'invalid_item',
+  UnknownAsset: 'unknown_asset',
+  KeyConflict: 'key_conflict',
+  SequenceReused: 'sequence_reused',
+  Forbidden: 'forbidden',
+} as const;
+export type RejectionCode = (typeof RejectionCode)[keyof typeof RejectionCode];
+
+/** Codes of RFC 9457 problem documents: the request as a whole was refused. */
+export const ProblemCode = {
+  MalformedJson: 'malformed_json',
+  InvalidRequest: 'invalid_request',
+  UnsupportedMediaType: 'unsupported_media_type',
+  BodyTooLarge: 'body_too_large',
+  BatchTooLarge: 'batch_too_large',
+  Unauthorized: 'unauthorized',
+  NotFound: 'not_found',
+  MethodNotAllowed: 'method_not_allowed',
+  Conflict: 'conflict',
+  ShuttingDown: 'shutting_down',
+  Internal: 'internal',
+} as const;
+export type ProblemCode = (typeof ProblemCode)[keyof typeof ProblemCode];
+
+export class OnceboxError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** An option given to `openOutbox`, `createServer` or the CLI is unknown, misspelt or out of range. */
+export class OptionsError extends OnceboxError {
+  constructor(readonly field: string, message: string) {
+    super(ProducerErrorCode.InvalidOption, message);
+  }
+}
+
+/** An emission was refused at commit: nothing of that commit was written. */
+export class EmissionValidationError extends OnceboxError {
+  constructor(readonly field: string, message: string) {
+    super(ProducerErrorCode.InvalidEmission, message);
+  }
+}
+
+/** A checkpoint value did not match its schema, on write or on read. */
+export class CheckpointValidationError extends OnceboxError {
+  constructor(readonly checkpoint: string, readonly field: string, message: string) {
+    super(ProducerErrorCode.InvalidCheckpoint, message);
+  }
+}
+
+/** The same idempotency key was committed before with a different payload. */
+export class KeyConflictError extends OnceboxError {
+  constructor(
+    readonly key: string,
+    message: string,
+  ) {
+    super(ProducerErrorCode.KeyConflict, message);
+  }
+}
+
+export class AsyncCommitError extends OnceboxError {
+  constructor() {
+    super(
+      ProducerErrorCode.AsyncCommit,
+      'commit(fn): fn returned a promise. A commit is one synchronous SQLite transaction; ' +
+        'do the async work (e.g. writing the batch) before commit() and keep fn synchronous.',
+    );
+  }
+}
+
+export class NoRunContextError extends OnceboxError {
+  constructor(message: string) {
+    super(ProducerErrorCode.NoRunContext, message);
+  }
+}
+
+export class OutboxClosedError extends OnceboxError {
+  constructor(message: string) {
+    super(ProducerErrorCode.OutboxClosed, message);
+  }
+}
+
+export class SchemaTooNewError extends OnceboxError {
+  constructor(
+    readonly file: string,
+    readonly found: number,
+    readonly known: number,
+  ) {
+    super(
+      ProducerErrorCode.SchemaTooNew,
+      `${file}: schema version ${found} is newer than this oncebox knows (${known}). ` +
+        'A newer oncebox wrote this file; upgrade oncebox rather than opening it with an older one.',
+    );
+  }
+}
+
+export class WrongOutboxFileError extends OnceboxError {
+  constructor(message: string) {
+    super(ProducerErrorCode.WrongOutboxFile, message);
+  }
+}
+
+/** The relay's lease on the outbox was taken by another relay; it may no longer mark rows. */
+export class LeaseLostError extends OnceboxError {
+  constructor(message: string) {
+    super(ProducerErrorCode.LeaseLost, message);
+  }
+}
+
+/**
+ * The server refused an emission for good. The row is parked as dead in the outbox with this code and
+ * reason; the rest of the stream goes on.
+ */
+export class RejectedError extends OnceboxError {
+  constructor(
+    readonly rejection: string,
+    readonly key: string,
+    message: string,
+  ) {
+    super(ProducerErrorCode.Rejected, message);
+  }
+}
+
+/** The server no longer knows a stream that this outbox already delivered to: its store was reset. */
+export class StreamStateLostError extends OnceboxError {
+  constructor(message: string) {
+    super(ProducerErrorCode.StreamStateLost, message);
+  }
+}

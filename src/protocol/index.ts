@@ -1,0 +1,5 @@
+export * from './errors.js';
+export * from './wire.js';
+export { Limits } from './limits.js';
+export { canonicalJson, payloadFingerprint } from './canonical-json.js';
+export type { EmissionPayload } from './emission.js';

@@ -1,0 +1,14 @@
+/** Defaults shared by producer and server, so that what a producer accepts at commit the server accepts too. */
+export const Limits = {
+  /** Largest `extra`, as UTF-8 bytes of its JSON. */
+  maxExtraBytes: 64 * 1024,
+  /** Deepest nesting of arrays and objects inside `extra`. */
+  maxExtraDepth: 32,
+  maxAssetNameLength: 200,
+  maxPartitionKeyLength: 512,
+  maxNameLength: 200,
+  /** Items in one `POST /v1/emissions`. */
+  maxBatchItems: 1000,
+  /** Bytes of one request body. Must fit maxBatchItems items of ordinary size. */
+  maxBodyBytes: 8 * 1024 * 1024,
+} as const;

@@ -1,0 +1,50 @@
+import { join } from 'node:path';
+import { afterEach } from 'vitest';
+import { createServer, type OnceboxServer, type ServerOptions } from '../../src/dedupe/index.js';
+import type { EventPage, StoredEvent } from '../../src/protocol/wire.js';
+import { tempDir } from './temp.js';
+
+export interface RunningServer {
+  server: OnceboxServer;
+  url: string;
+  dbPath: string;
+  events(query?: { asset?: string }): Promise<StoredEvent[]>;
+  close(): Promise<void>;
+}
+
+const running: OnceboxServer[] = [];
+
+/** A real oncebox server on loopback, over a SQLite file of this test's own. Closed after the test. */
+export async function startServer(options: Partial<ServerOptions> & { port?: number } = {}): Promise<RunningServer> {
+  const { port, ...rest } = options;
+  const dbPath = rest.db ?? join(tempDir(), 'server.db');
+  const server = await createServer({ assets: ['batch_ready', 'run_done'], ...rest, db: dbPath });
+  running.push(server);
+  const url = await server.listen({ port: port ?? 0 });
+  return {
+    server,
+    url,
+    dbPath,
+    events: (query) => allEvents(url, query),
+    close: () => server.close(),
+  };
+}
+
+/** Every stored event, paging by cursor the way a reader would. */
+export async function allEvents(url: string, query: { asset?: string } = {}): Promise<StoredEvent[]> {
+  const events: StoredEvent[] = [];
+  let after = 0;
+  for (;;) {
+    const params = new URLSearchParams({ after: String(after), limit: '1000', ...(query.asset ? { asset: query.asset } : {}) });
+    const response = await fetch(`${url}/v1/events?${params}`);
+    if (!response.ok) throw new Error(`GET /v1/events answered ${response.status}: ${await response.text()}`);
+    const page = (await response.json()) as EventPage;
+    events.push(...page.events);
+    if (page.events.length === 0) return events;
+    after = page.next;
+  }
+}
+
+afterEach(async () => {
+  for (const server of running.splice(0)) await server.close();
+});

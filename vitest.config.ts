@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    // Crash and network tests start real processes and servers; two workers match the two cores.
+    pool: 'forks',
+    maxWorkers: 2,
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    // The JSON report is what .ci/run counts; the default reporter is for people.
+    reporters: ['default', ['json', { outputFile: '.vitest-report.json' }]],
+  },
+});
