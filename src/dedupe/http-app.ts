@@ -35,6 +35,9 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     return503OnClosing: true,
   });
 
+  // Only JSON is spoken here; a text body is refused as 415 rather than read as a JSON string.
+  app.removeContentTypeParser('text/plain');
+
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       return sendProblem(

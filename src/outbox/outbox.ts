@@ -66,6 +66,7 @@ export class Outbox {
   private readonly runInTransaction;
   private nextSeq = 1;
   private closed = false;
+  private closing: Promise<CloseResult> | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
 
   /** @internal Use openOutbox. */
@@ -186,8 +187,12 @@ export class Outbox {
    * Stops taking commits, waits (up to `timeoutMs`) for pending rows to be delivered, stops the relay
    * and closes the file. Rows still pending stay in the file for the next relay.
    */
-  async close({ timeoutMs = 10_000 }: CloseOptions = {}): Promise<CloseResult> {
-    if (this.closed) return { pending: this.status().pending };
+  close(options: CloseOptions = {}): Promise<CloseResult> {
+    this.closing ??= this.closeOnce(options.timeoutMs ?? 10_000);
+    return this.closing;
+  }
+
+  private async closeOnce(timeoutMs: number): Promise<CloseResult> {
     this.closed = true;
     if (this.relay && this.options.relay === 'in-process') await this.relay.drain(timeoutMs);
     await this.relay?.stop();

@@ -1,0 +1,130 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { LeaseLostError, openOutbox, RejectedError } from '../../src/outbox/index.js';
+import { RUN, testOutbox } from '../support/outbox.js';
+import { startServer } from '../support/server.js';
+import { tempDir } from '../support/temp.js';
+
+describe('delivery through the relay', () => {
+  it('delivers a batch loop to the server once each, in commit order, with matching receipts', async () => {
+    const { url, events } = await startServer();
+    const box = await testOutbox({ server: url });
+    const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
+    const ready = box.asset('batch_ready');
+    const emissions = [];
+    for (let batch = 1; batch <= 50; batch++) {
+      emissions.push(
+        box.commit((tx) => {
+          tx.set(progress, { batch });
+          return tx.emit(ready, { partitionKey: `batch-${batch}`, extra: { rows: batch * 10 } });
+        }),
+      );
+    }
+    const receipts = await Promise.all(emissions.map((emission) => emission.receipt()));
+    const stored = await events();
+    expect(stored.map((event) => event.partitionKey)).toEqual(emissions.map((_, i) => `batch-${i + 1}`));
+    expect(stored.map((event) => event.eventId)).toEqual(receipts.map((receipt) => receipt.eventId));
+    expect(stored.map((event) => event.timestamp)).toEqual(receipts.map((receipt) => receipt.timestamp));
+    expect(receipts.every((receipt) => !receipt.duplicate)).toBe(true);
+    expect(stored[40]).toMatchObject({
+      asset: 'batch_ready',
+      extra: { rows: 410 },
+      producer: 'orders-ingest',
+      workflow: RUN.workflow,
+      runId: RUN.runId,
+      task: RUN.task,
+      attempt: 1,
+      seq: 41,
+    });
+    expect(box.status()).toMatchObject({ pending: 0, delivered: 50, dead: 0 });
+  });
+
+  it('resolves an immediate emit with the receipt, and a re-emit with the same receipt marked duplicate', async () => {
+    const { url, events } = await startServer();
+    const box = await testOutbox({ server: url });
+    const done = box.asset('run_done');
+    const receipt = await done.emit({ partitionKey: 'done' });
+    expect(receipt.duplicate).toBe(false);
+    expect(await done.emit({ partitionKey: 'done' })).toEqual({ ...receipt, duplicate: true });
+    expect(await events()).toHaveLength(1);
+  });
+
+  it('parks a rejected row as dead with its reason, rejects its receipt, and delivers the rest', async () => {
+    const { url, events } = await startServer();
+    const box = await testOutbox({ server: url });
+    const ready = box.asset('batch_ready');
+    const before = box.commit((tx) => tx.emit(ready, { partitionKey: 'batch-1' }));
+    const unknown = box.asset('not_registered').emit({ partitionKey: 'x' });
+    const after = box.commit((tx) => tx.emit(ready, { partitionKey: 'batch-2' }));
+    await expect(unknown).rejects.toBeInstanceOf(RejectedError);
+    await expect(unknown).rejects.toMatchObject({
+      code: 'rejected',
+      rejection: 'unknown_asset',
+      message: expect.stringContaining(
+        '(unknown_asset): asset: "not_registered" is not registered on this server; register it',
+      ),
+    });
+    await Promise.all([before.receipt(), after.receipt()]);
+    expect((await events()).map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2']);
+    const status = box.status();
+    expect(status).toMatchObject({ pending: 0, delivered: 2, dead: 1 });
+    expect(status.deadRows).toEqual([
+      expect.objectContaining({ asset: 'not_registered', partitionKey: 'x', code: 'unknown_asset' }),
+    ]);
+  });
+
+  it('drains on close, and leaves rows pending for the next relay when the server is down', async () => {
+    const path = join(tempDir(), 'outbox.db');
+    const down = 'http://127.0.0.1:9';
+    const first = await openOutbox({ path, producer: 'p', run: RUN, server: down, retryMinDelayMs: 5, retryMaxDelayMs: 20 });
+    const ready = first.asset('batch_ready');
+    for (let i = 1; i <= 5; i++) first.commit((tx) => tx.emit(ready, { partitionKey: `b${i}` }));
+    const receipt = first.commit((tx) => tx.emit(ready, { partitionKey: 'b6' })).receipt();
+    expect(await first.close({ timeoutMs: 200 })).toEqual({ pending: 6 });
+    await expect(receipt).rejects.toMatchObject({ code: 'outbox_closed' });
+
+    const { url, events } = await startServer();
+    const second = await openOutbox({ path, producer: 'p', run: { ...RUN, attempt: 2 }, server: url });
+    expect(await second.close({ timeoutMs: 10_000 })).toEqual({ pending: 0 });
+    expect((await events()).map((event) => [event.partitionKey, event.attempt])).toEqual(
+      [1, 2, 3, 4, 5, 6].map((i) => [`b${i}`, 1]),
+    );
+  });
+
+  it('records the last error while the server is unreachable', async () => {
+    const box = await testOutbox({ server: 'http://127.0.0.1:9', retryMinDelayMs: 5, retryMaxDelayMs: 10 });
+    box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'b1' }));
+    await expect.poll(() => box.status().lastError?.code, { timeout: 5000 }).toBe('network');
+    expect(box.status().lastError?.message).toMatch(/^could not reach http:\/\/127\.0\.0\.1:9\/v1\/emissions/);
+    expect(box.status().oldestPendingAgeMs).toBeGreaterThanOrEqual(0);
+  });
+});
+
+describe('the relay lease', () => {
+  it('lets one relay deliver at a time, and a relay that lost its lease cannot mark rows', async () => {
+    const { url, events } = await startServer();
+    const path = join(tempDir(), 'outbox.db');
+    let clock = 1_000_000;
+    const options = { path, producer: 'p', run: RUN, server: url, relay: 'manual' as const, leaseTtlMs: 1000, now: () => clock };
+    const a = await openOutbox(options);
+    const b = await openOutbox(options);
+    const ready = a.asset('batch_ready');
+    a.commit((tx) => tx.emit(ready, { partitionKey: 'b1' }));
+    expect(await a.relay!.step()).toBe(1);
+    a.commit((tx) => tx.emit(ready, { partitionKey: 'b2' }));
+    await expect(b.relay!.step()).rejects.toBeInstanceOf(LeaseLostError);
+
+    clock += 1001; // a's lease runs out, as for a paused process, and b takes over
+    expect(await b.relay!.step()).toBe(1);
+    a.commit((tx) => tx.emit(ready, { partitionKey: 'b3' }));
+    await expect(a.relay!.step()).rejects.toMatchObject({ code: 'lease_lost' });
+    // a's request reached the server (b3 is stored) but a could not mark the row: it is b's to settle.
+    expect(a.status()).toMatchObject({ pending: 1, delivered: 2 });
+    expect(await b.relay!.step()).toBe(1);
+    expect(a.status()).toMatchObject({ pending: 0, delivered: 3 });
+    expect((await events()).map((event) => event.partitionKey)).toEqual(['b1', 'b2', 'b3']);
+    await a.close({ timeoutMs: 0 });
+    await b.close({ timeoutMs: 0 });
+  });
+});

@@ -1,0 +1,163 @@
+import { describe, expect, it } from 'vitest';
+import { allEvents, startServer } from '../support/server.js';
+import { item, newKey, post, STREAM } from '../support/http.js';
+
+const emissions = (url: string) => `${url}/v1/emissions`;
+const send = (url: string, items: unknown[], stream: object = STREAM) =>
+  post(emissions(url), JSON.stringify({ stream, items }));
+
+describe('POST /v1/emissions', () => {
+  it('accepts new keys and answers a retry with the very same receipt', async () => {
+    const { url } = await startServer();
+    const [k1, k2] = [newKey(), newKey()];
+    const first = await send(url, [item(1, k1), item(2, k2)]);
+    expect(first.status).toBe(200);
+    expect(first.json.results).toEqual([
+      { status: 'accepted', seq: 1, key: k1, eventId: expect.any(String), timestamp: expect.any(String) },
+      { status: 'accepted', seq: 2, key: k2, eventId: expect.any(String), timestamp: expect.any(String) },
+    ]);
+    const retry = await send(url, [item(1, k1), item(2, k2)]);
+    expect(retry.json.results).toEqual(first.json.results.map((r: object) => ({ ...r, status: 'duplicate' })));
+    expect(await allEvents(url)).toHaveLength(2);
+    expect(first.json.results[0].eventId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
+  });
+
+  it('answers the same key with another payload as a conflict, and keeps answering so', async () => {
+    const { url } = await startServer();
+    const key = newKey();
+    await send(url, [item(1, key, { extra: { rows: 1 } })]);
+    const other = { ...STREAM, runId: 'r2' };
+    const conflict = await send(url, [item(1, key, { extra: { rows: 2 } })], other);
+    expect(conflict.json.results).toEqual([
+      {
+        status: 'conflict',
+        seq: 1,
+        key,
+        code: 'key_conflict',
+        detail: expect.stringMatching(new RegExp(`^key ${key} was stored before with a different payload`)),
+      },
+    ]);
+    expect((await send(url, [item(1, key, { extra: { rows: 2 } })], other)).json.results).toEqual(conflict.json.results);
+    expect(await allEvents(url)).toHaveLength(1);
+  });
+
+  it('treats key order and whitespace in extra as the same payload', async () => {
+    const { url } = await startServer();
+    const key = newKey();
+    await send(url, [item(1, key, { extra: { a: 1, b: [1, { c: 2, d: 3 }] } })]);
+    const body = `{"stream":${JSON.stringify(STREAM)},"items":[{"seq":1,"key":"${key}","kind":"event","asset":"batch_ready","partitionKey":"batch-1","extra":{ "b" : [1, {"d":3,"c":2}], "a":1 }}]}`;
+    expect((await post(emissions(url), body)).json.results[0].status).toBe('duplicate');
+  });
+
+  it('refuses an item past a gap, so the relay resends in order', async () => {
+    const { url } = await startServer();
+    const [k1, k3] = [newKey(), newKey()];
+    const result = await send(url, [item(1, k1), item(3, k3)]);
+    expect(result.json.results[1]).toEqual({ status: 'gap', seq: 3, key: k3, expectedSeq: 2 });
+    expect(await allEvents(url)).toHaveLength(1);
+  });
+
+  it('rejects bad items one by one with a stable code, and the stream goes on past them', async () => {
+    const { url } = await startServer();
+    const keys = [newKey(), newKey(), newKey(), newKey()];
+    const result = await send(url, [
+      item(1, keys[0]!, { asset: 'unknown_thing' }),
+      item(2, keys[1]!, { partitionDate: 'yesterday' }),
+      { seq: 3, key: 'not-a-uuid', kind: 'event', asset: 'batch_ready' },
+      item(3, keys[2]!),
+    ]);
+    expect(result.json.results).toEqual([
+      expect.objectContaining({ status: 'rejected', seq: 1, code: 'unknown_asset', field: 'asset' }),
+      {
+        status: 'rejected',
+        seq: 2,
+        key: keys[1],
+        code: 'invalid_item',
+        field: 'items[1].partitionDate',
+        detail: 'items[1].partitionDate: must be an ISO 8601 date-time with an explicit offset or Z, e.g. "2026-11-30T00:00:00Z" (got "yesterday")',
+      },
+      {
+        status: 'rejected',
+        seq: null,
+        key: null,
+        code: 'invalid_item',
+        field: 'items[2].key',
+        detail: 'items[2].key: Invalid UUID',
+      },
+      expect.objectContaining({ status: 'accepted', seq: 3 }),
+    ]);
+    // A retry of the rejected items gets the same answers.
+    const retry = await send(url, [item(1, keys[0]!, { asset: 'unknown_thing' })]);
+    expect(retry.json.results[0]).toEqual(result.json.results[0]);
+    // A different key at a taken position is refused.
+    expect((await send(url, [item(3, keys[3]!)])).json.results[0]).toMatchObject({ status: 'rejected', code: 'sequence_reused' });
+  });
+
+  it('answers a malformed request with problem+json and a stable code', async () => {
+    const { url } = await startServer({ bodyLimit: 4096, maxBatchItems: 3 });
+    const cases: [string, Record<string, string>, number, string][] = [
+      ['{"stream":', { 'content-type': 'application/json' }, 400, 'malformed_json'],
+      ['{"__proto__":{"x":1}}', { 'content-type': 'application/json' }, 400, 'malformed_json'],
+      ['hello', { 'content-type': 'text/plain' }, 415, 'unsupported_media_type'],
+      [JSON.stringify({ stream: STREAM, items: [{}, {}, {}, {}] }), { 'content-type': 'application/json' }, 413, 'batch_too_large'],
+      [JSON.stringify({ stream: STREAM, items: ['x'.repeat(5000)] }), { 'content-type': 'application/json' }, 413, 'body_too_large'],
+      [JSON.stringify({ stream: { ...STREAM, attempt: 0 }, items: [{}] }), { 'content-type': 'application/json' }, 400, 'invalid_request'],
+      [JSON.stringify({ stream: STREAM, items: [], extra: 1 }), { 'content-type': 'application/json' }, 400, 'invalid_request'],
+    ];
+    for (const [body, headers, status, code] of cases) {
+      const answer = await post(emissions(url), body, headers);
+      expect({ status: answer.status, code: answer.json?.code, type: answer.contentType }).toEqual({
+        status,
+        code,
+        type: 'application/problem+json; charset=utf-8',
+      });
+      expect(answer.json).toMatchObject({ type: `https://oncebox.dev/problems/${code}`, title: expect.any(String), detail: expect.any(String) });
+    }
+    const batch = await post(emissions(url), JSON.stringify({ stream: STREAM, items: [{}, {}, {}, {}] }));
+    expect(batch.json).toMatchObject({ detail: 'items: at most 3 per request (got 4); split the batch', field: 'items' });
+    const missing = await post(emissions(url), JSON.stringify({ items: [{}] }));
+    expect(missing.json).toMatchObject({ detail: 'stream: is required', field: 'stream' });
+    const notFound = await fetch(`${url}/v2/nothing`);
+    expect(notFound.status).toBe(404);
+    expect(await notFound.json()).toMatchObject({ code: 'not_found', detail: 'no route for GET /v2/nothing' });
+  });
+
+  it('requires the token when one is set', async () => {
+    const { url } = await startServer({ token: 'secret-token' });
+    const denied = await send(url, [item(1, newKey())]);
+    expect(denied.status).toBe(401);
+    expect(denied.json).toMatchObject({ code: 'unauthorized' });
+    const allowed = await post(emissions(url), JSON.stringify({ stream: STREAM, items: [item(1, newKey())] }), {
+      'content-type': 'application/json',
+      authorization: 'Bearer secret-token',
+    });
+    expect(allowed.status).toBe(200);
+  });
+});
+
+describe('GET /v1/events and assets', () => {
+  it('pages events by cursor, optionally for one asset', async () => {
+    const { url } = await startServer();
+    const items = Array.from({ length: 7 }, (_, i) => item(i + 1, newKey(), { asset: i % 2 ? 'run_done' : 'batch_ready' }));
+    await send(url, items);
+    const page = await (await fetch(`${url}/v1/events?limit=3`)).json();
+    expect(page.events.map((e: { seq: number }) => e.seq)).toEqual([1, 2, 3]);
+    const next = await (await fetch(`${url}/v1/events?limit=3&after=${page.next}`)).json();
+    expect(next.events.map((e: { seq: number }) => e.seq)).toEqual([4, 5, 6]);
+    expect((await allEvents(url, { asset: 'run_done' })).map((e) => e.seq)).toEqual([2, 4, 6]);
+    const bad = await fetch(`${url}/v1/events?limit=5000`);
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ code: 'invalid_request', field: 'limit' });
+  });
+
+  it('registers assets through the admin route, and only then accepts them', async () => {
+    const { url } = await startServer();
+    const key = newKey();
+    expect((await send(url, [item(1, key, { asset: 'late_asset' })])).json.results[0].code).toBe('unknown_asset');
+    const put = await fetch(`${url}/v1/assets/late_asset`, { method: 'PUT' });
+    expect(put.status).toBe(201);
+    expect((await fetch(`${url}/v1/assets/late_asset`, { method: 'PUT' })).status).toBe(200);
+    expect((await (await fetch(`${url}/v1/assets`)).json()).assets).toContain('late_asset');
+    expect((await send(url, [item(2, newKey(), { asset: 'late_asset' })])).json.results[0].status).toBe('accepted');
+  });
+});

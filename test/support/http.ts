@@ -1,0 +1,25 @@
+/** Posts a raw body to the server and returns status, content type and parsed JSON (or text). */
+export async function post(url: string, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) {
+  const response = await fetch(url, { method: 'POST', headers, body });
+  const text = await response.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, contentType: response.headers.get('content-type') ?? '', json, text };
+}
+
+export const STREAM = { producer: 'p', workflow: 'w', runId: 'r1', task: null, attempt: 1 };
+
+let counter = 0;
+/** A fresh, valid UUID key for a hand-made item. */
+export function newKey(): string {
+  counter++;
+  return `00000000-0000-4000-8000-${counter.toString(16).padStart(12, '0')}`;
+}
+
+export function item(seq: number, key: string, fields: Record<string, unknown> = {}) {
+  return { seq, key, kind: 'event', asset: 'batch_ready', partitionKey: `batch-${seq}`, ...fields };
+}

@@ -1,0 +1,125 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  AsyncCommitError,
+  KeyConflictError,
+  NoRunContextError,
+  openOutbox,
+  OutboxClosedError,
+  type CommitTransaction,
+} from '../../src/outbox/index.js';
+import { testOutbox } from '../support/outbox.js';
+import { tempDir } from '../support/temp.js';
+
+describe('commit', () => {
+  it('writes checkpoints and emissions together, in order, with consecutive sequence numbers', async () => {
+    const box = await testOutbox();
+    const progress = box.checkpoint('backlog', z.object({ batch: z.number() }));
+    const asset = box.asset('batch_ready');
+    box.commit((tx) => {
+      tx.set(progress, { batch: 2 });
+      tx.emit(asset, { partitionKey: 'batch-1' });
+      tx.emit(asset, { partitionKey: 'batch-2', extra: { rows: 3 } });
+    });
+    const rows = box.file.db.prepare('SELECT seq, partition_key, extra, state FROM outbox ORDER BY id').all();
+    expect(rows).toEqual([
+      { seq: 1, partition_key: 'batch-1', extra: null, state: 'pending' },
+      { seq: 2, partition_key: 'batch-2', extra: '{"rows":3}', state: 'pending' },
+    ]);
+    expect(progress.get()).toEqual({ batch: 2 });
+  });
+
+  it('writes nothing when the callback throws', async () => {
+    const box = await testOutbox();
+    const progress = box.checkpoint('backlog', z.object({ batch: z.number() }));
+    const asset = box.asset('batch_ready');
+    expect(() =>
+      box.commit((tx) => {
+        tx.set(progress, { batch: 1 });
+        tx.emit(asset, { partitionKey: 'batch-1' });
+        throw new Error('storage write failed');
+      }),
+    ).toThrow('storage write failed');
+    expect(progress.get()).toBeUndefined();
+    expect(box.status().pending).toBe(0);
+    // The sequence number the failed commit would have taken is still free.
+    box.commit((tx) => tx.emit(asset, { partitionKey: 'batch-1' }));
+    expect(box.file.db.prepare('SELECT seq FROM outbox').pluck().all()).toEqual([1]);
+  });
+
+  it('refuses an async callback and writes nothing', async () => {
+    const box = await testOutbox();
+    const asset = box.asset('batch_ready');
+    expect(() => box.commit((async (tx: CommitTransaction) => tx.emit(asset, { partitionKey: 'a' })) as never)).toThrow(AsyncCommitError);
+    expect(() => box.commit((tx) => Promise.resolve(tx.emit(asset, { partitionKey: 'b' })))).toThrow(
+      'commit(fn): fn returned a promise. A commit is one synchronous SQLite transaction; do the async work (e.g. writing the batch) before commit() and keep fn synchronous.',
+    );
+    expect(box.status().pending).toBe(0);
+  });
+
+  it('catches the same emission re-committed with a different payload, and writes nothing', async () => {
+    const box = await testOutbox();
+    const asset = box.asset('batch_ready');
+    box.commit((tx) => tx.emit(asset, { partitionKey: 'batch-41', extra: { rows: 10 } }));
+    let error: unknown;
+    try {
+      box.commit((tx) => {
+        tx.emit(asset, { partitionKey: 'batch-42' });
+        tx.emit(asset, { partitionKey: 'batch-41', extra: { rows: 11 } });
+      });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(KeyConflictError);
+    expect((error as KeyConflictError).code).toBe('key_conflict');
+    expect((error as Error).message).toMatch(
+      /^asset "batch_ready" partition "batch-41" was committed before with a different payload \(outbox row 1, committed .+\)\. A re-run must emit the same partitionDate and extra for the same emission; if this is a different event, give it its own partition key or an explicit key\.$/,
+    );
+    expect(box.status().pending).toBe(1);
+  });
+
+  it('keeps one row for the same emission committed twice, whatever the key order of extra', async () => {
+    const box = await testOutbox();
+    const asset = box.asset('batch_ready');
+    const first = box.commit((tx) => tx.emit(asset, { partitionKey: 'batch-41', extra: { a: 1, b: { c: 2, d: 3 } } }));
+    const again = box.commit((tx) => tx.emit(asset, { partitionKey: 'batch-41', extra: { b: { d: 3, c: 2 }, a: 1 } }));
+    expect(again.key).toBe(first.key);
+    expect(box.status().pending).toBe(1);
+  });
+
+  it('scopes an explicit key to the producer and checks it like a derived one', async () => {
+    const box = await testOutbox();
+    const asset = box.asset('batch_ready');
+    const a = box.commit((tx) => tx.emit(asset, { key: 'load-2026-11-30', extra: { n: 1 } }));
+    expect(() => box.commit((tx) => tx.emit(asset, { key: 'load-2026-11-30', extra: { n: 2 } }))).toThrow(
+      /^key "load-2026-11-30" was committed before with a different payload/,
+    );
+    expect(a.key).not.toBe('load-2026-11-30');
+  });
+
+  it('refuses to emit without a run context, or after close', async () => {
+    const path = join(tempDir(), 'o.db');
+    const reader = await openOutbox({ path, producer: 'p', relay: 'external' });
+    expect(() => reader.commit((tx) => tx.emit(reader.asset('batch_ready')))).toThrow(NoRunContextError);
+    expect(() => reader.commit((tx) => tx.emit(reader.asset('batch_ready')))).toThrow(
+      `${path}: opened without a run context; pass run: { workflow, runId, attempt } to openOutbox to commit or emit`,
+    );
+    await reader.close();
+    const box = await testOutbox();
+    await box.close();
+    expect(() => box.commit(() => undefined)).toThrow(OutboxClosedError);
+    await expect(box.asset('batch_ready').emit({ partitionKey: 'x' })).rejects.toMatchObject({ code: 'outbox_closed' });
+  });
+
+  it('refuses a tx used after its commit ended', async () => {
+    const box = await testOutbox();
+    let leaked: CommitTransaction | undefined;
+    box.commit((tx) => {
+      leaked = tx;
+    });
+    expect(() => leaked!.emit(box.asset('batch_ready'))).toThrow(
+      'tx.emit(): this commit has already ended; use tx only inside the commit callback',
+    );
+  });
+});

@@ -1,0 +1,65 @@
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openOutbox, SchemaTooNewError } from '../../src/outbox/index.js';
+import { outboxMigrations } from '../../src/outbox/migrations.js';
+import { migrateSqlite, type Migration } from '../../src/sqlite/migrate.js';
+import { RUN } from '../support/outbox.js';
+import { tempDir } from '../support/temp.js';
+
+const tooNew = (found: number, known: number) => new Error(`too new: ${found} > ${known}`);
+
+describe('migrations', () => {
+  it('create every table on an empty file and record the version', async () => {
+    const path = join(tempDir(), 'outbox.db');
+    const box = await openOutbox({ path, producer: 'p', run: RUN, server: 'http://127.0.0.1:9', relay: 'manual' });
+    await box.close();
+    const db = new Database(path);
+    expect(db.pragma('user_version', { simple: true })).toBe(outboxMigrations.length);
+    const tables = db.prepare("select name from sqlite_master where type = 'table' order by name").pluck().all();
+    expect(tables).toEqual(['checkpoints', 'lease', 'meta', 'outbox']);
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    db.close();
+  });
+
+  it('apply only the new steps to an existing file, keeping its data', () => {
+    const path = join(tempDir(), 'm.db');
+    const v1: Migration[] = [{ version: 1, name: '001', sql: 'CREATE TABLE a (x INTEGER);' }];
+    const v2: Migration[] = [...v1, { version: 2, name: '002', sql: 'ALTER TABLE a ADD COLUMN y TEXT;' }];
+    const db = new Database(path);
+    expect(migrateSqlite(db, v1, tooNew)).toBe(0);
+    db.exec('INSERT INTO a (x) VALUES (7)');
+    expect(migrateSqlite(db, v2, tooNew)).toBe(1);
+    expect(migrateSqlite(db, v2, tooNew)).toBe(2);
+    expect(db.prepare('SELECT x, y FROM a').all()).toEqual([{ x: 7, y: null }]);
+    db.close();
+  });
+
+  it('roll a failed step back whole, leaving the version where it was', () => {
+    const db = new Database(join(tempDir(), 'm.db'));
+    const broken: Migration[] = [{ version: 1, name: '001', sql: 'CREATE TABLE a (x INTEGER); CREATE TABLE a (y INTEGER);' }];
+    expect(() => migrateSqlite(db, broken, tooNew)).toThrow(/already exists/);
+    expect(db.pragma('user_version', { simple: true })).toBe(0);
+    expect(db.prepare("select count(*) from sqlite_master where name = 'a'").pluck().get()).toBe(0);
+    db.close();
+  });
+
+  it('refuse an outbox file whose schema is newer than this code knows', async () => {
+    const path = join(tempDir(), 'outbox.db');
+    const db = new Database(path);
+    db.pragma('user_version = 99');
+    db.close();
+    const opening = openOutbox({ path, producer: 'p', run: RUN, server: 'http://127.0.0.1:9', relay: 'manual' });
+    await expect(opening).rejects.toBeInstanceOf(SchemaTooNewError);
+    await expect(opening).rejects.toMatchObject({
+      code: 'schema_too_new',
+      message: `${path}: schema version 99 is newer than this oncebox knows (${outboxMigrations.length}). A newer oncebox wrote this file; upgrade oncebox rather than opening it with an older one.`,
+    });
+  });
+
+  it('refuse a migration list that is not numbered 1, 2, 3 …', () => {
+    const db = new Database(':memory:');
+    expect(() => migrateSqlite(db, [{ version: 2, name: '002', sql: '' }], tooNew)).toThrow('migration 002 must be number 1');
+    db.close();
+  });
+});

@@ -1,0 +1,45 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createServer } from '../../src/dedupe/index.js';
+import { openOutbox, OptionsError, WrongOutboxFileError, type OutboxOptions } from '../../src/outbox/index.js';
+import { RUN } from '../support/outbox.js';
+import { tempDir } from '../support/temp.js';
+
+describe('options', () => {
+  const base = () => ({ path: join(tempDir(), 'o.db'), producer: 'p', server: 'http://127.0.0.1:9', relay: 'manual' as const });
+
+  it.each([
+    [{ sever: 'http://x' }, 'sever', 'openOutbox: sever: unknown field; did you mean "server"?'],
+    [{ batchMaxRow: 5 }, 'batchMaxRow', 'openOutbox: batchMaxRow: unknown field; did you mean "batchMaxRows"?'],
+    [{ run: { ...RUN, runID: 'x' } }, 'run.runID', 'openOutbox: run.runID: unknown field; did you mean "runId"?'],
+    [{ run: { ...RUN, attempt: 0 } }, 'run.attempt', 'openOutbox: run.attempt: must be at least 1 (the first try is attempt 1)'],
+    [{ server: 'ftp://x' }, 'server', 'openOutbox: server: must be an http:// or https:// URL such as "http://127.0.0.1:8787"'],
+    [
+      { server: undefined, relay: 'in-process' },
+      'server',
+      "openOutbox: server: is required with relay: 'in-process'; give the server URL, or set relay: 'external' and run `oncebox relay`",
+    ],
+    [{ durability: 'off' }, 'durability', 'openOutbox: durability: Invalid option: expected one of "full"|"normal"'],
+  ])('refuse %j with a message that names it', async (override, field, message) => {
+    const opening = openOutbox({ ...base(), ...override } as OutboxOptions);
+    await expect(opening).rejects.toBeInstanceOf(OptionsError);
+    await expect(opening).rejects.toMatchObject({ code: 'invalid_option', field, message });
+  });
+
+  it('refuse a misspelt server option', async () => {
+    await expect(createServer({ db: join(tempDir(), 's.db'), asset: ['x'] } as never)).rejects.toMatchObject({
+      code: 'invalid_option',
+      message: 'createServer: asset: unknown field; did you mean "assets"?',
+    });
+  });
+
+  it('refuse a file that belongs to another producer', async () => {
+    const options = base();
+    await (await openOutbox(options)).close();
+    const opening = openOutbox({ ...options, producer: 'other' });
+    await expect(opening).rejects.toBeInstanceOf(WrongOutboxFileError);
+    await expect(opening).rejects.toMatchObject({
+      message: `${options.path}: this outbox belongs to producer "p", not "other"; give each producer its own file`,
+    });
+  });
+});
