@@ -10,6 +10,7 @@ import {
 } from '../protocol/errors.js';
 import { nameSchema, type Receipt } from '../protocol/wire.js';
 import { CommitTransaction, type CommitContext, type Emission, type EmissionInput } from './commit.js';
+import { failpoint } from './failpoints.js';
 import { OutboxFile } from './outbox-file.js';
 import { resolveOutboxOptions, type OutboxOptions, type ResolvedOutboxOptions, type RunContext } from './options.js';
 import { fromRow, ReceiptWaiters } from './receipts.js';
@@ -122,6 +123,7 @@ export class Outbox {
         throw new AsyncCommitError();
       }
       this.nextSeqAfterCommit = tx.write(this.nextSeq, Date.now());
+      failpoint('commit:after-write');
       return result;
     });
     if (options.relay === 'in-process') this.relay!.start();
@@ -174,6 +176,7 @@ export class Outbox {
     const result = this.runInTransaction.immediate(tx, fn) as R;
     this.nextSeq = this.nextSeqAfterCommit;
     tx.committed();
+    failpoint('commit:after-commit');
     if (tx.emissionCount > 0) this.relay?.notify();
     return result;
   }

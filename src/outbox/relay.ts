@@ -3,6 +3,7 @@ import pRetry from 'p-retry';
 import { LeaseLostError, OnceboxError, StreamStateLostError } from '../protocol/errors.js';
 import type { ItemResult } from '../protocol/wire.js';
 import { encodeBatch } from './batch-encoding.js';
+import { failpoint } from './failpoints.js';
 import { RelayLease } from './lease.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
 import { DeliveryError, type HttpTransport } from './transport.js';
@@ -212,6 +213,7 @@ export class Relay {
       attempt: first.attempt,
     };
     const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);
+    failpoint('relay:after-response');
     const settled = this.applyResults.immediate(batch, results);
     if (settled.length > 0) this.options.onSettled?.(settled);
     const gap = results.find((result) => result.status === 'gap');

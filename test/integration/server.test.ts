@@ -140,9 +140,9 @@ describe('GET /v1/events and assets', () => {
     const { url } = await startServer();
     const items = Array.from({ length: 7 }, (_, i) => item(i + 1, newKey(), { asset: i % 2 ? 'run_done' : 'batch_ready' }));
     await send(url, items);
-    const page = await (await fetch(`${url}/v1/events?limit=3`)).json();
+    const page: any = await (await fetch(`${url}/v1/events?limit=3`)).json();
     expect(page.events.map((e: { seq: number }) => e.seq)).toEqual([1, 2, 3]);
-    const next = await (await fetch(`${url}/v1/events?limit=3&after=${page.next}`)).json();
+    const next: any = await (await fetch(`${url}/v1/events?limit=3&after=${page.next}`)).json();
     expect(next.events.map((e: { seq: number }) => e.seq)).toEqual([4, 5, 6]);
     expect((await allEvents(url, { asset: 'run_done' })).map((e) => e.seq)).toEqual([2, 4, 6]);
     const bad = await fetch(`${url}/v1/events?limit=5000`);
@@ -157,7 +157,7 @@ describe('GET /v1/events and assets', () => {
     const put = await fetch(`${url}/v1/assets/late_asset`, { method: 'PUT' });
     expect(put.status).toBe(201);
     expect((await fetch(`${url}/v1/assets/late_asset`, { method: 'PUT' })).status).toBe(200);
-    expect((await (await fetch(`${url}/v1/assets`)).json()).assets).toContain('late_asset');
+    expect(((await (await fetch(`${url}/v1/assets`)).json()) as any).assets).toContain('late_asset');
     expect((await send(url, [item(2, newKey(), { asset: 'late_asset' })])).json.results[0].status).toBe('accepted');
   });
 });

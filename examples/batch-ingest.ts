@@ -1,0 +1,69 @@
+/**
+ * The main oncebox job: a batch ingestion loop that writes batch N, then commits its checkpoint and
+ * its "batch N is ready" event in one SQLite transaction. The demo and the crash tests run it as a
+ * child process and kill it.
+ *
+ *   tsx examples/batch-ingest.ts --db FILE --server URL --data DIR --run-id ID --attempt N [--batches 50]
+ */
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { openOutbox } from '../src/outbox/index.js';
+
+const { values: args } = parseArgs({
+  options: {
+    db: { type: 'string' },
+    server: { type: 'string' },
+    data: { type: 'string' },
+    producer: { type: 'string', default: 'orders-ingest' },
+    'run-id': { type: 'string', default: '2026-11-30' },
+    attempt: { type: 'string', default: '1' },
+    batches: { type: 'string', default: '50' },
+    'pause-ms': { type: 'string', default: '0' },
+    /** Crash simulation for the demo and the crash tests: SIGKILL this process before committing batch K. */
+    'kill-before-commit': { type: 'string' },
+  },
+  strict: true,
+});
+if (!args.db || !args.server || !args.data) {
+  console.error('usage: batch-ingest --db FILE --server URL --data DIR [--run-id ID] [--attempt N] [--batches N]');
+  process.exit(2);
+}
+
+/** Writing a batch is idempotent: batch N always lands in the same file, replaced whole. */
+function writeBatch(dir: string, batch: number, rows: number): void {
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, `batch-${batch}.json`);
+  writeFileSync(`${path}.tmp`, JSON.stringify({ batch, rows }));
+  renameSync(`${path}.tmp`, path);
+}
+
+const box = await openOutbox({
+  path: args.db,
+  server: args.server,
+  producer: args.producer,
+  run: { workflow: 'orders', runId: args['run-id'], task: 'ingest', attempt: Number(args.attempt) },
+});
+const batchReady = box.asset('batch_ready');
+const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
+const total = Number(args.batches);
+const pauseMs = Number(args['pause-ms']);
+
+const resumeFrom = progress.get()?.batch ?? 0;
+console.log(JSON.stringify({ event: 'start', attempt: Number(args.attempt), resumeFrom }));
+for (let batch = resumeFrom + 1; batch <= total; batch++) {
+  const rows = 1000 + batch;
+  writeBatch(args.data, batch, rows);
+  if (Number(args['kill-before-commit']) === batch) process.kill(process.pid, 'SIGKILL');
+  box.commit((tx) => {
+    tx.set(progress, { batch });
+    tx.emit(batchReady, { partitionKey: `batch-${String(batch).padStart(4, '0')}`, extra: { rows } });
+  });
+  console.log(JSON.stringify({ event: 'committed', batch }));
+  if (pauseMs > 0) await sleep(pauseMs);
+}
+const { pending } = await box.close({ timeoutMs: 30_000 });
+console.log(JSON.stringify({ event: 'done', pending }));
+process.exit(pending === 0 ? 0 : 1);

@@ -1,0 +1,83 @@
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runScript } from '../support/child.js';
+import { startServer, type RunningServer } from '../support/server.js';
+import { tempDir } from '../support/temp.js';
+
+const BATCHES = 12;
+const JOB = 'examples/batch-ingest.ts';
+const partition = (batch: number) => `batch-${String(batch).padStart(4, '0')}`;
+
+interface FileState {
+  checkpoint: number | undefined;
+  partitions: string[];
+}
+
+/** What a killed job left in its outbox file, read with plain SQLite. */
+function readFile(path: string): FileState {
+  const db = new Database(path, { readonly: true });
+  const value = db.prepare("SELECT value FROM checkpoints WHERE name = 'backlog'").pluck().get() as string | undefined;
+  const partitions = db.prepare('SELECT partition_key FROM outbox ORDER BY id').pluck().all() as string[];
+  db.close();
+  return { checkpoint: value === undefined ? undefined : JSON.parse(value).batch, partitions };
+}
+
+async function runJob(server: RunningServer, dir: string, attempt: number, extra: string[] = [], env: Record<string, string> = {}) {
+  return runScript(JOB, ['--db', join(dir, 'outbox.db'), '--server', server.url, '--data', join(dir, 'data'), '--attempt', String(attempt), '--batches', String(BATCHES), ...extra], { env });
+}
+
+/** After a restart, the server must hold each batch exactly once, in batch order. */
+async function expectEachBatchOnceInOrder(server: RunningServer) {
+  const events = await server.events();
+  expect(events.map((event) => event.partitionKey)).toEqual(Array.from({ length: BATCHES }, (_, i) => partition(i + 1)));
+}
+
+describe('a job killed with SIGKILL', () => {
+  it.each([
+    ['before commit', ['--kill-before-commit', '5'], {}, 4],
+    ['inside the commit, rows written but not committed', [], { ONCEBOX_FAILPOINT: 'commit:after-write@5' }, 4],
+    ['after the commit, before delivery', [], { ONCEBOX_FAILPOINT: 'commit:after-commit@5' }, 5],
+  ] as const)('%s never leaves a checkpoint without its emissions, and a restart delivers each once', async (_name, args, env, committed) => {
+    const server = await startServer();
+    const dir = tempDir();
+    const killed = await runJob(server, dir, 1, [...args], env);
+    expect(killed.signal).toBe('SIGKILL');
+    const state = readFile(join(dir, 'outbox.db'));
+    expect(state.checkpoint).toBe(committed);
+    expect(state.partitions).toEqual(Array.from({ length: committed }, (_, i) => partition(i + 1)));
+
+    const rerun = await runJob(server, dir, 2);
+    expect(rerun.code).toBe(0);
+    expect(rerun.lines[0]).toMatchObject({ event: 'start', resumeFrom: committed });
+    await expectEachBatchOnceInOrder(server);
+  });
+
+  it('after the server stored a batch but before the relay recorded the receipt, gets the original receipt on retry', async () => {
+    const server = await startServer();
+    const dir = tempDir();
+    const killed = await runJob(server, dir, 1, [], { ONCEBOX_FAILPOINT: 'relay:after-response@1' });
+    expect(killed.signal).toBe('SIGKILL');
+    const storedBefore = await server.events();
+    expect(storedBefore.length).toBeGreaterThan(0);
+    const db = new Database(join(dir, 'outbox.db'), { readonly: true });
+    expect(db.prepare("SELECT count(*) FROM outbox WHERE state = 'delivered'").pluck().get()).toBe(0);
+    db.close();
+
+    const rerun = await runJob(server, dir, 2);
+    expect(rerun.code).toBe(0);
+    await expectEachBatchOnceInOrder(server);
+    const after = new Database(join(dir, 'outbox.db'), { readonly: true });
+    const receipts = after.prepare('SELECT partition_key AS partitionKey, event_id AS eventId, event_ts AS timestamp, duplicate FROM outbox ORDER BY id').all() as { partitionKey: string; eventId: string; timestamp: string; duplicate: number }[];
+    after.close();
+    // The rows the server had stored came back as duplicates carrying the original event id and time.
+    for (const stored of storedBefore) {
+      expect(receipts.find((row) => row.partitionKey === stored.partitionKey)).toEqual({
+        partitionKey: stored.partitionKey,
+        eventId: stored.eventId,
+        timestamp: stored.timestamp,
+        duplicate: 1,
+      });
+    }
+  });
+});

@@ -1,0 +1,107 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach } from 'vitest';
+
+/**
+ * What the proxy does with one request:
+ * - forward: pass it on and pass the answer back;
+ * - drop-request: cut the connection without passing it on (the server never sees it);
+ * - drop-response: pass it on, let the server commit, then cut the connection (a lost acknowledgement);
+ * - duplicate: pass it on twice, answer with the second answer (a duplicated delivery);
+ * - delay: wait, then forward;
+ * - fail-503: answer 503 with Retry-After without passing it on.
+ */
+export type Fault = 'forward' | 'drop-request' | 'drop-response' | 'duplicate' | 'delay' | 'fail-503';
+
+export interface FaultProxy {
+  url: string;
+  /** Faults for the next requests, in order; once used up, requests are forwarded. */
+  plan(...faults: Fault[]): void;
+  /** Requests seen, and requests that reached the server. */
+  readonly stats: { requests: number; forwarded: number };
+  setUpstream(url: string): void;
+  close(): Promise<void>;
+}
+
+const proxies: Server[] = [];
+
+/** A small HTTP proxy on loopback between the relay and the server, for network faults. */
+export async function startFaultProxy(upstream: string, options: { delayMs?: number } = {}): Promise<FaultProxy> {
+  let target = upstream;
+  const queue: Fault[] = [];
+  const stats = { requests: 0, forwarded: 0 };
+
+  const forward = async (req: IncomingMessage, body: Buffer) => {
+    stats.forwarded++;
+    const headers: Record<string, string> = {};
+    for (const name of ['content-type', 'authorization']) {
+      const value = req.headers[name];
+      if (typeof value === 'string') headers[name] = value;
+    }
+    const response = await fetch(new URL(req.url!, target), { method: req.method, headers, body: req.method === 'GET' ? undefined : body });
+    return { status: response.status, type: response.headers.get('content-type') ?? 'application/json', body: Buffer.from(await response.arrayBuffer()) };
+  };
+  const reply = (res: ServerResponse, answer: { status: number; type: string; body: Buffer }) => {
+    res.writeHead(answer.status, { 'content-type': answer.type, 'content-length': answer.body.length });
+    res.end(answer.body);
+  };
+
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', async () => {
+      stats.requests++;
+      const body = Buffer.concat(chunks);
+      const fault = queue.shift() ?? 'forward';
+      try {
+        switch (fault) {
+          case 'drop-request':
+            req.socket.destroy();
+            return;
+          case 'drop-response':
+            await forward(req, body);
+            req.socket.destroy();
+            return;
+          case 'duplicate':
+            await forward(req, body);
+            return reply(res, await forward(req, body));
+          case 'delay':
+            await sleep(options.delayMs ?? 50);
+            return reply(res, await forward(req, body));
+          case 'fail-503':
+            res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '0' });
+            res.end(JSON.stringify({ type: 'about:blank', title: 'Unavailable', status: 503, code: 'unavailable', detail: 'injected' }));
+            return;
+          case 'forward':
+            return reply(res, await forward(req, body));
+        }
+      } catch {
+        // The server is down (a restart in the test): the client sees a reset, as it would in life.
+        req.socket.destroy();
+      }
+    });
+  });
+  server.keepAliveTimeout = 1000;
+  proxies.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    plan: (...faults) => queue.push(...faults),
+    stats,
+    setUpstream: (url) => {
+      target = url;
+    },
+    close: () => closeServer(server),
+  };
+}
+
+function closeServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+afterEach(async () => {
+  for (const server of proxies.splice(0)) if (server.listening) await closeServer(server);
+});
