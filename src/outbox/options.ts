@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
 import { nameSchema } from '../protocol/wire.js';
+import { RELAY_DEFAULTS } from './relay.js';
 
 export const runContextSchema = z.strictObject({
   /** The workflow (DAG, flow) this run belongs to. */
@@ -48,17 +49,17 @@ const outboxOptionsSchema = z
      */
     relay: z.enum(['in-process', 'external', 'manual']).default('in-process'),
     /** @defaultValue 500 */
-    batchMaxRows: z.number().int().min(1).max(Limits.maxBatchItems).default(500),
+    batchMaxRows: z.number().int().min(1).max(Limits.maxBatchItems).default(RELAY_DEFAULTS.batchMaxRows),
     /** @defaultValue 1 MiB */
-    batchMaxBytes: z.number().int().min(1024).max(Limits.maxBodyBytes).default(1024 * 1024),
+    batchMaxBytes: z.number().int().min(1024).max(Limits.maxBodyBytes).default(RELAY_DEFAULTS.batchMaxBytes),
     /** After this long without an answer a request counts as "unknown" and is resent with the same keys. @defaultValue 10000 */
-    requestTimeoutMs: z.number().int().min(1).default(10_000),
+    requestTimeoutMs: z.number().int().min(1).default(RELAY_DEFAULTS.requestTimeoutMs),
     /** @defaultValue 100 */
-    retryMinDelayMs: z.number().int().min(0).default(100),
+    retryMinDelayMs: z.number().int().min(0).default(RELAY_DEFAULTS.retryMinDelayMs),
     /** @defaultValue 5000 */
-    retryMaxDelayMs: z.number().int().min(0).default(5_000),
+    retryMaxDelayMs: z.number().int().min(0).default(RELAY_DEFAULTS.retryMaxDelayMs),
     /** How long a relay's lease lasts without renewal; a successor waits at most this long after a crash on another host. @defaultValue 15000 */
-    leaseTtlMs: z.number().int().min(30).default(15_000),
+    leaseTtlMs: z.number().int().min(30).default(RELAY_DEFAULTS.leaseTtlMs),
     /** Largest `extra` accepted at commit, in bytes of JSON. @defaultValue 65536 */
     maxExtraBytes: z.number().int().min(2).max(Limits.maxExtraBytes).default(Limits.maxExtraBytes),
     /** The relay's clock (ms since epoch), for tests of lease expiry. */

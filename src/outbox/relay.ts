@@ -35,6 +35,16 @@ export interface RelayError {
 
 const ROW_OVERHEAD_BYTES = 256;
 
+/** The relay's settings when nobody says otherwise; `openOutbox` and `oncebox relay` share them. */
+export const RELAY_DEFAULTS = {
+  batchMaxRows: 500,
+  batchMaxBytes: 1024 * 1024,
+  requestTimeoutMs: 10_000,
+  retryMinDelayMs: 100,
+  retryMaxDelayMs: 5_000,
+  leaseTtlMs: 15_000,
+} as const;
+
 /**
  * Delivers an outbox file's pending rows to the server in commit order, one batch at a time, and
  * marks each row with the server's answer for its key. It sleeps while there is nothing to send and is

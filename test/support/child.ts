@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { afterEach } from 'vitest';
 
 export const REPO = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -9,6 +10,55 @@ export interface ChildResult {
   lines: Record<string, unknown>[];
   stderr: string;
 }
+
+export interface StartedScript {
+  /** Resolves with the first output line that `match` accepts. */
+  waitFor(match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
+  signal(name: NodeJS.Signals): void;
+  done: Promise<ChildResult>;
+}
+
+/** Starts a long-running script (a server, a relay) and lets the test wait for its output lines. */
+export function startScript(script: string, args: string[], env: Record<string, string> = {}): StartedScript {
+  const waiters: { match: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }[] = [];
+  const seen: Record<string, unknown>[] = [];
+  let killer: (() => void) | undefined;
+  const done = runScript(script, args, {
+    env,
+    timeoutMs: 120_000,
+    onLine: (line, kill) => {
+      killer = kill;
+      seen.push(line);
+      for (const waiter of [...waiters]) {
+        if (waiter.match(line)) {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          waiter.resolve(line);
+        }
+      }
+    },
+  });
+  started.push(() => killer?.());
+  return {
+    waitFor: (match) =>
+      new Promise((resolve, reject) => {
+        const found = seen.find(match);
+        if (found) return resolve(found);
+        waiters.push({ match, resolve });
+        void done.then((result) => reject(new Error(`${script} exited (${result.code ?? result.signal}) first: ${result.stderr}`)));
+      }),
+    signal: (name) => {
+      pids.get(done)?.kill(name);
+    },
+    done,
+  };
+}
+
+const started: (() => void)[] = [];
+const pids = new WeakMap<Promise<ChildResult>, ReturnType<typeof spawn>>();
+
+afterEach(() => {
+  for (const kill of started.splice(0)) kill();
+});
 
 /**
  * Runs a TypeScript script of this repo in a real child process and collects its JSON-lines output.
@@ -46,11 +96,13 @@ export function runScript(
     }
   });
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  return new Promise((resolve, reject) => {
+  const result = new Promise<ChildResult>((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       resolve({ code, signal, lines, stderr });
     });
   });
+  pids.set(result, child);
+  return result;
 }

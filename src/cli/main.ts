@@ -1,0 +1,121 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { createServer } from '../dedupe/server.js';
+import { OnceboxError } from '../protocol/errors.js';
+import { runRelay } from './relay-command.js';
+import { printStatus } from './status-command.js';
+
+const USAGE = `usage:
+  oncebox server --db FILE [--port 8787] [--host 127.0.0.1] [--assets FILE] [--token TOKEN] [--durability full|normal]
+  oncebox relay  --db FILE --server URL [--token TOKEN] [--drain]
+  oncebox status FILE [--json]
+
+The token can also come from ONCEBOX_TOKEN. See docs/operations.md.`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'server':
+      return serve(rest);
+    case 'relay':
+      return relay(rest);
+    case 'status':
+      return status(rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      console.log(USAGE);
+      return command === undefined ? 2 : 0;
+    default:
+      console.error(`oncebox: unknown command "${command}"\n${USAGE}`);
+      return 2;
+  }
+}
+
+async function serve(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    strict: true,
+    options: {
+      db: { type: 'string' },
+      port: { type: 'string', default: '8787' },
+      host: { type: 'string', default: '127.0.0.1' },
+      assets: { type: 'string' },
+      token: { type: 'string' },
+      durability: { type: 'string', default: 'full' },
+    },
+  });
+  if (!values.db) throw new UsageError('server: --db FILE is required (the server\'s SQLite file)');
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`server: --port must be 0-65535 (got ${values.port})`);
+  const server = await createServer({
+    db: values.db,
+    assets: values.assets ? readAssets(values.assets) : [],
+    token: values.token ?? process.env.ONCEBOX_TOKEN,
+    durability: values.durability as 'full' | 'normal',
+    logger: { level: process.env.ONCEBOX_LOG_LEVEL ?? 'warn' },
+  });
+  const url = await server.listen({ port, host: values.host });
+  console.log(JSON.stringify({ event: 'listening', url, db: values.db, assets: await server.store.listAssets() }));
+  await untilSignal();
+  // Stop taking requests, finish those in flight, then close the store: nothing acknowledged is lost.
+  await server.close();
+  return 0;
+}
+
+async function relay(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    strict: true,
+    options: {
+      db: { type: 'string' },
+      server: { type: 'string' },
+      token: { type: 'string' },
+      drain: { type: 'boolean', default: false },
+    },
+  });
+  if (!values.db || !values.server) throw new UsageError('relay: --db FILE and --server URL are required');
+  const stop = new AbortController();
+  void untilSignal().then(() => stop.abort());
+  return runRelay({ db: values.db, server: values.server, token: values.token ?? process.env.ONCEBOX_TOKEN, drain: values.drain, signal: stop.signal });
+}
+
+async function status(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args, strict: true, allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
+  if (positionals.length !== 1) throw new UsageError('status: give exactly one outbox FILE');
+  return printStatus(positionals[0]!, values.json);
+}
+
+/** A file of asset names: a JSON array, or one name per line (blank lines and # comments ignored). */
+function readAssets(path: string): string[] {
+  const text = readFileSync(path, 'utf8');
+  if (text.trimStart().startsWith('[')) return JSON.parse(text) as string[];
+  return text
+    .split('\n')
+    .map((line) => line.replace(/#.*/, '').trim())
+    .filter(Boolean);
+}
+
+function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+}
+
+class UsageError extends Error {}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof UsageError || (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+      console.error(`oncebox: ${(error as Error).message}\n${USAGE}`);
+      process.exit(2);
+    }
+    const code = error instanceof OnceboxError ? ` [${error.code}]` : '';
+    console.error(`oncebox: ${(error as Error).message}${code}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,31 @@
+import { existsSync } from 'node:fs';
+import { OutboxFile } from '../outbox/outbox-file.js';
+import { readStatus } from '../outbox/status.js';
+
+/** `oncebox status FILE`: counts, lease and last error of an outbox file, for people or (--json) for scripts. */
+export function printStatus(path: string, json: boolean): number {
+  if (!existsSync(path)) {
+    console.error(`oncebox status: ${path}: no such file`);
+    return 1;
+  }
+  const file = new OutboxFile(path, 'full');
+  try {
+    const status = readStatus(file);
+    if (json) {
+      console.log(JSON.stringify(status));
+      return 0;
+    }
+    const age = status.oldestPendingAgeMs === null ? '-' : `${(status.oldestPendingAgeMs / 1000).toFixed(1)} s`;
+    console.log(`outbox     ${status.path} (producer ${status.producer ?? '?'})`);
+    console.log(`rows       ${status.pending} pending, ${status.delivered} delivered, ${status.dead} dead`);
+    console.log(`oldest     pending for ${age}`);
+    console.log(`lease      ${status.lease ? `${status.lease.owner} (pid ${status.lease.pid} on ${status.lease.host}) until ${status.lease.expiresAt}` : 'free'}`);
+    console.log(`last error ${status.lastError ? `${status.lastError.at} [${status.lastError.code}] ${status.lastError.message}` : '-'}`);
+    for (const dead of status.deadRows) {
+      console.log(`dead       #${dead.id} ${dead.asset}${dead.partitionKey === null ? '' : ` ${dead.partitionKey}`} [${dead.code}] ${dead.reason}`);
+    }
+    return 0;
+  } finally {
+    file.close();
+  }
+}

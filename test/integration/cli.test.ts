@@ -1,0 +1,54 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openOutbox } from '../../src/outbox/index.js';
+import { allEvents } from '../support/server.js';
+import { runScript, startScript } from '../support/child.js';
+import { RUN } from '../support/outbox.js';
+import { tempDir } from '../support/temp.js';
+
+const CLI = 'src/cli/main.ts';
+
+describe('the oncebox command', () => {
+  it('runs a server, a separate relay process and status, end to end', async () => {
+    const dir = tempDir();
+    const assets = join(dir, 'assets.txt');
+    writeFileSync(assets, '# registered assets\nbatch_ready\n\nrun_done\n');
+    const server = startScript(CLI, ['server', '--db', join(dir, 'server.db'), '--port', '0', '--assets', assets]);
+    const listening = await server.waitFor((line) => line.event === 'listening');
+    expect(listening.assets).toEqual(['batch_ready', 'run_done']);
+    const url = listening.url as string;
+
+    const path = join(dir, 'outbox.db');
+    const box = await openOutbox({ path, producer: 'orders-ingest', run: RUN, relay: 'external' });
+    const receipts = [1, 2, 3].map((i) => box.asset('batch_ready').emit({ partitionKey: `batch-${i}` }));
+    box.commit((tx) => tx.emit(box.asset('nope'), { partitionKey: 'x' }));
+
+    const pending = await runScript(CLI, ['status', path, '--json']);
+    expect(JSON.parse(pending.lines.map((l) => JSON.stringify(l)).join(''))).toMatchObject({ pending: 4, delivered: 0, dead: 0 });
+
+    const relay = await runScript(CLI, ['relay', '--db', path, '--server', url, '--drain']);
+    expect(relay.code).toBe(0);
+    // The job process learns its receipts from the file, written by the relay process.
+    const stored = await allEvents(url);
+    expect((await Promise.all(receipts)).map((r) => r.eventId)).toEqual(stored.map((e) => e.eventId));
+
+    const status = await runScript(CLI, ['status', path, '--json']);
+    expect(status.lines[0]).toMatchObject({ pending: 0, delivered: 3, dead: 1, producer: 'orders-ingest' });
+    const human = await runScript(CLI, ['status', path]);
+    expect(human.lines.map((l) => l.text)).toContain('rows       0 pending, 3 delivered, 1 dead');
+    await box.close();
+
+    server.signal('SIGTERM');
+    expect((await server.done).code).toBe(0);
+  });
+
+  it('refuses unknown flags and commands with the usage', async () => {
+    const unknown = await runScript(CLI, ['server', '--dbb', 'x']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/^oncebox: Unknown option '--dbb'/);
+    const missing = await runScript(CLI, ['relay', '--db', 'x']);
+    expect(missing.stderr).toMatch(/^oncebox: relay: --db FILE and --server URL are required/);
+    expect((await runScript(CLI, ['frobnicate'])).stderr).toMatch(/^oncebox: unknown command "frobnicate"/);
+  });
+});
