@@ -1,6 +1,6 @@
 import type { z } from 'zod';
-import { canonicalJson } from '../protocol/canonical-json.js';
-import { describeFirstIssue, findNonJson } from '../protocol/emission.js';
+import { canonicalJson, NonJsonValue } from '../protocol/canonical-json.js';
+import { describeFirstIssue } from '../protocol/emission.js';
 import { CheckpointValidationError } from '../protocol/errors.js';
 
 /** @internal Where a checkpoint reads its last committed value from. */
@@ -31,15 +31,12 @@ export class Checkpoint<T> {
   /** @internal Validates a value about to be written and returns it as canonical JSON. */
   encode(value: T): string {
     const parsed = this.check(value, 'value', 'pass a value that matches the schema given to box.checkpoint()');
-    const nonJson = findNonJson(parsed, 'value');
-    if (nonJson) {
-      throw new CheckpointValidationError(
-        this.name,
-        nonJson.path,
-        `checkpoint "${this.name}": ${nonJson.path} ${nonJson.problem}`,
-      );
+    try {
+      return canonicalJson(parsed, 'value');
+    } catch (error) {
+      if (!(error instanceof NonJsonValue)) throw error;
+      throw new CheckpointValidationError(this.name, error.path, `checkpoint "${this.name}": ${error.path} ${error.problem}`);
     }
-    return canonicalJson(parsed);
   }
 
   private check(value: unknown, what: string, fix: string): T {

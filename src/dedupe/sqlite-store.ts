@@ -300,7 +300,7 @@ export class SqliteDedupeStore implements DedupeStore {
           asset: item.payload.asset,
           partitionKey: item.payload.partitionKey ?? null,
           partitionDate: item.payload.partitionDate ?? null,
-          extra: item.payload.extra === undefined ? null : JSON.stringify(item.payload.extra),
+          extra: item.payload.extra ?? null,
         });
         results.push({ status: 'accepted', seq: item.seq, key: item.key, eventId, timestamp: ts });
         continue;

@@ -61,7 +61,8 @@ export class Emission {
 interface PendingEmission {
   handle: Emission;
   partitionDate: string | undefined;
-  extra: Record<string, unknown> | undefined;
+  /** Canonical JSON text. */
+  extra: string | undefined;
   userKey: string | undefined;
 }
 
@@ -166,7 +167,7 @@ export class CommitTransaction {
         asset: handle.asset,
         partitionKey,
         partitionDate: emission.partitionDate ?? null,
-        extra: emission.extra === undefined ? null : JSON.stringify(emission.extra),
+        extra: emission.extra ?? null,
         committedAt: now,
       });
       handle.idempotencyKey = key;

@@ -1,11 +1,20 @@
-import { v5 as uuidv5 } from 'uuid';
-import { canonicalJson } from '../protocol/canonical-json.js';
+import { parse as parseUuid, v5 as uuidv5 } from 'uuid';
 
 /**
  * The namespace of every oncebox key. Fixed forever: changing it would give every re-run new keys, and
  * the server would take a re-run's emissions for new events.
  */
 export const ONCEBOX_KEY_NAMESPACE = '6f3b2a8e-4c1d-5e9f-8a7b-0c2d4e6f8a1b';
+/** Parsed once: the key is derived for every emission of every commit. */
+const NAMESPACE_BYTES = parseUuid(ONCEBOX_KEY_NAMESPACE);
+
+/**
+ * The UUIDv5 of a list of strings, numbers and nulls, named by its JSON text. A flat list of primitives
+ * has one JSON form, so JSON.stringify is canonical here.
+ */
+function uuidOf(parts: readonly (string | number | null)[]): string {
+  return uuidv5(Buffer.from(JSON.stringify(parts), 'utf8'), NAMESPACE_BYTES);
+}
 
 /** What identifies one logical emission, independently of when or where it was committed. */
 export interface EmissionIdentity {
@@ -30,8 +39,7 @@ export interface EmissionIdentity {
  * original receipt.
  */
 export function deriveKey(identity: EmissionIdentity): string {
-  return uuidv5(
-    canonicalJson([
+  return uuidOf([
       'oncebox/v1',
       identity.producer,
       identity.workflow,
@@ -41,9 +49,7 @@ export function deriveKey(identity: EmissionIdentity): string {
       identity.partitionKey,
       identity.position,
       identity.occurrence,
-    ]),
-    ONCEBOX_KEY_NAMESPACE,
-  );
+    ]);
 }
 
 /**
@@ -51,5 +57,5 @@ export function deriveKey(identity: EmissionIdentity): string {
  * happen to pick the same key do not swallow each other's events.
  */
 export function explicitKey(producer: string, userKey: string): string {
-  return uuidv5(canonicalJson(['oncebox/v1/explicit', producer, userKey]), ONCEBOX_KEY_NAMESPACE);
+  return uuidOf(['oncebox/v1/explicit', producer, userKey]);
 }

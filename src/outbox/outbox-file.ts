@@ -73,7 +73,7 @@ export class OutboxFile {
 
   constructor(
     readonly path: string,
-    durability: Durability,
+    readonly durability: Durability,
   ) {
     this.db = openSqlite(path, durability);
     try {
@@ -83,6 +83,22 @@ export class OutboxFile {
       throw error;
     }
     this.statements = prepareStatements(this.db);
+  }
+
+  /**
+   * Runs `write` without waiting for fsync, then restores the file's durability. Only for writes that
+   * can be lost without harm: a receipt lost on power loss is fetched again, since the relay resends
+   * the row with its key and the server answers with the original receipt. (SQLite sets synchronous
+   * per connection; the next FULL commit makes these frames durable too.)
+   */
+  withoutFsync<T>(write: () => T): T {
+    if (this.durability !== 'full') return write();
+    this.db.pragma('synchronous = NORMAL');
+    try {
+      return write();
+    } finally {
+      this.db.pragma('synchronous = FULL');
+    }
   }
 
   getMeta(name: string): string | undefined {

@@ -224,7 +224,7 @@ export class Relay {
     };
     const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);
     failpoint('relay:after-response');
-    const settled = this.applyResults.immediate(batch, results);
+    const settled = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
     if (settled.length > 0) this.options.onSettled?.(settled);
     const gap = results.find((result) => result.status === 'gap');
     if (gap) {

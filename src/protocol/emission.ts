@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { canonicalJson, NonJsonValue } from './canonical-json.js';
 import { Limits } from './limits.js';
 
 /**
@@ -43,52 +44,25 @@ function isZonedDateTime(text: string): boolean {
   return realDay && h! <= 23 && mi! <= 59 && s! <= 59 && oh! <= 23 && om! <= 59;
 }
 
-/** Where `value` stops being plain JSON, as a path and a reason; undefined when it is plain JSON. */
-export function findNonJson(value: unknown, path: string, depth = 0): { path: string; problem: string } | undefined {
-  if (depth > Limits.maxExtraDepth) {
-    return { path, problem: `nests deeper than ${Limits.maxExtraDepth} levels; flatten it` };
-  }
-  if (value === null || typeof value === 'string' || typeof value === 'boolean') return undefined;
-  if (typeof value === 'number') {
-    return Number.isFinite(value) ? undefined : { path, problem: `is ${value}, which JSON cannot hold; use null or a string` };
-  }
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = findNonJson(value[i], `${path}[${i}]`, depth + 1);
-      if (found) return found;
-    }
-    return undefined;
-  }
-  if (typeof value === 'object') {
-    const proto = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null) {
-      const name = (value as object).constructor?.name ?? 'object';
-      return { path, problem: `is a ${name}, not a plain object; convert it (a Date to an ISO string, say)` };
-    }
-    for (const key of Object.keys(value)) {
-      // The server's JSON parser refuses this key outright (prototype poisoning), so refuse it here first.
-      if (key === '__proto__') return { path: `${path}.__proto__`, problem: 'is a reserved key; rename it' };
-      const found = findNonJson((value as Record<string, unknown>)[key], `${path}.${key}`, depth + 1);
-      if (found) return found;
-    }
-    return undefined;
-  }
-  if (value === undefined) return { path, problem: 'is undefined, which JSON cannot hold; leave the field out or use null' };
-  return { path, problem: `is a ${typeof value}, which JSON cannot hold; leave it out or convert it to a string` };
-}
-
+/**
+ * `extra`: a plain JSON object of at most `maxExtraBytes`. It parses to its canonical JSON text, which
+ * is what is stored, sent and fingerprinted, so the value is walked once.
+ */
 export function extraSchema(maxExtraBytes: number) {
-  return z.custom<Record<string, unknown>>().superRefine((value, ctx) => {
+  return z.custom<Record<string, unknown>>().transform((value, ctx): string => {
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
       ctx.addIssue({ code: 'custom', message: 'must be a JSON object such as { "rows": 1200 }' });
-      return;
+      return z.NEVER;
     }
-    const nonJson = findNonJson(value, '');
-    if (nonJson) {
-      ctx.addIssue({ code: 'custom', path: pathOf(nonJson.path), message: nonJson.problem });
-      return;
+    let json: string;
+    try {
+      json = canonicalJson(value);
+    } catch (error) {
+      if (!(error instanceof NonJsonValue)) throw error;
+      ctx.addIssue({ code: 'custom', path: pathOf(error.path), message: error.problem });
+      return z.NEVER;
     }
-    const bytes = Buffer.byteLength(JSON.stringify(value), 'utf8');
+    const bytes = Buffer.byteLength(json, 'utf8');
     if (bytes > maxExtraBytes) {
       ctx.addIssue({
         code: 'custom',
@@ -96,7 +70,9 @@ export function extraSchema(maxExtraBytes: number) {
           `must be at most ${maxExtraBytes} bytes as JSON (got ${bytes}); ` +
           'keep large data elsewhere and put a reference to it in extra',
       });
+      return z.NEVER;
     }
+    return json;
   });
 }
 
@@ -107,12 +83,13 @@ function pathOf(dotted: string): (string | number)[] {
     .map((part) => (/^\d+$/.test(part) ? Number(part) : part));
 }
 
-/** The payload of one emission: what the downstream receives. */
+/** The payload of one emission as validated: what the downstream receives. */
 export interface EmissionPayload {
   asset: string;
   partitionKey?: string | undefined;
   partitionDate?: string | undefined;
-  extra?: Record<string, unknown> | undefined;
+  /** `extra` as canonical JSON text. */
+  extra?: string | undefined;
 }
 
 export function emissionPayloadSchema(maxExtraBytes: number = Limits.maxExtraBytes) {

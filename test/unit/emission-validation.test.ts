@@ -20,7 +20,7 @@ const cases: [string, unknown, string, string][] = [
   ['extra with undefined deep inside', { extra: { a: [1, { b: undefined }] } }, 'extra.a[1].b', 'extra.a[1].b: is undefined, which JSON cannot hold; leave the field out or use null'],
   ['extra with a __proto__ key', { extra: JSON.parse('{"__proto__":{"x":1}}') }, 'extra.__proto__', 'extra.__proto__: is a reserved key; rename it'],
   ['extra over 64 KiB', { extra: { big: 'x'.repeat(70_000) } }, 'extra', 'extra: must be at most 65536 bytes as JSON (got 70010); keep large data elsewhere and put a reference to it in extra'],
-  ['extra nested too deep', { extra: JSON.parse('{"a":'.repeat(40) + '1' + '}'.repeat(40)) }, `extra${'.a'.repeat(33)}`, `extra${'.a'.repeat(33)}: nests deeper than 32 levels; flatten it`],
+  ['extra nested too deep', { extra: JSON.parse('{"a":'.repeat(40) + '1' + '}'.repeat(40)) }, `extra${'.a'.repeat(32)}`, `extra${'.a'.repeat(32)}: nests deeper than 32 levels; flatten it`],
   ['misspelt field', { partitonKey: 'b' }, 'partitonKey', 'partitonKey: unknown field; did you mean "partitionKey"?'],
   ['asset given in the emission', { asset: 'other' }, 'asset', 'asset: unknown field here; the asset is the one emit() is called on (box.asset(name))'],
   ['empty explicit key', { key: '' }, 'key', 'key: must not be empty'],

@@ -1,0 +1,81 @@
+import { join } from 'node:path';
+import { z } from 'zod';
+import { openOutbox } from '../src/outbox/index.js';
+import { deriveKey } from '../src/outbox/keys.js';
+import { OutboxFile } from '../src/outbox/outbox-file.js';
+import { benchDir } from './support.js';
+
+/**
+ * Commit throughput: oncebox's commit() against raw better-sqlite3 prepared statements writing the same
+ * rows (one outbox row per emission and the checkpoint upsert) into the same schema, in the same
+ * transaction mode (BEGIN IMMEDIATE, WAL, synchronous=FULL). The raw side inserts the same key values,
+ * computed before its clock starts, and a constant fingerprint, so the gap is everything oncebox does
+ * per commit and per emission (validation, deriving the UUIDv5 key, the canonical-JSON fingerprint).
+ *
+ * fsync time on a shared VM swings by 2x from second to second, so the two sides run in alternating
+ * slices of a few commits each, over two open files, and each side's time is summed over its slices:
+ * both see the same disk weather.
+ */
+export async function commitBench(perCommit: number, rows: number, slices: number) {
+  const dir = benchDir();
+  const commits = Math.max(slices, Math.floor(rows / perCommit));
+  const perSlice = Math.max(1, Math.floor(commits / slices));
+
+  const box = await openOutbox({
+    path: join(dir, `oncebox-${perCommit}.db`),
+    server: 'http://127.0.0.1:9',
+    relay: 'manual',
+    producer: 'bench',
+    run: { workflow: 'w', runId: 'r', task: 't', attempt: 1 },
+  });
+  const asset = box.asset('batch_ready');
+  const progress = box.checkpoint('backlog', z.object({ batch: z.number() }));
+  const onceboxCommit = (c: number) =>
+    box.commit((tx) => {
+      tx.set(progress, { batch: c });
+      for (let e = 0; e < perCommit; e++) tx.emit(asset, { partitionKey: `batch-${c}-${e}`, extra: { rows: e } });
+    });
+
+  const file = new OutboxFile(join(dir, `raw-${perCommit}.db`), 'full');
+  const s = file.statements;
+  const keys = Array.from({ length: commits * perCommit }, (_, i) =>
+    deriveKey({ producer: 'raw', workflow: 'w', runId: 'r', task: 't', asset: 'batch_ready', partitionKey: `batch-${i}`, position: null, occurrence: 0 }),
+  );
+  const rawCommit = file.db.transaction((c: number) => {
+    s.setCheckpoint.run({ name: 'backlog', value: `{"batch":${c}}`, now: 0 });
+    for (let e = 0; e < perCommit; e++) {
+      s.insertRow.run({
+        key: keys[c * perCommit + e],
+        fingerprint: 'f',
+        workflow: 'w',
+        runId: 'r',
+        task: 't',
+        attempt: 1,
+        seq: c * perCommit + e + 1,
+        kind: 'event',
+        asset: 'batch_ready',
+        partitionKey: `batch-${c}-${e}`,
+        partitionDate: null,
+        extra: `{"rows":${e}}`,
+        committedAt: 0,
+      });
+    }
+  });
+
+  let onceboxMs = 0;
+  let rawMs = 0;
+  for (let c = 0; c + perSlice <= commits; c += perSlice) {
+    let started = performance.now();
+    for (let i = c; i < c + perSlice; i++) onceboxCommit(i);
+    onceboxMs += performance.now() - started;
+    started = performance.now();
+    for (let i = c; i < c + perSlice; i++) rawCommit.immediate(i);
+    rawMs += performance.now() - started;
+  }
+  const done = Math.floor(commits / perSlice) * perSlice * perCommit;
+  await box.close({ timeoutMs: 0 });
+  file.close();
+  const onceboxRowsPerS = done / (onceboxMs / 1000);
+  const rawRowsPerS = done / (rawMs / 1000);
+  return { onceboxRowsPerS, rawRowsPerS, ratio: onceboxRowsPerS / rawRowsPerS };
+}

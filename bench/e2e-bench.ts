@@ -1,0 +1,119 @@
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { setImmediate as yieldToRelay } from 'node:timers/promises';
+import { v7 as uuidv7 } from 'uuid';
+import { openOutbox } from '../src/outbox/index.js';
+import { deriveKey } from '../src/outbox/keys.js';
+import { OutboxFile } from '../src/outbox/outbox-file.js';
+import { benchDir, percentile, startServerProcess } from './support.js';
+
+const PER_COMMIT = 100;
+
+/**
+ * Delivered events per second, commit to recorded receipt: the job commits `events` emissions, 100 per
+ * commit, the in-process relay delivers them to `oncebox server` running in its own process, and the
+ * clock stops when the last receipt is recorded in the outbox. Default durability (FULL) on both sides.
+ */
+export async function e2eOncebox(events: number): Promise<number> {
+  const dir = benchDir();
+  const server = await startServerProcess(dir);
+  try {
+    const box = await openOutbox({
+      path: join(dir, 'outbox.db'),
+      server: server.url,
+      producer: 'bench',
+      run: { workflow: 'w', runId: 'r', task: 't', attempt: 1 },
+    });
+    const asset = box.asset('batch_ready');
+    const started = performance.now();
+    let last;
+    for (let c = 0; c < events / PER_COMMIT; c++) {
+      last = box.commit((tx) => {
+        let emission;
+        for (let e = 0; e < PER_COMMIT; e++) emission = tx.emit(asset, { partitionKey: `p-${c}-${e}`, extra: { rows: e } });
+        return emission!;
+      });
+      await yieldToRelay();
+    }
+    await last!.receipt();
+    const seconds = (performance.now() - started) / 1000;
+    const { pending } = await box.close();
+    if (pending !== 0) throw new Error(`e2e: ${pending} rows left pending`);
+    return events / seconds;
+  } finally {
+    await server.stop();
+  }
+}
+
+/**
+ * The raw chain: the same three writes per event with plain better-sqlite3 in one process, no HTTP and
+ * no validation. Per batch of 100: insert the outbox rows; insert-first into the server's dedupe table;
+ * record the receipts on the outbox rows. Each is its own transaction, with oncebox's durability: FULL
+ * for the outbox rows and the server's records, NORMAL for the receipts (which can be fetched again).
+ */
+export function e2eRawChain(events: number): number {
+  const dir = benchDir();
+  const outbox = new OutboxFile(join(dir, 'raw-outbox.db'), 'full');
+  const serverDb = new Database(join(dir, 'raw-server.db'));
+  serverDb.pragma('journal_mode = WAL');
+  serverDb.pragma('synchronous = FULL');
+  serverDb.exec('CREATE TABLE dedupe (key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, event_id TEXT NOT NULL, ts TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID');
+  const insertDedupe = serverDb.prepare('INSERT INTO dedupe VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING');
+  const s = outbox.statements;
+  const keys = Array.from({ length: events }, (_, i) =>
+    deriveKey({ producer: 'raw', workflow: 'w', runId: 'r', task: 't', asset: 'batch_ready', partitionKey: `p-${i}`, position: null, occurrence: 0 }),
+  );
+  const commitBatch = outbox.db.transaction((from: number) => {
+    for (let i = from; i < from + PER_COMMIT; i++) {
+      s.insertRow.run({ key: keys[i], fingerprint: 'f', workflow: 'w', runId: 'r', task: 't', attempt: 1, seq: i + 1, kind: 'event', asset: 'batch_ready', partitionKey: `p-${i}`, partitionDate: null, extra: `{"rows":${i % PER_COMMIT}}`, committedAt: 0 });
+    }
+  });
+  const serverBatch = serverDb.transaction((from: number) => {
+    const ids: string[] = [];
+    for (let i = from; i < from + PER_COMMIT; i++) {
+      const id = uuidv7();
+      insertDedupe.run(keys[i], 'f', id, 't', 0);
+      ids.push(id);
+    }
+    return ids;
+  });
+  const receiptBatch = outbox.db.transaction((from: number, ids: string[]) => {
+    for (let i = 0; i < ids.length; i++) s.markDelivered.run({ id: from + i + 1, eventId: ids[i], timestamp: 't', duplicate: 0, now: 0 });
+  });
+  const started = performance.now();
+  for (let from = 0; from < events; from += PER_COMMIT) {
+    commitBatch.immediate(from);
+    const ids = serverBatch.immediate(from);
+    outbox.withoutFsync(() => receiptBatch.immediate(from, ids));
+  }
+  const seconds = (performance.now() - started) / 1000;
+  outbox.close();
+  serverDb.close();
+  return events / seconds;
+}
+
+/** Commit-to-receipt latency at low load: one emission at a time, a pause between them. */
+export async function latency(samples: number): Promise<{ p50: number; p99: number }> {
+  const dir = benchDir();
+  const server = await startServerProcess(dir);
+  try {
+    const box = await openOutbox({
+      path: join(dir, 'latency.db'),
+      server: server.url,
+      producer: 'bench',
+      run: { workflow: 'w', runId: 'r', task: 't', attempt: 1 },
+    });
+    const asset = box.asset('batch_ready');
+    const times: number[] = [];
+    for (let i = 0; i < samples + 20; i++) {
+      const started = performance.now();
+      await asset.emit({ partitionKey: `l-${i}` });
+      if (i >= 20) times.push(performance.now() - started); // the first ones warm up the connection and JIT
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    await box.close();
+    return { p50: percentile(times, 50), p99: percentile(times, 99) };
+  } finally {
+    await server.stop();
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * npm run bench [-- --json] [-- --quick]
+ *
+ * Benchmarks, not tests: each figure is a ratio measured side by side in this one run, because a shared
+ * 2-core machine is too noisy for absolute numbers to mean much from one run to the next.
+ */
+import { parseArgs } from 'node:util';
+import { commitBench } from './commit-bench.js';
+import { e2eOncebox, e2eRawChain, latency } from './e2e-bench.js';
+import { median } from './support.js';
+
+const { values } = parseArgs({ options: { json: { type: 'boolean', default: false }, quick: { type: 'boolean', default: false } } });
+const scale = values.quick ? 0.2 : 1;
+const rounds = values.quick ? 3 : 5;
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+const ratio = (n: number) => n.toFixed(2);
+
+console.log(`oncebox bench (${values.quick ? 'quick' : 'full'}): node ${process.version}, ${rounds} interleaved rounds, medians`);
+
+const commit1 = await commitBench(1, Math.round(4000 * scale), 200);
+console.log(`commit, 1 emission per commit:    oncebox ${fmt(commit1.onceboxRowsPerS)} commits/s, raw ${fmt(commit1.rawRowsPerS)} commits/s, ratio ${ratio(commit1.ratio)} (target >= 0.87, i.e. within 1.15x)`);
+const commit100 = await commitBench(100, Math.round(200_000 * scale), 100);
+console.log(`commit, 100 emissions per commit: oncebox ${fmt(commit100.onceboxRowsPerS)} rows/s, raw ${fmt(commit100.rawRowsPerS)} rows/s, ratio ${ratio(commit100.ratio)} (target >= 0.87)`);
+
+const events = Math.round(50_000 * scale);
+const e2e: number[] = [];
+const raw: number[] = [];
+for (let i = 0; i < Math.max(2, rounds - 2); i++) {
+  raw.push(e2eRawChain(events));
+  e2e.push(await e2eOncebox(events));
+}
+const e2eRate = median(e2e);
+const rawRate = median(raw);
+console.log(`end to end, ${fmt(events)} events:  oncebox ${fmt(e2eRate)} events/s delivered, raw chain ${fmt(rawRate)} events/s, ratio ${ratio(e2eRate / rawRate)} (target >= 1.0)`);
+
+const lat = await latency(values.quick ? 100 : 300);
+console.log(`commit-to-receipt latency:         p50 ${lat.p50.toFixed(2)} ms (target <= 2), p99 ${lat.p99.toFixed(2)} ms (target <= 10)`);
+
+if (values.json) {
+  console.log(
+    JSON.stringify({
+      node: process.version,
+      quick: values.quick,
+      commit1_oncebox_per_s: Math.round(commit1.onceboxRowsPerS),
+      commit1_raw_per_s: Math.round(commit1.rawRowsPerS),
+      commit1_ratio_to_raw: Number(commit1.ratio.toFixed(3)),
+      commit100_oncebox_rows_per_s: Math.round(commit100.onceboxRowsPerS),
+      commit100_raw_rows_per_s: Math.round(commit100.rawRowsPerS),
+      commit100_ratio_to_raw: Number(commit100.ratio.toFixed(3)),
+      e2e_events_per_s: Math.round(e2eRate),
+      raw_chain_events_per_s: Math.round(rawRate),
+      e2e_ratio_to_raw_chain: Number((e2eRate / rawRate).toFixed(3)),
+      latency_p50_ms: Number(lat.p50.toFixed(3)),
+      latency_p99_ms: Number(lat.p99.toFixed(3)),
+    }),
+  );
+}
