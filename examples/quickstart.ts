@@ -1,0 +1,29 @@
+// The README's quickstart, kept as a file so that it is type-checked and run by the tests.
+import { z } from 'zod';
+import { openOutbox } from '../src/outbox/index.js';
+
+const server = process.env.ONCEBOX_SERVER ?? 'http://127.0.0.1:8787';
+const storage = { writeBatch: async (batch: number) => void batch }; // your idempotent data write
+
+const box = await openOutbox({
+  path: process.env.ONCEBOX_OUTBOX ?? '.oncebox/orders-ingest.db',
+  server,
+  producer: 'orders-ingest',
+  run: { workflow: 'orders', runId: '2026-11-30', task: 'ingest', attempt: 1 },
+});
+const batchReady = box.asset('batch_ready');
+const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
+
+for (let batch = (progress.get()?.batch ?? 0) + 1; batch <= 3; batch++) {
+  await storage.writeBatch(batch); // idempotent: overwrites batch N
+  box.commit((tx) => {
+    // one SQLite transaction: the checkpoint and the event, or neither
+    tx.set(progress, { batch });
+    tx.emit(batchReady, { partitionKey: `batch-${batch}`, extra: { rows: 1000 } });
+  }); // durable here; the relay is woken at once and delivers in commit order
+}
+
+// An immediate emission resolves once the server has stored it:
+const receipt = await batchReady.emit({ partitionKey: 'done' });
+console.log(receipt); // { eventId, timestamp, duplicate }
+await box.close(); // drains what is pending (10 s by default)

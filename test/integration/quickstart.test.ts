@@ -1,0 +1,27 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { REPO, runScript } from '../support/child.js';
+import { startServer } from '../support/server.js';
+import { tempDir } from '../support/temp.js';
+
+describe('the README quickstart', () => {
+  it('is the code of examples/quickstart.ts', () => {
+    const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+    const block = /## Quickstart[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    const example = readFileSync(join(REPO, 'examples/quickstart.ts'), 'utf8')
+      .replace(/^\/\/ The README's quickstart.*\n/, '')
+      .replace("from '../src/outbox/index.js'", "from 'oncebox'");
+    expect(block).toBe(example);
+  });
+
+  it('runs against a real server and publishes each batch once, also when run twice', async () => {
+    const { url, events } = await startServer();
+    const env = { ONCEBOX_SERVER: url, ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db') };
+    const first = await runScript('examples/quickstart.ts', [], { env });
+    expect(first.code, first.stderr).toBe(0);
+    const again = await runScript('examples/quickstart.ts', [], { env });
+    expect(again.code, again.stderr).toBe(0);
+    expect((await events()).map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2', 'batch-3', 'done']);
+  });
+});
