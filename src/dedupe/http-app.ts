@@ -22,6 +22,8 @@ const eventQuerySchema = z.strictObject({
   limit: z.coerce.number().int().min(1).max(1000).default(100),
 });
 
+const streamQuerySchema = z.strictObject({ task: z.string().min(1).max(200).optional() });
+
 /** The routes of `docs/protocol.md`, over any DedupeStore. */
 export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
   const { store } = options;
@@ -106,6 +108,21 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
     return store.listEvents(parsed.data);
+  });
+
+  app.get<{ Params: { producer: string; runId: string } }>('/v1/streams/:producer/:runId', async (request, reply) => {
+    const parsed = streamQuerySchema.safeParse(request.query);
+    if (!parsed.success) {
+      const { field, message } = describeFirstIssue(parsed.error, { input: request.query, knownKeys: ['task'] });
+      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+    }
+    const { producer, runId } = request.params;
+    const state = await store.streamState(producer, runId, parsed.data.task ?? null);
+    if (!state) {
+      const task = parsed.data.task === undefined ? '' : ` task ${parsed.data.task}`;
+      return sendProblem(reply, problem(404, ProblemCode.NotFound, `no stream ${producer}/${runId}${task} has delivered to this server`));
+    }
+    return state;
   });
 
   app.get('/v1/assets', async () => ({ assets: await store.listAssets() }));

@@ -1,15 +1,30 @@
+import { z } from 'zod';
+import { canonicalJson, NonJsonValue, payloadFingerprint } from '../protocol/canonical-json.js';
 import { describeFirstIssue, emissionPayloadSchema, type EmissionPayload } from '../protocol/emission.js';
-import { payloadFingerprint } from '../protocol/canonical-json.js';
-import { itemPositionSchema } from '../protocol/wire.js';
+import { Limits } from '../protocol/limits.js';
+import { itemPositionSchema, nameSchema } from '../protocol/wire.js';
 
-/** An item that is well formed: it may still be refused by the store (unknown asset, conflict, gap). */
-export interface CheckedItem {
+/** An event item that is well formed: it may still be refused by the store (unknown asset, conflict, gap). */
+export interface CheckedEvent {
   valid: true;
+  kind: 'event';
   seq: number;
   key: string;
   payload: EmissionPayload;
   fingerprint: string;
 }
+
+/** A checkpoint item that is well formed; `value` is canonical JSON text. */
+export interface CheckedCheckpoint {
+  valid: true;
+  kind: 'checkpoint';
+  seq: number;
+  key: string;
+  name: string;
+  value: string;
+}
+
+export type CheckedItem = CheckedEvent | CheckedCheckpoint;
 
 /** An item refused on its own shape. With a readable seq it still takes its place in the stream. */
 export interface InvalidItem {
@@ -22,6 +37,7 @@ export interface InvalidItem {
 
 const payloadSchema = emissionPayloadSchema();
 const PAYLOAD_FIELDS = ['seq', 'key', 'kind', 'asset', 'partitionKey', 'partitionDate', 'extra'];
+const checkpointSchema = z.strictObject({ name: nameSchema, value: z.unknown() });
 
 /**
  * Checks one item of a batch without touching the store, so that the store's transaction holds the
@@ -39,14 +55,37 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
     return { valid: false, seq: null, key: null, field: problem.field, detail: problem.message };
   }
   const placed = { seq: position.data.seq, key: position.data.key };
-  if (kind !== 'event') {
-    return { valid: false, ...placed, field: `${where}.kind`, detail: `${where}.kind: must be "event"` };
-  }
+  const invalid = (field: string, detail: string): InvalidItem => ({ valid: false, ...placed, field, detail });
+  if (kind === 'checkpoint') return checkCheckpoint(payload, where, placed, invalid);
+  if (kind !== 'event') return invalid(`${where}.kind`, `${where}.kind: must be "event" or "checkpoint"`);
   const parsed = payloadSchema.safeParse(payload);
   if (!parsed.success) {
     const problem = describeFirstIssue(parsed.error, { input: payload, prefix: where, knownKeys: PAYLOAD_FIELDS });
-    return { valid: false, ...placed, field: problem.field, detail: problem.message };
+    return invalid(problem.field, problem.message);
   }
-  return { valid: true, ...placed, payload: parsed.data, fingerprint: payloadFingerprint(parsed.data) };
+  return { valid: true, kind: 'event', ...placed, payload: parsed.data, fingerprint: payloadFingerprint(parsed.data) };
 }
 
+function checkCheckpoint(
+  payload: Record<string, unknown>,
+  where: string,
+  placed: { seq: number; key: string },
+  invalid: (field: string, detail: string) => InvalidItem,
+): CheckedCheckpoint | InvalidItem {
+  const parsed = checkpointSchema.safeParse(payload);
+  if (!parsed.success) {
+    const problem = describeFirstIssue(parsed.error, { input: payload, prefix: where, knownKeys: ['seq', 'key', 'kind', 'name', 'value'] });
+    return invalid(problem.field, problem.message);
+  }
+  let value: string;
+  try {
+    value = canonicalJson(parsed.data.value, `${where}.value`);
+  } catch (error) {
+    if (!(error instanceof NonJsonValue)) throw error;
+    return invalid(error.path, `${error.path}: ${error.problem}`);
+  }
+  if (Buffer.byteLength(value) > Limits.maxExtraBytes) {
+    return invalid(`${where}.value`, `${where}.value: must be at most ${Limits.maxExtraBytes} bytes as JSON; keep checkpoints small`);
+  }
+  return { valid: true, kind: 'checkpoint', ...placed, name: parsed.data.name, value };
+}

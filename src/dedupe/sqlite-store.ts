@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { v7 as uuidv7 } from 'uuid';
 import type { Generated } from 'kysely';
 import { OnceboxError, RejectionCode } from '../protocol/errors.js';
-import type { EventPage, ItemResult, StoredEvent, StreamIdentity } from '../protocol/wire.js';
+import type { EventPage, ItemResult, StoredEvent, StreamIdentity, StreamState } from '../protocol/wire.js';
 import { migrateSqlite } from '../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../sqlite/open.js';
 import { param, prepare, queryBuilder } from '../sqlite/statements.js';
@@ -30,6 +30,17 @@ interface ServerSchema {
     seq: number;
   };
   stream_seqs: { producer: string; run_id: string; task: string; attempt: number; last_seq: number };
+  streams: { producer: string; run_id: string; task: string; epoch: number; updated_at: string };
+  stream_checkpoints: {
+    producer: string;
+    run_id: string;
+    task: string;
+    name: string;
+    value: string;
+    attempt: number;
+    seq: number;
+    updated_at: string;
+  };
   stream_outcomes: {
     producer: string;
     run_id: string;
@@ -200,6 +211,65 @@ export class SqliteDedupeStore implements DedupeStore {
           .onConflict((oc) => oc.column('name').doNothing()),
       ),
       allAssets: prepare<{ name: string }>(this.db, q.selectFrom('assets').select('name').orderBy('name')),
+      epoch: prepare<{ epoch: number }>(
+        this.db,
+        q
+          .selectFrom('streams')
+          .select('epoch')
+          .where('producer', '=', param('producer'))
+          .where('run_id', '=', param('runId'))
+          .where('task', '=', param('task')),
+      ),
+      saveEpoch: prepare(
+        this.db,
+        q
+          .insertInto('streams')
+          .values({ producer: param('producer'), run_id: param('runId'), task: param('task'), epoch: param('attempt'), updated_at: param('ts') })
+          .onConflict((oc) => oc.columns(['producer', 'run_id', 'task']).doUpdateSet({ epoch: param('attempt'), updated_at: param('ts') })),
+      ),
+      saveCheckpoint: prepare(
+        this.db,
+        q
+          .insertInto('stream_checkpoints')
+          .values({
+            producer: param('producer'),
+            run_id: param('runId'),
+            task: param('task'),
+            name: param('name'),
+            value: param('value'),
+            attempt: param('attempt'),
+            seq: param('seq'),
+            updated_at: param('ts'),
+          })
+          .onConflict((oc) =>
+            oc.columns(['producer', 'run_id', 'task', 'name']).doUpdateSet({
+              value: param('value'),
+              attempt: param('attempt'),
+              seq: param('seq'),
+              updated_at: param('ts'),
+            }),
+          ),
+      ),
+      streamCheckpoints: prepare<{ name: string; value: string }>(
+        this.db,
+        q
+          .selectFrom('stream_checkpoints')
+          .select(['name', 'value'])
+          .where('producer', '=', param('producer'))
+          .where('run_id', '=', param('runId'))
+          .where('task', '=', param('task'))
+          .orderBy('name'),
+      ),
+      streamAttempts: prepare<{ attempt: number; last_seq: number }>(
+        this.db,
+        q
+          .selectFrom('stream_seqs')
+          .select(['attempt', 'last_seq'])
+          .where('producer', '=', param('producer'))
+          .where('run_id', '=', param('runId'))
+          .where('task', '=', param('task'))
+          .orderBy('attempt'),
+      ),
     };
     for (const row of this.statements.allAssets.all()) this.assets.add(row.name);
     this.ingestTransaction = this.db.transaction(
@@ -220,10 +290,17 @@ export class SqliteDedupeStore implements DedupeStore {
       task: stream.task ?? '',
       attempt: stream.attempt,
     };
-    let lastSeq = s.lastSeq.get(streamParams)?.last_seq ?? 0;
-    const startSeq = lastSeq;
     const now = this.now();
     const ts = now.toISOString();
+    const epoch = s.epoch.get(streamParams)?.epoch ?? 0;
+    if (stream.attempt < epoch) {
+      // Checked in the same transaction that a later attempt's first delivery moves the epoch in, so no
+      // item of a zombie is accepted once its retry has delivered anything.
+      const detail = `fenced by attempt ${epoch}: attempt ${stream.attempt} of this run may deliver nothing more`;
+      return items.map((item) => ({ status: 'fenced', seq: item.seq, key: item.key, code: 'fenced', epoch, detail }));
+    }
+    let lastSeq = s.lastSeq.get(streamParams)?.last_seq ?? 0;
+    const startSeq = lastSeq;
     const results: ItemResult[] = [];
     const recordOutcome = (result: Extract<ItemResult, { status: 'rejected' | 'conflict' }>) => {
       s.insertOutcome.run({
@@ -265,6 +342,12 @@ export class SqliteDedupeStore implements DedupeStore {
         };
         recordOutcome(result);
         results.push(result);
+        continue;
+      }
+      if (item.kind === 'checkpoint') {
+        s.saveCheckpoint.run({ ...streamParams, name: item.name, value: item.value, seq, ts });
+        s.insertOutcome.run({ ...streamParams, seq, key, status: 'checkpointed', code: '', detail: '', field: null });
+        results.push({ status: 'checkpointed', seq, key });
         continue;
       }
       if (!this.assets.has(item.payload.asset)) {
@@ -320,7 +403,10 @@ export class SqliteDedupeStore implements DedupeStore {
         results.push(result);
       }
     }
-    if (lastSeq !== startSeq) s.saveLastSeq.run({ ...streamParams, lastSeq });
+    if (lastSeq !== startSeq) {
+      s.saveLastSeq.run({ ...streamParams, lastSeq });
+      if (stream.attempt > epoch) s.saveEpoch.run({ ...streamParams, ts });
+    }
     return results;
   }
 
@@ -333,6 +419,7 @@ export class SqliteDedupeStore implements DedupeStore {
   ): ItemResult {
     const outcome = this.statements.findOutcome.get({ ...streamParams, seq });
     if (outcome && outcome.key === key) {
+      if (outcome.status === 'checkpointed') return { status: 'checkpointed', seq, key };
       return outcome.status === 'conflict'
         ? { status: 'conflict', seq, key, code: RejectionCode.KeyConflict, detail: outcome.detail }
         : {
@@ -345,7 +432,7 @@ export class SqliteDedupeStore implements DedupeStore {
           };
     }
     const existing = outcome ? undefined : this.statements.findDedupe.get({ key });
-    if (existing && item.valid && existing.fingerprint === item.fingerprint) {
+    if (existing && item.valid && item.kind === 'event' && existing.fingerprint === item.fingerprint) {
       return { status: 'duplicate', seq, key, eventId: existing.event_id, timestamp: existing.ts };
     }
     return {
@@ -365,6 +452,15 @@ export class SqliteDedupeStore implements DedupeStore {
         : this.statements.eventsByAsset.all({ asset: query.asset, after: query.after, limit: query.limit });
     const events = rows.map(toStoredEvent);
     return { events, next: events.at(-1)?.cursor ?? query.after };
+  }
+
+  async streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined> {
+    const params = { producer, runId, task: task ?? '' };
+    const attempts = this.statements.streamAttempts.all(params).map((row) => ({ attempt: row.attempt, lastSeq: row.last_seq }));
+    if (attempts.length === 0) return undefined;
+    const checkpoints: Record<string, unknown> = {};
+    for (const row of this.statements.streamCheckpoints.all(params)) checkpoints[row.name] = JSON.parse(row.value);
+    return { producer, runId, task, epoch: this.statements.epoch.get(params)?.epoch ?? 0, attempts, checkpoints };
   }
 
   async registerAsset(name: string): Promise<{ created: boolean }> {

@@ -1,4 +1,4 @@
-import type { EventPage, ItemResult, StreamIdentity } from '../protocol/wire.js';
+import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
 
 export interface EventQuery {
@@ -15,6 +15,8 @@ export interface EventQuery {
 export interface DedupeStore {
   ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): Promise<ItemResult[]>;
   listEvents(query: EventQuery): Promise<EventPage>;
+  /** Epoch, sequence numbers and mirrored checkpoints of one stream; undefined when it never delivered. */
+  streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined>;
   registerAsset(name: string): Promise<{ created: boolean }>;
   listAssets(): Promise<string[]>;
   close(): Promise<void>;

@@ -8,6 +8,9 @@ import type { OutboxRow } from './outbox-file.js';
  */
 export function encodeBatch(stream: StreamIdentity, rows: readonly OutboxRow[]): string {
   const items = rows.map((row) => {
+    if (row.kind === 'checkpoint') {
+      return `{"seq":${row.seq},"key":"${row.key}","kind":"checkpoint","name":${JSON.stringify(row.checkpoint_name)},"value":${row.checkpoint_value}}`;
+    }
     const head = JSON.stringify({
       seq: row.seq,
       key: row.key,

@@ -4,7 +4,7 @@ import { canonicalJson, payloadFingerprint } from '../protocol/canonical-json.js
 import { describeFirstIssue, emissionPayloadSchema } from '../protocol/emission.js';
 import { EmissionValidationError, KeyConflictError, OutboxClosedError } from '../protocol/errors.js';
 import type { Receipt } from '../protocol/wire.js';
-import { deriveKey, explicitKey } from './keys.js';
+import { checkpointKey, deriveKey, explicitKey } from './keys.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
 import type { RunContext } from './options.js';
 
@@ -169,6 +169,8 @@ export class CommitTransaction {
         partitionDate: emission.partitionDate ?? null,
         extra: emission.extra ?? null,
         committedAt: now,
+        checkpointName: null,
+        checkpointValue: null,
       });
       handle.idempotencyKey = key;
       if (inserted.changes === 1) {
@@ -181,6 +183,28 @@ export class CommitTransaction {
       // The same emission was committed before (a re-run of a batch): it keeps its one row and event.
       handle.rowId = existing.id;
       handle.recommitted = true;
+    }
+    // Checkpoint updates follow the commit's emissions in the stream, so the server's copy of a
+    // checkpoint is applied only after the events it accounts for.
+    for (const [name, value] of this.checkpoints) {
+      s.insertRow.run({
+        key: checkpointKey(producer, run, nextSeq),
+        fingerprint: payloadFingerprint({ asset: name, extra: value }),
+        workflow: run.workflow,
+        runId: run.runId,
+        task,
+        attempt: run.attempt,
+        seq: nextSeq,
+        kind: 'checkpoint',
+        asset: '',
+        partitionKey: null,
+        partitionDate: null,
+        extra: null,
+        committedAt: now,
+        checkpointName: name,
+        checkpointValue: value,
+      });
+      nextSeq++;
     }
     return nextSeq;
   }

@@ -59,3 +59,15 @@ export function deriveKey(identity: EmissionIdentity): string {
 export function explicitKey(producer: string, userKey: string): string {
   return uuidOf(['oncebox/v1/explicit', producer, userKey]);
 }
+
+/**
+ * The key of a checkpoint update: its stream position. Checkpoint updates are not deduplicated across
+ * attempts (a retry's progress is new progress); the key only makes a resend of the same row idempotent.
+ */
+export function checkpointKey(
+  producer: string,
+  run: { workflow: string; runId: string; task?: string | undefined; attempt: number },
+  seq: number,
+): string {
+  return uuidOf(['oncebox/v1/checkpoint', producer, run.workflow, run.runId, run.task ?? null, run.attempt, seq]);
+}

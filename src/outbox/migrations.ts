@@ -56,4 +56,14 @@ export const outboxMigrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: '002_checkpoint_rows',
+    sql: `
+      -- Checkpoint updates travel in the stream too (kind 'checkpoint', asset ''), after the emissions of
+      -- their commit, so that the server's copy of a checkpoint never runs ahead of its events.
+      ALTER TABLE outbox ADD COLUMN checkpoint_name TEXT;
+      ALTER TABLE outbox ADD COLUMN checkpoint_value TEXT;
+    `,
+  },
 ];

@@ -62,6 +62,14 @@ const outboxOptionsSchema = z
     leaseTtlMs: z.number().int().min(30).default(RELAY_DEFAULTS.leaseTtlMs),
     /** Largest `extra` accepted at commit, in bytes of JSON. @defaultValue 65536 */
     maxExtraBytes: z.number().int().min(2).max(Limits.maxExtraBytes).default(Limits.maxExtraBytes),
+    /**
+     * When a retry (attempt > 1) adopts the server's copy of its run's checkpoints: 'fresh-file' (a new,
+     * empty file: a retry on another machine), 'server-newer' (also when the server has seen a later
+     * attempt than the file), or 'never'. @defaultValue 'fresh-file'
+     */
+    resume: z.enum(['fresh-file', 'server-newer', 'never']).default('fresh-file'),
+    /** How long a retry on a fresh machine keeps trying to read its run's state before failing. @defaultValue 30000 */
+    resumeTimeoutMs: z.number().int().min(0).default(30_000),
     /** The relay's clock (ms since epoch), for tests of lease expiry. */
     now: z.custom<() => number>((value) => typeof value === 'function', { error: 'must be a function returning ms since epoch' }).optional(),
   })

@@ -31,6 +31,8 @@ export interface OutboxSchema {
     settled_at: number | null;
     dead_code: string | null;
     dead_reason: string | null;
+    checkpoint_name: string | null;
+    checkpoint_value: string | null;
   };
   checkpoints: { name: string; value: string; updated_at: number };
   lease: { id: number; owner: string; pid: number; host: string; expires_at: number };
@@ -60,6 +62,8 @@ export interface OutboxRow {
   duplicate: number | null;
   dead_code: string | null;
   dead_reason: string | null;
+  checkpoint_name: string | null;
+  checkpoint_value: string | null;
 }
 
 /**
@@ -161,6 +165,8 @@ function prepareStatements(db: Database.Database) {
           partition_date: param('partitionDate'),
           extra: param('extra'),
           committed_at: param('committedAt'),
+          checkpoint_name: param('checkpointName'),
+          checkpoint_value: param('checkpointValue'),
         })
         // Insert first: a key already in the file is caught by the unique index, not by a prior read.
         .onConflict((oc) => oc.column('key').doNothing()),
@@ -217,12 +223,12 @@ function prepareStatements(db: Database.Database) {
         .values({ name: param('name'), value: param('value'), updated_at: param('now') })
         .onConflict((oc) => oc.column('name').doUpdateSet({ value: param('value'), updated_at: param('now') })),
     ),
-    countByState: prepare<{ state: RowState; count: number; oldest: number | null }>(
+    countByState: prepare<{ kind: string; state: RowState; count: number; oldest: number | null }>(
       db,
       q
         .selectFrom('outbox')
-        .select((eb) => ['state', eb.fn.countAll<number>().as('count'), eb.fn.min('committed_at').as('oldest')])
-        .groupBy('state'),
+        .select((eb) => ['kind', 'state', eb.fn.countAll<number>().as('count'), eb.fn.min('committed_at').as('oldest')])
+        .groupBy(['kind', 'state']),
     ),
     deadRows: prepare<OutboxRow>(
       db,
@@ -256,6 +262,27 @@ function prepareStatements(db: Database.Database) {
         .where('owner', '=', param('owner')),
     ),
     releaseLease: prepare(db, q.deleteFrom('lease').where('id', '=', sql.lit(1)).where('owner', '=', param('owner'))),
+    // A fenced attempt's remaining rows are parked at once: none of them may be delivered any more.
+    parkStream: prepare(
+      db,
+      q
+        .updateTable('outbox')
+        .set({ state: sql.lit('dead'), dead_code: param('code'), dead_reason: param('reason'), settled_at: param('now') })
+        .where('state', '=', sql.lit('pending'))
+        .where('run_id', '=', param('runId'))
+        .where('task', '=', param('task'))
+        .where('attempt', '=', param('attempt'))
+        .returning('id'),
+    ),
+    runRows: prepare<{ attempt: number | null }>(
+      db,
+      q
+        .selectFrom('outbox')
+        .select((eb) => eb.fn.max('attempt').as('attempt'))
+        .where('run_id', '=', param('runId'))
+        .where('task', '=', param('task')),
+    ),
+    anyCheckpoint: prepare<{ name: string }>(db, q.selectFrom('checkpoints').select('name').limit(sql.lit(1))),
   };
 }
 

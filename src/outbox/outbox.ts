@@ -4,17 +4,19 @@ import { assetNameSchema, describeFirstIssue, emissionPayloadSchema } from '../p
 import {
   AsyncCommitError,
   EmissionValidationError,
+  FencedError,
   NoRunContextError,
   OptionsError,
   OutboxClosedError,
 } from '../protocol/errors.js';
-import { nameSchema, type Receipt } from '../protocol/wire.js';
+import { nameSchema, type Receipt, type StreamState } from '../protocol/wire.js';
 import { CommitTransaction, type CommitContext, type Emission, type EmissionInput } from './commit.js';
 import { failpoint } from './failpoints.js';
 import { OutboxFile } from './outbox-file.js';
 import { resolveOutboxOptions, type OutboxOptions, type ResolvedOutboxOptions, type RunContext } from './options.js';
 import { fromRow, ReceiptWaiters } from './receipts.js';
-import { Relay, type RelayError } from './relay.js';
+import { Relay, type Fence, type RelayError } from './relay.js';
+import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
 import { HttpTransport } from './transport.js';
 
@@ -126,8 +128,29 @@ export class Outbox {
       failpoint('commit:after-write');
       return result;
     });
-    if (options.relay === 'in-process') this.relay!.start();
+    this.file.setMeta('run', JSON.stringify(options.run ?? null));
   }
+
+  /** @internal Resumes from the server when the policy says so, then starts the relay. */
+  async start(): Promise<void> {
+    const { run, server } = this.options;
+    if (run && server !== undefined) {
+      this.resumedFrom = await resumeFromServer({
+        file: this.file,
+        producer: this.producer,
+        run,
+        server,
+        token: this.options.token,
+        policy: this.options.resume,
+        requestTimeoutMs: this.options.requestTimeoutMs,
+        resumeTimeoutMs: this.options.resumeTimeoutMs,
+      });
+    }
+    if (this.options.relay === 'in-process') this.relay!.start();
+  }
+
+  /** The server's stream state this retry resumed from, when it did (a fresh machine). */
+  resumedFrom: StreamState | undefined;
 
   private nextSeqAfterCommit = 0;
 
@@ -171,6 +194,7 @@ export class Outbox {
       );
     }
     if (typeof fn !== 'function') throw new TypeError('commit(fn): fn must be a function');
+    this.throwIfFenced();
     if (fn.constructor?.name === 'AsyncFunction') throw new AsyncCommitError();
     const tx = new CommitTransaction(this.commitContext);
     const result = this.runInTransaction.immediate(tx, fn) as R;
@@ -179,6 +203,27 @@ export class Outbox {
     failpoint('commit:after-commit');
     if (tx.emissionCount > 0) this.relay?.notify();
     return result;
+  }
+
+  /** The fence on this run, if a later attempt has delivered; read from the file, where any relay records it. */
+  private fence(): Fence | undefined {
+    const stored = this.file.getMeta('fenced');
+    if (stored === undefined || !this.run) return undefined;
+    const fence = JSON.parse(stored) as Fence;
+    const sameRun = fence.runId === this.run.runId && fence.task === (this.run.task ?? null);
+    return sameRun && this.run.attempt < fence.by ? fence : undefined;
+  }
+
+  private throwIfFenced(): void {
+    const fence = this.fence();
+    if (fence) {
+      throw new FencedError(
+        this.run!.attempt,
+        fence.by,
+        `attempt ${this.run!.attempt} of run ${fence.runId} is fenced by attempt ${fence.by}, which has delivered: ` +
+          'this attempt is a zombie and must stop; its work is being done by the later attempt',
+      );
+    }
   }
 
   /** Counts and health of this outbox file, as `oncebox status` shows them. */
@@ -215,7 +260,7 @@ export class Outbox {
       return Promise.reject(new OutboxClosedError(`${this.path}: the outbox is closed; receipts cannot be awaited`));
     }
     const row = this.file.statements.rowById.get({ id: emission.rowId! })!;
-    const promise = this.waiters.wait(row, emission.recommitted);
+    const promise = this.waiters.wait(row, emission.recommitted, this.fence());
     if (row.state === 'pending') this.pollWhileAnotherRelayDelivers();
     return promise;
   }
@@ -234,7 +279,7 @@ export class Outbox {
         .rowIds()
         .map((id) => this.file.statements.rowById.get({ id }))
         .filter((row) => row !== undefined && row.state !== 'pending')
-        .map((row) => fromRow(row!));
+        .map((row) => fromRow(row!, this.fence()));
       this.waiters.settle(settled);
     }, RECEIPT_POLL_MS);
   }
@@ -242,7 +287,14 @@ export class Outbox {
 
 /** Opens (creating if needed) an outbox file and, by default, starts its relay. */
 export async function openOutbox(options: OutboxOptions): Promise<Outbox> {
-  return new Outbox(resolveOutboxOptions(options));
+  const box = new Outbox(resolveOutboxOptions(options));
+  try {
+    await box.start();
+  } catch (error) {
+    await box.close({ timeoutMs: 0 });
+    throw error;
+  }
+  return box;
 }
 
 function isPromiseLike(value: unknown): value is PromiseLike<unknown> {

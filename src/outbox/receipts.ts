@@ -1,7 +1,7 @@
-import { RejectedError } from '../protocol/errors.js';
+import { FencedError, RejectedError } from '../protocol/errors.js';
 import type { Receipt } from '../protocol/wire.js';
 import type { OutboxRow } from './outbox-file.js';
-import type { SettledRow } from './relay.js';
+import type { Fence, SettledRow } from './relay.js';
 
 interface Waiter {
   resolve: (receipt: Receipt) => void;
@@ -27,11 +27,11 @@ export class ReceiptWaiters {
   }
 
   /** A promise of the receipt of `row`, settled at once when the row is settled already. */
-  wait(row: OutboxRow, recommitted: boolean): Promise<Receipt> {
+  wait(row: OutboxRow, recommitted: boolean, fence?: Fence): Promise<Receipt> {
     return new Promise<Receipt>((resolve, reject) => {
       const waiter = { resolve, reject, recommitted };
       if (row.state !== 'pending') {
-        settleWaiter(waiter, fromRow(row));
+        settleWaiter(waiter, fromRow(row, fence));
         return;
       }
       const list = this.waiting.get(row.id);
@@ -57,9 +57,16 @@ export class ReceiptWaiters {
 }
 
 /** @internal The settled form of a row read back from the file. */
-export function fromRow(row: OutboxRow): SettledRow {
+export function fromRow(row: OutboxRow, fence?: Fence): SettledRow {
   return row.state === 'dead'
-    ? { id: row.id, state: 'dead', key: row.key, code: row.dead_code ?? 'unknown', reason: row.dead_reason ?? '' }
+    ? {
+        id: row.id,
+        state: 'dead',
+        key: row.key,
+        code: row.dead_code ?? 'unknown',
+        reason: row.dead_reason ?? '',
+        ...(row.dead_code === 'fenced' && fence ? { fence } : {}),
+      }
     : {
         id: row.id,
         state: 'delivered',
@@ -73,6 +80,9 @@ export function fromRow(row: OutboxRow): SettledRow {
 function settleWaiter(waiter: Waiter, row: SettledRow): void {
   if (row.state === 'delivered') {
     waiter.resolve({ eventId: row.eventId, timestamp: row.timestamp, duplicate: row.duplicate || waiter.recommitted });
+  } else if (row.code === 'fenced') {
+    const { attempt, by } = row.fence ?? { attempt: 0, by: 0 };
+    waiter.reject(new FencedError(attempt, by, `the emission was not delivered: ${row.reason}; a later attempt of this run has delivered`));
   } else {
     waiter.reject(new RejectedError(row.code, row.key, `the server rejected emission ${row.key} (${row.code}): ${row.reason}`));
   }

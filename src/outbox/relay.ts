@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
-import { LeaseLostError, OnceboxError, StreamStateLostError } from '../protocol/errors.js';
+import { FencedError, LeaseLostError, OnceboxError, StreamStateLostError } from '../protocol/errors.js';
 import type { ItemResult } from '../protocol/wire.js';
 import { encodeBatch } from './batch-encoding.js';
 import { failpoint } from './failpoints.js';
@@ -25,7 +25,15 @@ export interface RelayOptions {
 
 export type SettledRow =
   | { id: number; state: 'delivered'; key: string; eventId: string; timestamp: string; duplicate: boolean }
-  | { id: number; state: 'dead'; key: string; code: string; reason: string };
+  | { id: number; state: 'dead'; key: string; code: string; reason: string; fence?: Fence };
+
+/** Which attempt of which run was fenced, and by which later attempt. */
+export interface Fence {
+  runId: string;
+  task: string | null;
+  attempt: number;
+  by: number;
+}
 
 export interface RelayError {
   code: string;
@@ -224,8 +232,16 @@ export class Relay {
     };
     const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);
     failpoint('relay:after-response');
-    const settled = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
+    const { settled, fence } = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
     if (settled.length > 0) this.options.onSettled?.(settled);
+    if (fence) {
+      throw new FencedError(
+        fence.attempt,
+        fence.by,
+        `attempt ${fence.attempt} of run ${fence.runId} was fenced by attempt ${fence.by}: a later attempt has delivered, so this one ` +
+          'may deliver nothing more; its pending rows are parked, and this process should stop',
+      );
+    }
     const gap = results.find((result) => result.status === 'gap');
     if (gap) {
       if (gap.expectedSeq < first.seq) {
@@ -240,11 +256,15 @@ export class Relay {
     return settled.length;
   }
 
-  private applyInTransaction(rows: readonly OutboxRow[], results: readonly ItemResult[]): SettledRow[] {
+  private applyInTransaction(
+    rows: readonly OutboxRow[],
+    results: readonly ItemResult[],
+  ): { settled: SettledRow[]; fence: Fence | undefined } {
     this.lease.confirm();
     const s = this.file.statements;
     const now = this.options.now();
     const settled: SettledRow[] = [];
+    let fence: Fence | undefined;
     results.forEach((result, index) => {
       const row = rows[index]!;
       if (result.key !== row.key && result.key !== null) {
@@ -265,11 +285,23 @@ export class Relay {
           settled.push({ id: row.id, state: 'dead', key: row.key, code: result.code, reason: result.detail });
           break;
         }
+        case 'checkpointed':
+          s.markDelivered.run({ id: row.id, eventId: null, timestamp: null, duplicate: null, now });
+          break;
+        case 'fenced':
+          fence ??= { runId: row.run_id, task: row.task === '' ? null : row.task, attempt: row.attempt, by: result.epoch };
+          break;
         case 'gap':
           break;
       }
     });
-    return settled;
+    if (fence) {
+      const reason = `fenced by attempt ${fence.by}`;
+      this.file.setMeta('fenced', JSON.stringify(fence));
+      const parked = s.parkStream.all({ runId: fence.runId, task: fence.task ?? '', attempt: fence.attempt, code: 'fenced', reason, now }) as { id: number }[];
+      for (const { id } of parked) settled.push({ id, state: 'dead', key: '', code: 'fenced', reason, fence });
+    }
+    return { settled, fence };
   }
 
   private startRenewing(): void {

@@ -13,9 +13,17 @@ export interface DeadRow {
 export interface OutboxStatus {
   path: string;
   producer: string | undefined;
+  /** The run context the file was last opened with. */
+  run: { workflow: string; runId: string; task?: string; attempt: number } | null;
+  /** Emissions by state. */
   pending: number;
   delivered: number;
   dead: number;
+  /** Checkpoint updates not yet mirrored to the server. */
+  pendingCheckpoints: number;
+  /** Whether a later attempt fenced this file's run, and which. */
+  fenced: boolean;
+  fencedBy: number | null;
   /** Age in ms of the oldest pending row, or null when nothing is pending. */
   oldestPendingAgeMs: number | null;
   lease: { owner: string; pid: number; host: string; expiresAt: string } | null;
@@ -28,23 +36,31 @@ export interface OutboxStatus {
 export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.now()): OutboxStatus {
   const s = file.statements;
   const counts = { pending: 0, delivered: 0, dead: 0 };
+  let pendingCheckpoints = 0;
   let oldestPending: number | null = null;
   for (const row of s.countByState.all()) {
-    counts[row.state] = row.count;
-    if (row.state === 'pending') oldestPending = row.oldest;
+    if (row.kind === 'event') counts[row.state] = row.count;
+    else if (row.state === 'pending') pendingCheckpoints = row.count;
+    if (row.state === 'pending' && row.oldest !== null) oldestPending = Math.min(oldestPending ?? row.oldest, row.oldest);
   }
+  const run = file.getMeta('run');
+  const fence = file.getMeta('fenced');
   const lease = s.getLease.get();
   const storedError = file.getMeta('relay_last_error');
   return {
     path: file.path,
     producer: file.getMeta('producer'),
+    run: run === undefined ? null : JSON.parse(run),
     ...counts,
+    pendingCheckpoints,
+    fenced: fence !== undefined,
+    fencedBy: fence === undefined ? null : (JSON.parse(fence) as { by: number }).by,
     oldestPendingAgeMs: oldestPending === null ? null : Math.max(0, now - oldestPending),
     lease: lease
       ? { owner: lease.owner, pid: lease.pid, host: lease.host, expiresAt: new Date(lease.expires_at).toISOString() }
       : null,
     lastError: relay?.lastError ?? (storedError === undefined ? null : (JSON.parse(storedError) as RelayError)),
-    deadRows: s.deadRows.all({ limit: 20 }).map((row) => ({
+    deadRows: s.deadRows.all({ limit: 20 }).filter((row) => row.kind === 'event').map((row) => ({
       id: row.id,
       key: row.key,
       asset: row.asset,

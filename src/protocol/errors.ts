@@ -17,6 +17,8 @@ export const ProducerErrorCode = {
   LeaseLost: 'lease_lost',
   Rejected: 'rejected',
   StreamStateLost: 'stream_state_lost',
+  Fenced: 'fenced',
+  ResumeUnavailable: 'resume_unavailable',
 } as const;
 export type ProducerErrorCode = (typeof ProducerErrorCode)[keyof typeof ProducerErrorCode];
 
@@ -156,5 +158,27 @@ export class RejectedError extends OnceboxError {
 export class StreamStateLostError extends OnceboxError {
   constructor(message: string) {
     super(ProducerErrorCode.StreamStateLost, message);
+  }
+}
+
+/**
+ * A later attempt of this run has delivered events, so this attempt (a zombie: a worker that lost its
+ * heartbeat but not its process) may deliver nothing more. Its pending rows are parked, and every
+ * further commit or emit throws this, so that its loop ends instead of working on in vain.
+ */
+export class FencedError extends OnceboxError {
+  constructor(
+    readonly attempt: number,
+    readonly fencedBy: number,
+    message: string,
+  ) {
+    super(ProducerErrorCode.Fenced, message);
+  }
+}
+
+/** A retry on a fresh machine could not read the run's state from the server to resume from. */
+export class ResumeUnavailableError extends OnceboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ProducerErrorCode.ResumeUnavailable, message, options);
   }
 }

@@ -34,7 +34,9 @@ export const itemPositionSchema = z.object({
 });
 
 /** One item as the relay sends it: its place in the stream, its key, and the payload. */
-export interface WireItem {
+export type WireItem = WireEventItem | WireCheckpointItem;
+
+export interface WireEventItem {
   seq: number;
   key: string;
   kind: 'event';
@@ -42,6 +44,18 @@ export interface WireItem {
   partitionKey?: string;
   partitionDate?: string;
   extra?: Record<string, unknown>;
+}
+
+/**
+ * A checkpoint update, delivered in the same ordered stream as the emissions it follows, so that the
+ * server's copy of a checkpoint is never ahead of the events it has accepted.
+ */
+export interface WireCheckpointItem {
+  seq: number;
+  key: string;
+  kind: 'checkpoint';
+  name: string;
+  value: unknown;
 }
 
 export interface EmissionBatch {
@@ -69,10 +83,27 @@ export type ItemResult =
       field?: string;
     }
   /** Transient: the item came before the ones the server is waiting for; resend from `expectedSeq`. */
-  | { status: 'gap'; seq: number; key: string; expectedSeq: number };
+  | { status: 'gap'; seq: number; key: string; expectedSeq: number }
+  /** A checkpoint item, applied to the server's copy of the stream's checkpoints. */
+  | { status: 'checkpointed'; seq: number; key: string }
+  /** A later attempt of the same run has delivered: this attempt may deliver nothing more. */
+  | { status: 'fenced'; seq: number | null; key: string | null; code: 'fenced'; epoch: number; detail: string };
 
 export interface EmissionBatchResponse {
   results: ItemResult[];
+}
+
+/** What `GET /v1/streams/:producer/:runId` returns: enough for a retry on a fresh machine to resume. */
+export interface StreamState {
+  producer: string;
+  runId: string;
+  task: string | null;
+  /** The highest attempt that has delivered anything; items of lower attempts are fenced. */
+  epoch: number;
+  /** The last sequence number taken, per attempt. */
+  attempts: { attempt: number; lastSeq: number }[];
+  /** The mirrored checkpoints, by name: never ahead of the emissions the server accepted. */
+  checkpoints: Record<string, unknown>;
 }
 
 /** An event as `GET /v1/events` returns it. */

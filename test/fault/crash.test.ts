@@ -18,7 +18,7 @@ interface FileState {
 function readFile(path: string): FileState {
   const db = new Database(path, { readonly: true });
   const value = db.prepare("SELECT value FROM checkpoints WHERE name = 'backlog'").pluck().get() as string | undefined;
-  const partitions = db.prepare('SELECT partition_key FROM outbox ORDER BY id').pluck().all() as string[];
+  const partitions = db.prepare("SELECT partition_key FROM outbox WHERE kind = 'event' ORDER BY id").pluck().all() as string[];
   db.close();
   return { checkpoint: value === undefined ? undefined : JSON.parse(value).batch, partitions };
 }
@@ -68,7 +68,7 @@ describe('a job killed with SIGKILL', () => {
     expect(rerun.code).toBe(0);
     await expectEachBatchOnceInOrder(server);
     const after = new Database(join(dir, 'outbox.db'), { readonly: true });
-    const receipts = after.prepare('SELECT partition_key AS partitionKey, event_id AS eventId, event_ts AS timestamp, duplicate FROM outbox ORDER BY id').all() as { partitionKey: string; eventId: string; timestamp: string; duplicate: number }[];
+    const receipts = after.prepare("SELECT partition_key AS partitionKey, event_id AS eventId, event_ts AS timestamp, duplicate FROM outbox WHERE kind = 'event' ORDER BY id").all() as { partitionKey: string; eventId: string; timestamp: string; duplicate: number }[];
     after.close();
     // The rows the server had stored came back as duplicates carrying the original event id and time.
     for (const stored of storedBefore) {

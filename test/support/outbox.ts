@@ -9,14 +9,15 @@ export const RUN = { workflow: 'orders', runId: '2026-11-30', task: 'ingest', at
 
 /**
  * An outbox on a temp file of this test's own. With no server given, the relay is 'manual' and points
- * nowhere, for tests of the producer side alone. Closed after the test.
+ * nowhere (and a retry does not try to resume from it), for tests of the producer side alone. Closed
+ * after the test.
  */
 export async function testOutbox(options: Partial<OutboxOptions> = {}): Promise<Outbox> {
   const box = await openOutbox({
     path: join(tempDir(), 'outbox.db'),
     producer: 'orders-ingest',
     run: RUN,
-    ...(options.server === undefined ? { server: 'http://127.0.0.1:9', relay: 'manual' as const } : {}),
+    ...(options.server === undefined ? { server: 'http://127.0.0.1:9', relay: 'manual' as const, resume: 'never' as const } : {}),
     ...options,
   });
   opened.push(box);

@@ -22,10 +22,12 @@ describe('commit', () => {
       tx.emit(asset, { partitionKey: 'batch-1' });
       tx.emit(asset, { partitionKey: 'batch-2', extra: { rows: 3 } });
     });
-    const rows = box.file.db.prepare('SELECT seq, partition_key, extra, state FROM outbox ORDER BY id').all();
+    const rows = box.file.db.prepare('SELECT seq, kind, partition_key, extra, checkpoint_name, checkpoint_value FROM outbox ORDER BY id').all();
+    // The checkpoint update follows the emissions it accounts for, in the same stream.
     expect(rows).toEqual([
-      { seq: 1, partition_key: 'batch-1', extra: null, state: 'pending' },
-      { seq: 2, partition_key: 'batch-2', extra: '{"rows":3}', state: 'pending' },
+      { seq: 1, kind: 'event', partition_key: 'batch-1', extra: null, checkpoint_name: null, checkpoint_value: null },
+      { seq: 2, kind: 'event', partition_key: 'batch-2', extra: '{"rows":3}', checkpoint_name: null, checkpoint_value: null },
+      { seq: 3, kind: 'checkpoint', partition_key: null, extra: null, checkpoint_name: 'backlog', checkpoint_value: '{"batch":2}' },
     ]);
     expect(progress.get()).toEqual({ batch: 2 });
   });
@@ -43,7 +45,7 @@ describe('commit', () => {
     ).toThrow('storage write failed');
     expect(progress.get()).toBeUndefined();
     expect(box.status().pending).toBe(0);
-    // The sequence number the failed commit would have taken is still free.
+    // The sequence numbers the failed commit would have taken are still free.
     box.commit((tx) => tx.emit(asset, { partitionKey: 'batch-1' }));
     expect(box.file.db.prepare('SELECT seq FROM outbox').pluck().all()).toEqual([1]);
   });

@@ -67,4 +67,34 @@ export const serverSqliteMigrations: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 2,
+    name: '002_epochs_and_checkpoint_mirror',
+    sql: `
+      -- Per producer stream (run and task): the highest attempt that has delivered anything. Items of a
+      -- lower attempt are fenced from then on.
+      CREATE TABLE streams (
+        producer TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (producer, run_id, task)
+      ) WITHOUT ROWID;
+
+      -- The server's copy of each stream's checkpoints, written by checkpoint items in stream order, so
+      -- it is never ahead of the events the server accepted. A retry on a fresh machine resumes from it.
+      CREATE TABLE stream_checkpoints (
+        producer TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (producer, run_id, task, name)
+      ) WITHOUT ROWID;
+    `,
+  },
 ];
