@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { openOutbox } from '../src/outbox/index.js';
+import { FencedError, openOutbox } from '../src/outbox/index.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -51,18 +51,27 @@ const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() })
 const total = Number(args.batches);
 const pauseMs = Number(args['pause-ms']);
 
+// On a fresh machine, a retry has just adopted the server's copy of the checkpoint.
 const resumeFrom = progress.get()?.batch ?? 0;
-console.log(JSON.stringify({ event: 'start', attempt: Number(args.attempt), resumeFrom }));
-for (let batch = resumeFrom + 1; batch <= total; batch++) {
-  const rows = 1000 + batch;
-  writeBatch(args.data, batch, rows);
-  if (Number(args['kill-before-commit']) === batch) process.kill(process.pid, 'SIGKILL');
-  box.commit((tx) => {
-    tx.set(progress, { batch });
-    tx.emit(batchReady, { partitionKey: `batch-${String(batch).padStart(4, '0')}`, extra: { rows } });
-  });
-  console.log(JSON.stringify({ event: 'committed', batch }));
-  if (pauseMs > 0) await sleep(pauseMs);
+console.log(JSON.stringify({ event: 'start', attempt: Number(args.attempt), resumeFrom, fromServer: box.resumedFrom !== undefined }));
+try {
+  for (let batch = resumeFrom + 1; batch <= total; batch++) {
+    const rows = 1000 + batch;
+    writeBatch(args.data, batch, rows);
+    if (Number(args['kill-before-commit']) === batch) process.kill(process.pid, 'SIGKILL');
+    box.commit((tx) => {
+      tx.set(progress, { batch });
+      tx.emit(batchReady, { partitionKey: `batch-${String(batch).padStart(4, '0')}`, extra: { rows } });
+    });
+    console.log(JSON.stringify({ event: 'committed', batch }));
+    if (pauseMs > 0) await sleep(pauseMs);
+  }
+} catch (error) {
+  // A zombie: a later attempt of this run has delivered. Stop; that attempt does the work.
+  if (!(error instanceof FencedError)) throw error;
+  console.log(JSON.stringify({ event: 'fenced', attempt: error.attempt, by: error.fencedBy }));
+  await box.close({ timeoutMs: 0 });
+  process.exit(3);
 }
 const { pending } = await box.close({ timeoutMs: 30_000 });
 console.log(JSON.stringify({ event: 'done', pending }));

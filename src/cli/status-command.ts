@@ -16,8 +16,11 @@ export function printStatus(path: string, json: boolean): number {
       return 0;
     }
     const age = status.oldestPendingAgeMs === null ? '-' : `${(status.oldestPendingAgeMs / 1000).toFixed(1)} s`;
+    const run = status.run ? `${status.run.workflow}/${status.run.runId}${status.run.task ? `/${status.run.task}` : ''} attempt ${status.run.attempt}` : '-';
     console.log(`outbox     ${status.path} (producer ${status.producer ?? '?'})`);
-    console.log(`rows       ${status.pending} pending, ${status.delivered} delivered, ${status.dead} dead`);
+    console.log(`run        ${run}`);
+    console.log(`rows       ${status.pending} pending, ${status.delivered} delivered, ${status.dead} dead; ${status.pendingCheckpoints} checkpoint updates pending`);
+    console.log(`fenced     ${status.fenced ? `yes, by attempt ${status.fencedBy}` : 'no'}`);
     console.log(`oldest     pending for ${age}`);
     console.log(`lease      ${status.lease ? `${status.lease.owner} (pid ${status.lease.pid} on ${status.lease.host}) until ${status.lease.expiresAt}` : 'free'}`);
     console.log(`last error ${status.lastError ? `${status.lastError.at} [${status.lastError.code}] ${status.lastError.message}` : '-'}`);

@@ -36,7 +36,15 @@ describe('the oncebox command', () => {
     const status = await runScript(CLI, ['status', path, '--json']);
     expect(status.lines[0]).toMatchObject({ pending: 0, delivered: 3, dead: 1, producer: 'orders-ingest' });
     const human = await runScript(CLI, ['status', path]);
-    expect(human.lines.map((l) => l.text)).toContain('rows       0 pending, 3 delivered, 1 dead');
+    expect(human.lines.map((l) => l.text)).toEqual(
+      expect.arrayContaining([
+        `outbox     ${path} (producer orders-ingest)`,
+        'run        orders/2026-11-30/ingest attempt 1',
+        'rows       0 pending, 3 delivered, 1 dead; 0 checkpoint updates pending',
+        'fenced     no',
+        'lease      free',
+      ]),
+    );
     await box.close();
 
     server.signal('SIGTERM');

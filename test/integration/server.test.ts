@@ -161,3 +161,60 @@ describe('GET /v1/events and assets', () => {
     expect((await send(url, [item(2, newKey(), { asset: 'late_asset' })])).json.results[0].status).toBe('accepted');
   });
 });
+
+describe('stream epochs, fencing and the checkpoint mirror', () => {
+  const attempt = (n: number) => ({ ...STREAM, runId: 'fence-run', attempt: n });
+
+  it('fences every item of an older attempt once a later one has delivered', async () => {
+    const { url } = await startServer();
+    const keys = Array.from({ length: 4 }, () => newKey());
+    expect((await send(url, [item(1, keys[0]!), item(2, keys[1]!)], attempt(1))).json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'accepted']);
+    // Attempt 2 re-sends batch 2 (a duplicate, with the original receipt) and a new batch 3.
+    const second = await send(url, [item(1, keys[1]!, { partitionKey: 'batch-2' }), item(2, keys[2]!, { partitionKey: 'batch-3' })], attempt(2));
+    expect(second.json.results.map((r: { status: string }) => r.status)).toEqual(['duplicate', 'accepted']);
+    const zombie = await send(url, [item(3, keys[3]!), item(2, keys[1]!, { partitionKey: 'batch-2' })], attempt(1));
+    expect(zombie.json.results).toEqual([
+      { status: 'fenced', seq: 3, key: keys[3], code: 'fenced', epoch: 2, detail: 'fenced by attempt 2: attempt 1 of this run may deliver nothing more' },
+      { status: 'fenced', seq: 2, key: keys[1], code: 'fenced', epoch: 2, detail: 'fenced by attempt 2: attempt 1 of this run may deliver nothing more' },
+    ]);
+    expect((await allEvents(url)).map((e) => [e.key, e.attempt])).toEqual([[keys[0], 1], [keys[1], 1], [keys[2], 2]]);
+  });
+
+  it('does not move the epoch for a request that delivered nothing', async () => {
+    const { url } = await startServer();
+    await send(url, [item(1, newKey())], attempt(1));
+    expect((await send(url, [item(5, newKey())], attempt(2))).json.results[0].status).toBe('gap');
+    expect((await send(url, [item(2, newKey())], attempt(1))).json.results[0].status).toBe('accepted');
+  });
+
+  it('numbers each attempt from 1 and mirrors checkpoints in stream order', async () => {
+    const { url } = await startServer();
+    const checkpoint = (seq: number, value: unknown) => ({ seq, key: newKey(), kind: 'checkpoint', name: 'backlog', value });
+    const first = await send(url, [item(1, newKey()), checkpoint(2, { batch: 1 }), item(3, newKey()), checkpoint(4, { batch: 2 })], attempt(1));
+    expect(first.json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'checkpointed', 'accepted', 'checkpointed']);
+    const retry = await send(url, [checkpoint(4, { batch: 2 })].map((c) => ({ ...c, key: first.json.results[3].key })), attempt(1));
+    expect(retry.json.results[0]).toEqual({ status: 'checkpointed', seq: 4, key: first.json.results[3].key });
+    await send(url, [item(1, newKey()), checkpoint(2, { batch: 3 })], attempt(2));
+    const state = await (await fetch(`${url}/v1/streams/p/fence-run`)).json();
+    expect(state).toEqual({
+      producer: 'p',
+      runId: 'fence-run',
+      task: null,
+      epoch: 2,
+      attempts: [{ attempt: 1, lastSeq: 4 }, { attempt: 2, lastSeq: 2 }],
+      checkpoints: { backlog: { batch: 3 } },
+    });
+  });
+
+  it('rejects a malformed checkpoint item by itself, and answers an unknown stream with 404', async () => {
+    const { url } = await startServer();
+    const bad = await send(url, [{ seq: 1, key: newKey(), kind: 'checkpoint', name: '', value: 1 }, { seq: 2, key: newKey(), kind: 'checkpoint', name: 'x' }], attempt(1));
+    expect(bad.json.results.map((r: { code: string; field: string }) => [r.code, r.field])).toEqual([
+      ['invalid_item', 'items[0].name'],
+      ['invalid_item', 'items[1].value'],
+    ]);
+    const missing = await fetch(`${url}/v1/streams/p/never-ran?task=t`);
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toMatchObject({ code: 'not_found', detail: 'no stream p/never-ran task t has delivered to this server' });
+  });
+});
