@@ -1,12 +1,16 @@
 /**
  * npm run demo: the main job, end to end, on temp files and the embedded SQLite default.
  *
- * 1. starts `oncebox server` in its own process;
- * 2. runs the batch ingestion job (examples/batch-ingest.ts) over 50 batches and SIGKILLs it at a
- *    random point;
- * 3. restarts it as attempt 2, which resumes from its checkpoint;
- * 4. prints each partition with its event count and a verdict: ok only if every batch is on the server
- *    exactly once, in batch order.
+ * It starts `oncebox server` in its own process and runs the batch ingestion job
+ * (examples/batch-ingest.ts, 50 batches) as child processes through three failures, one run each:
+ *
+ * 1. crash: attempt 1 is SIGKILLed at a random point; attempt 2 reopens its file and resumes;
+ * 2. fresh machine: attempt 1 is SIGKILLed and its outbox file deleted; attempt 2 starts on a new file
+ *    and resumes from the server's copy of the checkpoint;
+ * 3. zombie: attempt 1 keeps running while attempt 2 starts on another machine; attempt 1 is fenced.
+ *
+ * For each run it prints every partition with its event count, and at the end a verdict: ok only if
+ * every batch of every run is on the server exactly once, in batch order, and the zombie was fenced.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -19,8 +23,14 @@ const BATCHES = 50;
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'oncebox-demo-'));
 const partition = (batch: number) => `batch-${String(batch).padStart(4, '0')}`;
+const randomBetween = (low: number, high: number) => low + Math.floor(Math.random() * (high - low + 1));
 
-function start(script: string, args: string[], onLine: (line: Record<string, unknown>) => void = () => {}): { child: ChildProcess; exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
+interface Started {
+  child: ChildProcess;
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+function start(script: string, args: string[], onLine: (line: Record<string, unknown>, child: ChildProcess) => void = () => {}): Started {
   const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: repo, stdio: ['ignore', 'pipe', 'inherit'] });
   let buffered = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
@@ -29,7 +39,7 @@ function start(script: string, args: string[], onLine: (line: Record<string, unk
       const text = buffered.slice(0, nl);
       buffered = buffered.slice(nl + 1);
       try {
-        onLine(JSON.parse(text));
+        onLine(JSON.parse(text), child);
       } catch {
         console.log(text);
       }
@@ -48,7 +58,8 @@ async function allEvents(url: string): Promise<StoredEvent[]> {
   }
 }
 
-function verdict(events: StoredEvent[]): string | undefined {
+/** Why a run's events are wrong, or undefined when each batch is there once, in order, attempts never going back. */
+function problemWith(events: StoredEvent[]): string | undefined {
   const keys = events.map((event) => event.partitionKey);
   for (let batch = 1; batch <= BATCHES; batch++) {
     const count = keys.filter((key) => key === partition(batch)).length;
@@ -57,8 +68,77 @@ function verdict(events: StoredEvent[]): string | undefined {
   if (keys.length !== BATCHES) return `${keys.length} events in all, expected ${BATCHES}`;
   const outOfOrder = keys.findIndex((key, i) => key !== partition(i + 1));
   if (outOfOrder >= 0) return `event ${outOfOrder + 1} is ${keys[outOfOrder]}, expected ${partition(outOfOrder + 1)}: out of commit order`;
+  const backwards = events.findIndex((event, i) => i > 0 && event.attempt < events[i - 1]!.attempt);
+  if (backwards >= 0) return `${keys[backwards]} was accepted from attempt ${events[backwards]!.attempt} after a later attempt had delivered`;
   return undefined;
 }
+
+function jobArgs(url: string, runId: string, db: string, attempt: number, pauseMs: number): string[] {
+  return ['--db', db, '--server', url, '--data', join(dir, runId, 'data'), '--run-id', runId, '--attempt', String(attempt), '--batches', String(BATCHES), '--pause-ms', String(pauseMs)];
+}
+
+/** Runs attempt 1 until it has committed `killAfter` batches, then SIGKILLs it. */
+async function killedAttempt(url: string, runId: string, db: string, killAfter: number): Promise<string | undefined> {
+  let committed = 0;
+  const first = start('examples/batch-ingest.ts', jobArgs(url, runId, db, 1, 15), (line, child) => {
+    if (line.event === 'committed' && ++committed === killAfter) child.kill('SIGKILL');
+  });
+  const exit = await first.exit;
+  console.log(`  attempt 1  killed with ${exit.signal ?? `exit ${exit.code}`} after committing ${committed} of ${BATCHES} batches`);
+  return exit.signal === 'SIGKILL' ? undefined : 'attempt 1 was not killed';
+}
+
+async function resumedAttempt(url: string, runId: string, db: string): Promise<string | undefined> {
+  let start_: Record<string, unknown> = {};
+  const second = start('examples/batch-ingest.ts', jobArgs(url, runId, db, 2, 0), (line) => {
+    if (line.event === 'start') start_ = line;
+  });
+  const exit = await second.exit;
+  const from = start_.fromServer ? "the server's checkpoint copy" : 'its own checkpoint';
+  console.log(`  attempt 2  resumed after batch ${String(start_.resumeFrom)} from ${from} and exited ${exit.code}`);
+  return exit.code === 0 ? undefined : `attempt 2 exited ${exit.code}`;
+}
+
+const scenarios: { runId: string; title: string; run: (url: string) => Promise<string | undefined> }[] = [
+  {
+    runId: 'crash',
+    title: 'crash and resume on the same machine',
+    run: async (url) => {
+      const db = join(dir, 'crash.db');
+      return (await killedAttempt(url, 'crash', db, randomBetween(5, BATCHES - 5))) ?? (await resumedAttempt(url, 'crash', db));
+    },
+  },
+  {
+    runId: 'fresh',
+    title: 'retry on a fresh machine (the outbox file is lost)',
+    run: async (url) => {
+      const killed = await killedAttempt(url, 'fresh', join(dir, 'fresh-1.db'), randomBetween(5, BATCHES - 5));
+      for (const suffix of ['', '-wal', '-shm']) rmSync(join(dir, `fresh-1.db${suffix}`), { force: true });
+      return killed ?? (await resumedAttempt(url, 'fresh', join(dir, 'fresh-2.db')));
+    },
+  },
+  {
+    runId: 'zombie',
+    title: 'a zombie attempt beside its retry',
+    run: async (url) => {
+      const startRetryAt = randomBetween(3, 15);
+      let retry: Started | undefined;
+      let fenced: Record<string, unknown> | undefined;
+      const zombie = start('examples/batch-ingest.ts', jobArgs(url, 'zombie', join(dir, 'zombie-1.db'), 1, 100), (line) => {
+        if (line.event === 'committed' && line.batch === startRetryAt) {
+          retry = start('examples/batch-ingest.ts', jobArgs(url, 'zombie', join(dir, 'zombie-2.db'), 2, 5));
+        }
+        if (line.event === 'fenced') fenced = line;
+      });
+      const zombieExit = await zombie.exit;
+      const retryExit = await retry?.exit;
+      console.log(`  attempt 1  ${fenced ? `stopped with FencedError (fenced by attempt ${String(fenced.by)})` : `exited ${zombieExit.code} without being fenced`}`);
+      console.log(`  attempt 2  started after attempt 1 committed batch ${startRetryAt}, exited ${retryExit?.code}`);
+      if (!fenced || zombieExit.code !== 3) return 'the zombie was not fenced';
+      return retryExit?.code === 0 ? undefined : `attempt 2 exited ${retryExit?.code}`;
+    },
+  },
+];
 
 async function main(): Promise<boolean> {
   const assets = join(dir, 'assets.txt');
@@ -70,39 +150,28 @@ async function main(): Promise<boolean> {
   while (!url) await new Promise((resolve) => setTimeout(resolve, 20));
   console.log(`server     ${url} (${join(dir, 'server.db')})`);
 
-  const jobArgs = (attempt: number) => ['--db', join(dir, 'outbox.db'), '--server', url, '--data', join(dir, 'data'), '--attempt', String(attempt), '--batches', String(BATCHES), '--pause-ms', '15'];
-  const killAfter = 5 + Math.floor(Math.random() * (BATCHES - 10));
-  let committed = 0;
-  const first = start('examples/batch-ingest.ts', jobArgs(1), (line) => {
-    if (line.event === 'committed' && ++committed === killAfter) first.child.kill('SIGKILL');
-  });
-  const firstExit = await first.exit;
-  console.log(`attempt 1  killed with ${firstExit.signal ?? `exit ${firstExit.code}`} after committing ${committed} of ${BATCHES} batches`);
-
-  let resumedFrom: unknown;
-  const second = start('examples/batch-ingest.ts', jobArgs(2), (line) => {
-    if (line.event === 'start') resumedFrom = line.resumeFrom;
-  });
-  const secondExit = await second.exit;
-  console.log(`attempt 2  resumed after batch ${String(resumedFrom)} and exited ${secondExit.code}`);
-
-  const events = await allEvents(url);
+  const failures: string[] = [];
+  for (const scenario of scenarios) {
+    console.log(`run ${scenario.runId}: ${scenario.title}`);
+    const failure = await scenario.run(url);
+    const events = (await allEvents(url)).filter((event) => event.runId === scenario.runId);
+    for (let batch = 1; batch <= BATCHES; batch++) {
+      const mine = events.filter((event) => event.partitionKey === partition(batch));
+      const attempts = [...new Set(mine.map((event) => event.attempt))].join(',');
+      console.log(`${scenario.runId}/${partition(batch)}  ${mine.length} event${mine.length === 1 ? '' : 's'}  (attempt ${attempts || '-'})`);
+    }
+    const problem = failure ?? problemWith(events);
+    if (problem) failures.push(`run ${scenario.runId}: ${problem}`);
+  }
   server.child.kill('SIGTERM');
   await server.exit;
 
-  for (let batch = 1; batch <= BATCHES; batch++) {
-    const mine = events.filter((event) => event.partitionKey === partition(batch));
-    const attempts = [...new Set(mine.map((event) => event.attempt))].join(',');
-    console.log(`${partition(batch)}  ${mine.length} event${mine.length === 1 ? '' : 's'}  (attempt ${attempts || '-'})`);
-  }
-  const failure =
-    firstExit.signal !== 'SIGKILL'
-      ? 'attempt 1 was not killed'
-      : secondExit.code !== 0
-        ? `attempt 2 exited ${secondExit.code}`
-        : verdict(events);
-  console.log(failure ? `verdict: FAIL ${failure}` : `verdict: ok (${BATCHES} batches, each exactly once, in order, across a SIGKILL and a resume)`);
-  return failure === undefined;
+  console.log(
+    failures.length > 0
+      ? `verdict: FAIL ${failures.join('; ')}`
+      : `verdict: ok (${scenarios.length} runs of ${BATCHES} batches, each batch exactly once and in order, through a SIGKILL, a lost outbox file and a fenced zombie)`,
+  );
+  return failures.length === 0;
 }
 
 main()

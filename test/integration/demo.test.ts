@@ -2,12 +2,15 @@ import { describe, expect, it } from 'vitest';
 import { runScript } from '../support/child.js';
 
 describe('npm run demo', () => {
-  it('survives a SIGKILL and a resume with every batch once, in order, and says so', async () => {
-    const demo = await runScript('scripts/demo.ts', [], { timeoutMs: 90_000 });
+  it('survives a SIGKILL, a lost outbox file and a zombie with every batch once, in order, and says so', async () => {
+    const demo = await runScript('scripts/demo.ts', [], { timeoutMs: 150_000 });
     const lines = demo.lines.map((line) => (typeof line.text === 'string' ? line.text : JSON.stringify(line)));
     expect(demo.code, demo.stderr).toBe(0);
-    expect(lines.filter((line) => /^batch-\d{4} {2}1 event {2}\(attempt [12]\)$/.test(line))).toHaveLength(50);
+    for (const run of ['crash', 'fresh', 'zombie']) {
+      expect(lines.filter((line) => new RegExp(`^${run}/batch-\\d{4} {2}1 event {2}\\(attempt [12]\\)$`).test(line))).toHaveLength(50);
+    }
+    expect(lines).toContain('  attempt 1  stopped with FencedError (fenced by attempt 2)');
+    expect(lines.some((line) => /^ {2}attempt 2 {2}resumed after batch \d+ from the server's checkpoint copy and exited 0$/.test(line))).toBe(true);
     expect(lines.at(-1)).toMatch(/^verdict: ok /);
-    expect(lines.some((line) => /^attempt 1 {2}killed with SIGKILL after committing \d+ of 50 batches$/.test(line))).toBe(true);
-  }, 120_000);
+  }, 180_000);
 });
