@@ -15,6 +15,15 @@ describe('the README quickstart', () => {
     expect(block).toBe(example);
   });
 
+  it('shows, under "Retries and zombies", lines of examples/batch-ingest.ts', () => {
+    const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+    const block = /## Retries and zombies[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
+    const job = readFileSync(join(REPO, 'examples/batch-ingest.ts'), 'utf8').split('\n').map((line) => line.trim());
+    const lines = block.split('\n').map((line) => line.trim()).filter(Boolean);
+    expect(lines.length).toBeGreaterThan(5);
+    for (const line of lines) expect(job).toContain(line);
+  });
+
   it('runs against a real server and publishes each batch once, also when run twice', async () => {
     const { url, events } = await startServer();
     const env = { ONCEBOX_SERVER: url, ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db') };
