@@ -1,12 +1,13 @@
 import type Database from 'better-sqlite3';
 import { v7 as uuidv7 } from 'uuid';
 import type { Generated } from 'kysely';
-import { OnceboxError, RejectionCode } from '../protocol/errors.js';
+import { OnceboxError } from '../protocol/errors.js';
 import type { EventPage, ItemResult, StoredEvent, StreamIdentity, StreamState } from '../protocol/wire.js';
 import { migrateSqlite } from '../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../sqlite/open.js';
 import { param, prepare, queryBuilder } from '../sqlite/statements.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
+import { existingKeyResult, fencedResults, planIngest, replayResult } from './ingest-plan.js';
 import { serverSqliteMigrations } from './migrations/sqlite/index.js';
 import type { DedupeStore, EventQuery } from './store.js';
 
@@ -293,156 +294,68 @@ export class SqliteDedupeStore implements DedupeStore {
     const now = this.now();
     const ts = now.toISOString();
     const epoch = s.epoch.get(streamParams)?.epoch ?? 0;
-    if (stream.attempt < epoch) {
-      // Checked in the same transaction that a later attempt's first delivery moves the epoch in, so no
-      // item of a zombie is accepted once its retry has delivered anything.
-      const detail = `fenced by attempt ${epoch}: attempt ${stream.attempt} of this run may deliver nothing more`;
-      return items.map((item) => ({ status: 'fenced', seq: item.seq, key: item.key, code: 'fenced', epoch, detail }));
-    }
-    let lastSeq = s.lastSeq.get(streamParams)?.last_seq ?? 0;
-    const startSeq = lastSeq;
-    const results: ItemResult[] = [];
-    const recordOutcome = (result: Extract<ItemResult, { status: 'rejected' | 'conflict' }>) => {
-      s.insertOutcome.run({
-        ...streamParams,
-        seq: result.seq,
-        key: result.key,
-        status: result.status,
-        code: result.code,
-        detail: result.detail,
-        field: 'field' in result ? (result.field ?? null) : null,
-      });
-    };
+    // Checked in the same transaction that a later attempt's first delivery moves the epoch in, so no
+    // item of a zombie is accepted once its retry has delivered anything.
+    if (stream.attempt < epoch) return fencedResults(items, stream.attempt, epoch);
+    const lastSeqBefore = s.lastSeq.get(streamParams)?.last_seq ?? 0;
+    const plan = planIngest(items, lastSeqBefore, (asset) => this.assets.has(asset));
+    const recordOutcome = (seq: number, key: string, status: string, code = '', detail = '', field: string | null = null) =>
+      s.insertOutcome.run({ ...streamParams, seq, key, status, code, detail, field });
 
-    for (const item of items) {
-      const { seq, key } = item;
-      if (seq === null || key === null) {
-        // Without a readable seq the item cannot take a place in the stream; the items after it will gap.
-        const unplaced = item as InvalidItem;
-        results.push({ status: 'rejected', seq: null, key: null, code: RejectionCode.InvalidItem, detail: unplaced.detail, field: unplaced.field });
-        continue;
+    const results = plan.placements.map((placement): ItemResult => {
+      switch (placement.type) {
+        case 'final': {
+          const { result } = placement;
+          if (placement.record && result.status === 'rejected') {
+            recordOutcome(result.seq!, result.key!, result.status, result.code, result.detail, result.field ?? null);
+          }
+          return result;
+        }
+        case 'replay': {
+          const { item, seq, key } = placement;
+          const outcome = s.findOutcome.get({ ...streamParams, seq });
+          const existing = outcome ? undefined : s.findDedupe.get({ key });
+          return replayResult(item, seq, key, outcome, existing && { fingerprint: existing.fingerprint, eventId: existing.event_id, ts: existing.ts });
+        }
+        case 'checkpoint': {
+          const { item } = placement;
+          s.saveCheckpoint.run({ ...streamParams, name: item.name, value: item.value, seq: item.seq, ts });
+          recordOutcome(item.seq, item.key, 'checkpointed');
+          return { status: 'checkpointed', seq: item.seq, key: item.key };
+        }
+        case 'event': {
+          const { item } = placement;
+          const eventId = uuidv7();
+          // Insert first: the unique key decides who is first, with no window between a check and an insert.
+          const inserted = s.insertDedupe.run({ key: item.key, fingerprint: item.fingerprint, eventId, ts, createdAt: now.getTime() });
+          if (inserted.changes === 1) {
+            s.insertEvent.run({
+              ...streamParams,
+              workflow: stream.workflow,
+              taskOrNull: stream.task,
+              seq: item.seq,
+              eventId,
+              key: item.key,
+              ts,
+              asset: item.payload.asset,
+              partitionKey: item.payload.partitionKey ?? null,
+              partitionDate: item.payload.partitionDate ?? null,
+              extra: item.payload.extra ?? null,
+            });
+            return { status: 'accepted', seq: item.seq, key: item.key, eventId, timestamp: ts };
+          }
+          const existing = s.findDedupe.get({ key: item.key })!;
+          const result = existingKeyResult(item, { fingerprint: existing.fingerprint, eventId: existing.event_id, ts: existing.ts });
+          if (result.status === 'conflict') recordOutcome(result.seq, result.key, result.status, result.code, result.detail);
+          return result;
+        }
       }
-      if (seq <= lastSeq) {
-        results.push(this.replay(streamParams, item, seq, key));
-        continue;
-      }
-      if (seq > lastSeq + 1) {
-        results.push({ status: 'gap', seq, key, expectedSeq: lastSeq + 1 });
-        continue;
-      }
-      lastSeq = seq;
-      if (!item.valid) {
-        const result = {
-          status: 'rejected' as const,
-          seq: item.seq,
-          key: item.key,
-          code: RejectionCode.InvalidItem,
-          detail: item.detail,
-          field: item.field,
-        };
-        recordOutcome(result);
-        results.push(result);
-        continue;
-      }
-      if (item.kind === 'checkpoint') {
-        s.saveCheckpoint.run({ ...streamParams, name: item.name, value: item.value, seq, ts });
-        s.insertOutcome.run({ ...streamParams, seq, key, status: 'checkpointed', code: '', detail: '', field: null });
-        results.push({ status: 'checkpointed', seq, key });
-        continue;
-      }
-      if (!this.assets.has(item.payload.asset)) {
-        const result = {
-          status: 'rejected' as const,
-          seq: item.seq,
-          key: item.key,
-          code: RejectionCode.UnknownAsset,
-          detail: `asset: "${item.payload.asset}" is not registered on this server; register it (oncebox server --assets FILE, or PUT /v1/assets/${item.payload.asset}) and re-emit`,
-          field: 'asset',
-        };
-        recordOutcome(result);
-        results.push(result);
-        continue;
-      }
-      const eventId = uuidv7();
-      const inserted = s.insertDedupe.run({
-        key: item.key,
-        fingerprint: item.fingerprint,
-        eventId,
-        ts,
-        createdAt: now.getTime(),
-      });
-      if (inserted.changes === 1) {
-        s.insertEvent.run({
-          ...streamParams,
-          workflow: stream.workflow,
-          taskOrNull: stream.task,
-          seq: item.seq,
-          eventId,
-          key: item.key,
-          ts,
-          asset: item.payload.asset,
-          partitionKey: item.payload.partitionKey ?? null,
-          partitionDate: item.payload.partitionDate ?? null,
-          extra: item.payload.extra ?? null,
-        });
-        results.push({ status: 'accepted', seq: item.seq, key: item.key, eventId, timestamp: ts });
-        continue;
-      }
-      const existing = s.findDedupe.get({ key: item.key })!;
-      if (existing.fingerprint === item.fingerprint) {
-        results.push({ status: 'duplicate', seq: item.seq, key: item.key, eventId: existing.event_id, timestamp: existing.ts });
-      } else {
-        const result = {
-          status: 'conflict' as const,
-          seq: item.seq,
-          key: item.key,
-          code: RejectionCode.KeyConflict,
-          detail: `key ${item.key} was stored before with a different payload (event ${existing.event_id}); a re-run must emit the same asset, partition and extra for the same key, or use a new key`,
-        };
-        recordOutcome(result);
-        results.push(result);
-      }
-    }
-    if (lastSeq !== startSeq) {
-      s.saveLastSeq.run({ ...streamParams, lastSeq });
+    });
+    if (plan.lastSeq !== lastSeqBefore) {
+      s.saveLastSeq.run({ ...streamParams, lastSeq: plan.lastSeq });
       if (stream.attempt > epoch) s.saveEpoch.run({ ...streamParams, ts });
     }
     return results;
-  }
-
-  /** A retry of an item the stream already took: answer exactly as the first time. */
-  private replay(
-    streamParams: { producer: string; runId: string; task: string; attempt: number },
-    item: CheckedItem | InvalidItem,
-    seq: number,
-    key: string,
-  ): ItemResult {
-    const outcome = this.statements.findOutcome.get({ ...streamParams, seq });
-    if (outcome && outcome.key === key) {
-      if (outcome.status === 'checkpointed') return { status: 'checkpointed', seq, key };
-      return outcome.status === 'conflict'
-        ? { status: 'conflict', seq, key, code: RejectionCode.KeyConflict, detail: outcome.detail }
-        : {
-            status: 'rejected',
-            seq,
-            key,
-            code: outcome.code as RejectionCode,
-            detail: outcome.detail,
-            ...(outcome.field === null ? {} : { field: outcome.field }),
-          };
-    }
-    const existing = outcome ? undefined : this.statements.findDedupe.get({ key });
-    if (existing && item.valid && item.kind === 'event' && existing.fingerprint === item.fingerprint) {
-      return { status: 'duplicate', seq, key, eventId: existing.event_id, timestamp: existing.ts };
-    }
-    return {
-      status: 'rejected',
-      seq,
-      key,
-      code: RejectionCode.SequenceReused,
-      detail: `seq ${seq} of this stream was already taken by another item; a stream's sequence numbers must not be reused`,
-      field: 'seq',
-    };
   }
 
   async listEvents(query: EventQuery): Promise<EventPage> {

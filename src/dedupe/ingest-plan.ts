@@ -1,0 +1,139 @@
+import { RejectionCode } from '../protocol/errors.js';
+import type { ItemResult } from '../protocol/wire.js';
+import type { CheckedCheckpoint, CheckedEvent, CheckedItem, InvalidItem } from './item-check.js';
+
+/**
+ * What to do with each item of a batch, decided from the stream's last sequence number alone, before
+ * any dedupe record is touched. Every store runs the same plan: SQLite item by item, PostgreSQL in
+ * set-based statements.
+ */
+export type Placement =
+  /** Final without touching the dedupe table; `record` when it took a stream position. */
+  | { type: 'final'; result: ItemResult; record: boolean }
+  /** A position the stream already took: answer as the first time. */
+  | { type: 'replay'; item: CheckedItem | InvalidItem; seq: number; key: string }
+  | { type: 'checkpoint'; item: CheckedCheckpoint }
+  | { type: 'event'; item: CheckedEvent };
+
+export interface IngestPlan {
+  placements: Placement[];
+  /** The stream's last sequence number after this batch. */
+  lastSeq: number;
+}
+
+export function planIngest(
+  items: readonly (CheckedItem | InvalidItem)[],
+  lastSeqBefore: number,
+  isRegistered: (asset: string) => boolean,
+): IngestPlan {
+  let lastSeq = lastSeqBefore;
+  const placements = items.map((item): Placement => {
+    const { seq, key } = item;
+    if (seq === null || key === null) {
+      // Without a readable seq the item cannot take a place in the stream; the items after it will gap.
+      const unplaced = item as InvalidItem;
+      return {
+        type: 'final',
+        record: false,
+        result: { status: 'rejected', seq: null, key: null, code: RejectionCode.InvalidItem, detail: unplaced.detail, field: unplaced.field },
+      };
+    }
+    if (seq <= lastSeq) return { type: 'replay', item, seq, key };
+    if (seq > lastSeq + 1) return { type: 'final', record: false, result: { status: 'gap', seq, key, expectedSeq: lastSeq + 1 } };
+    lastSeq = seq;
+    if (!item.valid) {
+      return {
+        type: 'final',
+        record: true,
+        result: { status: 'rejected', seq, key, code: RejectionCode.InvalidItem, detail: item.detail, field: item.field },
+      };
+    }
+    if (item.kind === 'checkpoint') return { type: 'checkpoint', item };
+    if (!isRegistered(item.payload.asset)) {
+      const asset = item.payload.asset;
+      return {
+        type: 'final',
+        record: true,
+        result: {
+          status: 'rejected',
+          seq,
+          key,
+          code: RejectionCode.UnknownAsset,
+          detail: `asset: "${asset}" is not registered on this server; register it (oncebox server --assets FILE, or PUT /v1/assets/${asset}) and re-emit`,
+          field: 'asset',
+        },
+      };
+    }
+    return { type: 'event', item };
+  });
+  return { placements, lastSeq };
+}
+
+/** What a store recorded for a stream position that did not become an event. */
+export interface RecordedOutcome {
+  key: string;
+  status: string;
+  code: string;
+  detail: string;
+  field: string | null;
+}
+
+/** A dedupe record: the receipt of a key. */
+export interface DedupeRecord {
+  fingerprint: string;
+  eventId: string;
+  ts: string;
+}
+
+/** The answer to a retry of a taken position: exactly what the first answer was. */
+export function replayResult(
+  item: CheckedItem | InvalidItem,
+  seq: number,
+  key: string,
+  outcome: RecordedOutcome | undefined,
+  existing: DedupeRecord | undefined,
+): ItemResult {
+  if (outcome && outcome.key === key) {
+    if (outcome.status === 'checkpointed') return { status: 'checkpointed', seq, key };
+    if (outcome.status === 'conflict') return { status: 'conflict', seq, key, code: RejectionCode.KeyConflict, detail: outcome.detail };
+    return {
+      status: 'rejected',
+      seq,
+      key,
+      code: outcome.code as RejectionCode,
+      detail: outcome.detail,
+      ...(outcome.field === null ? {} : { field: outcome.field }),
+    };
+  }
+  if (!outcome && existing && item.valid && item.kind === 'event' && existing.fingerprint === item.fingerprint) {
+    return { status: 'duplicate', seq, key, eventId: existing.eventId, timestamp: existing.ts };
+  }
+  return {
+    status: 'rejected',
+    seq,
+    key,
+    code: RejectionCode.SequenceReused,
+    detail: `seq ${seq} of this stream was already taken by another item; a stream's sequence numbers must not be reused`,
+    field: 'seq',
+  };
+}
+
+/** The answer for a key the dedupe table already held when this item tried to insert it. */
+export function existingKeyResult(item: CheckedEvent, existing: DedupeRecord): ItemResult {
+  if (existing.fingerprint === item.fingerprint) {
+    return { status: 'duplicate', seq: item.seq, key: item.key, eventId: existing.eventId, timestamp: existing.ts };
+  }
+  return {
+    status: 'conflict',
+    seq: item.seq,
+    key: item.key,
+    code: RejectionCode.KeyConflict,
+    detail: `key ${item.key} was stored before with a different payload (event ${existing.eventId}); a re-run must emit the same asset, partition and extra for the same key, or use a new key`,
+  };
+}
+
+/** The answer to every item of an attempt below the stream's epoch. */
+export function fencedResults(items: readonly (CheckedItem | InvalidItem)[], attempt: number, epoch: number): ItemResult[] {
+  const detail = `fenced by attempt ${epoch}: attempt ${attempt} of this run may deliver nothing more`;
+  return items.map((item) => ({ status: 'fenced', seq: item.seq, key: item.key, code: 'fenced', epoch, detail }));
+}
