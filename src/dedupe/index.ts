@@ -1,3 +1,4 @@
 export { createServer, type OnceboxServer, type ServerOptions } from './server.js';
 export { SqliteDedupeStore, type SqliteStoreOptions } from './sqlite-store.js';
-export type { DedupeStore, EventQuery } from './store.js';
+export { PostgresDedupeStore, type PostgresStoreOptions } from './postgres-store.js';
+export type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy } from './store.js';

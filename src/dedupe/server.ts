@@ -5,11 +5,16 @@ import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
 import { buildHttpApp } from './http-app.js';
 import { SqliteDedupeStore } from './sqlite-store.js';
-import type { DedupeStore } from './store.js';
+import { PostgresDedupeStore } from './postgres-store.js';
+import type { CompactionResult, DedupeStore, RetentionPolicy } from './store.js';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
 
 const serverOptionsSchema = z.strictObject({
-  /** Path of the server's SQLite file. */
+  /** A SQLite file path, or a postgres:// URL for several instances over one PostgreSQL database. */
   db: z.string().min(1),
+  /** The PostgreSQL schema for oncebox's tables. @defaultValue 'oncebox' */
+  schema: z.string().min(1).max(63).optional(),
   /** Assets to register at start; more can be added with `PUT /v1/assets/:name`. */
   assets: z.array(assetNameSchema).default([]),
   /** When set, every `/v1/` request must carry `Authorization: Bearer <token>`. */
@@ -22,6 +27,15 @@ const serverOptionsSchema = z.strictObject({
   maxBatchItems: z.number().int().min(1).max(100_000).default(Limits.maxBatchItems),
   /** Fastify's logger setting; off by default, since a library should not print. */
   logger: z.union([z.boolean(), z.record(z.string(), z.unknown())]).default(!!process.env.ONCEBOX_DEBUG),
+  /**
+   * How long dedupe records are kept. Must exceed the longest retry horizon (the longest a job can take
+   * to retry an emission): a retry after its record is gone is stored as a new event. @defaultValue 30 days
+   */
+  dedupeRetentionMs: z.number().int().min(60_000).default(30 * DAY_MS),
+  /** How long events are kept; null keeps them forever. @defaultValue null */
+  eventRetentionMs: z.number().int().min(60_000).nullable().default(null),
+  /** How often compaction runs; 0 turns it off. @defaultValue 10 minutes */
+  compactEveryMs: z.number().int().min(0).default(10 * 60_000),
   /** The store's clock; for tests. */
   now: z.custom<() => Date>((value) => typeof value === 'function', { error: 'must be a function returning a Date' }).optional(),
 });
@@ -35,11 +49,15 @@ export interface OnceboxServer {
   listen(options?: { port?: number; host?: string }): Promise<string>;
   /** Stops taking requests, lets those in flight finish, then closes the store. */
   close(): Promise<void>;
+  /** Runs compaction now, with the server's retention settings. */
+  compact(): Promise<CompactionResult>;
 }
 
 export async function createServer(options: ServerOptions): Promise<OnceboxServer> {
   const resolved = resolveOptions(serverOptionsSchema, options, 'createServer');
-  const store = new SqliteDedupeStore({ path: resolved.db, durability: resolved.durability, now: resolved.now });
+  const store: DedupeStore = /^postgres(ql)?:\/\//.test(resolved.db)
+    ? await PostgresDedupeStore.open({ connectionString: resolved.db, schema: resolved.schema, now: resolved.now })
+    : new SqliteDedupeStore({ path: resolved.db, durability: resolved.durability, now: resolved.now });
   for (const asset of resolved.assets) await store.registerAsset(asset);
   const app = buildHttpApp({
     store,
@@ -48,8 +66,20 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
     maxBatchItems: resolved.maxBatchItems,
     logger: resolved.logger,
   });
+  const retention: RetentionPolicy = {
+    dedupeRetentionMs: resolved.dedupeRetentionMs,
+    eventRetentionMs: resolved.eventRetentionMs,
+    batchSize: 1000,
+  };
+  const compactor =
+    resolved.compactEveryMs > 0
+      ? setInterval(() => {
+          store.compact(retention).catch((error: unknown) => app.log.error({ err: error }, 'compaction failed'));
+        }, resolved.compactEveryMs).unref()
+      : undefined;
   let closed: Promise<void> | undefined;
   return {
+    compact: () => store.compact(retention),
     app,
     store,
     async listen({ port = 0, host = '127.0.0.1' } = {}) {
@@ -60,6 +90,7 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
       return `http://${shownHost}:${address.port}`;
     },
     close() {
+      clearInterval(compactor);
       closed ??= app.close().then(() => store.close());
       return closed;
     },

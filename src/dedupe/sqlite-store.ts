@@ -5,11 +5,11 @@ import { OnceboxError } from '../protocol/errors.js';
 import type { EventPage, ItemResult, StoredEvent, StreamIdentity, StreamState } from '../protocol/wire.js';
 import { migrateSqlite } from '../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../sqlite/open.js';
-import { param, prepare, queryBuilder } from '../sqlite/statements.js';
+import { param, prepare, queryBuilder, type Prepared } from '../sqlite/statements.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
 import { existingKeyResult, fencedResults, planIngest, replayResult } from './ingest-plan.js';
 import { serverSqliteMigrations } from './migrations/sqlite/index.js';
-import type { DedupeStore, EventQuery } from './store.js';
+import type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy } from './store.js';
 
 interface ServerSchema {
   assets: { name: string; created_at: string };
@@ -212,6 +212,18 @@ export class SqliteDedupeStore implements DedupeStore {
           .onConflict((oc) => oc.column('name').doNothing()),
       ),
       allAssets: prepare<{ name: string }>(this.db, q.selectFrom('assets').select('name').orderBy('name')),
+      compactDedupe: prepare(
+        this.db,
+        q
+          .deleteFrom('dedupe')
+          .where('key', 'in', (sub) => sub.selectFrom('dedupe').select('key').where('created_at', '<', param('cutoff')).limit(param('limit'))),
+      ),
+      compactEvents: prepare(
+        this.db,
+        q
+          .deleteFrom('events')
+          .where('cursor', 'in', (sub) => sub.selectFrom('events').select('cursor').where('ts', '<', param('cutoff')).limit(param('limit'))),
+      ),
       epoch: prepare<{ epoch: number }>(
         this.db,
         q
@@ -384,6 +396,23 @@ export class SqliteDedupeStore implements DedupeStore {
 
   async listAssets(): Promise<string[]> {
     return this.statements.allAssets.all().map((row) => row.name);
+  }
+
+  async compact(policy: RetentionPolicy): Promise<CompactionResult> {
+    const now = this.now().getTime();
+    // Small batches, each its own short write transaction, so that ingestion waits at most one batch.
+    const drain = (statement: Prepared<unknown>, cutoff: number | string) => {
+      let total = 0;
+      for (;;) {
+        const deleted = statement.run({ cutoff, limit: policy.batchSize }).changes;
+        total += deleted;
+        if (deleted < policy.batchSize) return total;
+      }
+    };
+    const dedupeRecords = drain(this.statements.compactDedupe, now - policy.dedupeRetentionMs);
+    const events =
+      policy.eventRetentionMs === null ? 0 : drain(this.statements.compactEvents, new Date(now - policy.eventRetentionMs).toISOString());
+    return { dedupeRecords, events };
   }
 
   async close(): Promise<void> {

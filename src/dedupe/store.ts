@@ -8,6 +8,24 @@ export interface EventQuery {
   limit: number;
 }
 
+/** How long the server keeps what, for `compact()`. */
+export interface RetentionPolicy {
+  /**
+   * Age after which a dedupe record may go. It must exceed the longest retry horizon: a retry of a key
+   * whose record is gone is stored as a new event.
+   */
+  dedupeRetentionMs: number;
+  /** Age after which a stored event may go; null keeps events forever. */
+  eventRetentionMs: number | null;
+  /** Rows deleted per transaction, so that compaction never holds ingestion up for long. */
+  batchSize: number;
+}
+
+export interface CompactionResult {
+  dedupeRecords: number;
+  events: number;
+}
+
 /**
  * Where the server keeps assets, dedupe records, events and stream state. Each backend runs the whole
  * of `ingest` in one transaction: either every result it returns is durable, or none is.
@@ -19,5 +37,7 @@ export interface DedupeStore {
   streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined>;
   registerAsset(name: string): Promise<{ created: boolean }>;
   listAssets(): Promise<string[]>;
+  /** Removes dedupe records and events past their retention, in bounded batches. */
+  compact(policy: RetentionPolicy): Promise<CompactionResult>;
   close(): Promise<void>;
 }

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { startFaultProxy } from '../support/fault-proxy.js';
-import { item, newKey, post, STREAM } from '../support/http.js';
 import { testOutbox } from '../support/outbox.js';
 import { startServer } from '../support/server.js';
 
@@ -37,22 +36,4 @@ describe('network faults between relay and server', () => {
       expect(proxy.stats.requests).toBeGreaterThanOrEqual(10);
     },
   );
-});
-
-describe('concurrent duplicates', () => {
-  it('the same key from 16 concurrent clients gives one event and 16 identical receipts', async () => {
-    const server = await startServer();
-    const key = newKey();
-    const answers = await Promise.all(
-      Array.from({ length: 16 }, (_, client) =>
-        post(`${server.url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, runId: `client-${client}` }, items: [item(1, key)] })),
-      ),
-    );
-    const receipts = answers.map((answer) => answer.json.results[0]);
-    expect(receipts.filter((receipt) => receipt.status === 'accepted')).toHaveLength(1);
-    expect(receipts.filter((receipt) => receipt.status === 'duplicate')).toHaveLength(15);
-    const pairs = new Set(receipts.map((receipt) => `${receipt.eventId} ${receipt.timestamp}`));
-    expect(pairs.size).toBe(1);
-    expect(await server.events()).toHaveLength(1);
-  });
 });

@@ -2,7 +2,10 @@ import { join } from 'node:path';
 import { afterEach } from 'vitest';
 import { createServer, type OnceboxServer, type ServerOptions } from '../../src/dedupe/index.js';
 import type { EventPage, StoredEvent } from '../../src/protocol/wire.js';
+import { PG_URL, testSchema } from './postgres.js';
 import { tempDir } from './temp.js';
+
+export type Backend = 'sqlite' | 'postgres';
 
 export interface RunningServer {
   server: OnceboxServer;
@@ -14,11 +17,15 @@ export interface RunningServer {
 
 const running: OnceboxServer[] = [];
 
-/** A real oncebox server on loopback, over a SQLite file of this test's own. Closed after the test. */
-export async function startServer(options: Partial<ServerOptions> & { port?: number } = {}): Promise<RunningServer> {
-  const { port, ...rest } = options;
-  const dbPath = rest.db ?? join(tempDir(), 'server.db');
-  const server = await createServer({ assets: ['batch_ready', 'run_done'], ...rest, db: dbPath });
+/**
+ * A real oncebox server on loopback, over a SQLite file of this test's own or, with `backend:
+ * 'postgres'`, a PostgreSQL schema of its own. Closed after the test.
+ */
+export async function startServer(options: Partial<ServerOptions> & { port?: number; backend?: Backend } = {}): Promise<RunningServer> {
+  const { port, backend = 'sqlite', ...rest } = options;
+  const pgOptions = backend === 'postgres' && rest.db === undefined ? { db: PG_URL, schema: testSchema() } : {};
+  const dbPath = rest.db ?? pgOptions.db ?? join(tempDir(), 'server.db');
+  const server = await createServer({ assets: ['batch_ready', 'run_done'], ...pgOptions, ...rest, db: dbPath });
   running.push(server);
   const url = await server.listen({ port: port ?? 0 });
   return {

@@ -97,4 +97,13 @@ export const serverSqliteMigrations: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 3,
+    name: '003_retention_indexes',
+    sql: `
+      -- Compaction finds old dedupe records and events by age without scanning the tables.
+      CREATE INDEX dedupe_by_age ON dedupe (created_at);
+      CREATE INDEX events_by_ts ON events (ts);
+    `,
+  },
 ];

@@ -1,0 +1,107 @@
+/** One numbered, append-only PostgreSQL schema step. Never edit one that has shipped; add the next number. */
+export interface PostgresMigration {
+  version: number;
+  name: string;
+  /** Runs with search_path set to the store's schema, so table names are unqualified. */
+  sql: string;
+}
+
+/** The PostgreSQL store's schema: the same tables as the SQLite store, plus what many writers need. */
+export const serverPostgresMigrations: readonly PostgresMigration[] = [
+  {
+    version: 1,
+    name: '001_initial',
+    sql: `
+      CREATE TABLE assets (
+        name text PRIMARY KEY,
+        created_at text NOT NULL
+      );
+
+      -- One row per idempotency key: the receipt a retry gets back.
+      CREATE TABLE dedupe (
+        key text PRIMARY KEY,
+        fingerprint text NOT NULL,
+        event_id text NOT NULL,
+        ts text NOT NULL,
+        created_at bigint NOT NULL
+      );
+      CREATE INDEX dedupe_by_age ON dedupe (created_at);
+
+      -- id is the insertion order. cursor, the order readers page by, is given only to committed rows, by
+      -- one sequencer at a time (see PostgresDedupeStore.sequenceEvents): a reader that saw cursor c never
+      -- later finds a row below c, however late the row's transaction committed.
+      CREATE TABLE events (
+        id bigserial PRIMARY KEY,
+        cursor bigint UNIQUE,
+        event_id text NOT NULL UNIQUE,
+        key text NOT NULL,
+        ts text NOT NULL,
+        asset text NOT NULL,
+        partition_key text,
+        partition_date text,
+        extra text,
+        producer text NOT NULL,
+        workflow text NOT NULL,
+        run_id text NOT NULL,
+        task text,
+        attempt integer NOT NULL,
+        seq bigint NOT NULL
+      );
+      CREATE INDEX events_unsequenced ON events (id) WHERE cursor IS NULL;
+      CREATE INDEX events_by_asset ON events (asset, cursor);
+      CREATE INDEX events_by_ts ON events (ts);
+
+      CREATE TABLE event_cursor (
+        id integer PRIMARY KEY CHECK (id = 1),
+        last bigint NOT NULL
+      );
+      INSERT INTO event_cursor VALUES (1, 0);
+
+      -- Per stream: the epoch (highest attempt that delivered). Its row is also the lock that serialises
+      -- every request of one stream across server instances.
+      CREATE TABLE streams (
+        producer text NOT NULL,
+        run_id text NOT NULL,
+        task text NOT NULL,
+        epoch integer NOT NULL,
+        updated_at text NOT NULL,
+        PRIMARY KEY (producer, run_id, task)
+      );
+
+      CREATE TABLE stream_seqs (
+        producer text NOT NULL,
+        run_id text NOT NULL,
+        task text NOT NULL,
+        attempt integer NOT NULL,
+        last_seq bigint NOT NULL,
+        PRIMARY KEY (producer, run_id, task, attempt)
+      );
+
+      CREATE TABLE stream_outcomes (
+        producer text NOT NULL,
+        run_id text NOT NULL,
+        task text NOT NULL,
+        attempt integer NOT NULL,
+        seq bigint NOT NULL,
+        key text NOT NULL,
+        status text NOT NULL,
+        code text NOT NULL,
+        detail text NOT NULL,
+        field text,
+        PRIMARY KEY (producer, run_id, task, attempt, seq)
+      );
+
+      CREATE TABLE stream_checkpoints (
+        producer text NOT NULL,
+        run_id text NOT NULL,
+        task text NOT NULL,
+        name text NOT NULL,
+        value text NOT NULL,
+        attempt integer NOT NULL,
+        seq bigint NOT NULL,
+        updated_at text NOT NULL,
+        PRIMARY KEY (producer, run_id, task, name)
+      );
+    `,
+  },
+];

@@ -1,0 +1,270 @@
+import { describe, expect, it } from 'vitest';
+import { allEvents, startServer, type Backend } from '../support/server.js';
+import { pgAvailable, pgSkipReason } from '../support/postgres.js';
+import { item, newKey, post, STREAM } from '../support/http.js';
+
+/**
+ * One conformance suite for the dedupe store, run through the HTTP API against every backend: the
+ * embedded SQLite store and the PostgreSQL store. PostgreSQL tests skip, and say why, when no server
+ * answers at ONCEBOX_TEST_PG, except under CI=true, where they fail.
+ */
+const BACKENDS: Backend[] = ['sqlite', 'postgres'];
+
+for (const backend of BACKENDS) {
+  const skip = backend === 'postgres' && !pgAvailable;
+  describe.skipIf(skip)(`dedupe store conformance: ${backend}${backend === 'postgres' ? pgSkipReason : ''}`, () => {
+  const emissions = (url: string) => `${url}/v1/emissions`;
+  const send = (url: string, items: unknown[], stream: object = STREAM) =>
+    post(emissions(url), JSON.stringify({ stream, items }));
+
+  describe('POST /v1/emissions', () => {
+    it('accepts new keys and answers a retry with the very same receipt', async () => {
+      const { url } = await startServer({ backend });
+      const [k1, k2] = [newKey(), newKey()];
+      const first = await send(url, [item(1, k1), item(2, k2)]);
+      expect(first.status).toBe(200);
+      expect(first.json.results).toEqual([
+        { status: 'accepted', seq: 1, key: k1, eventId: expect.any(String), timestamp: expect.any(String) },
+        { status: 'accepted', seq: 2, key: k2, eventId: expect.any(String), timestamp: expect.any(String) },
+      ]);
+      const retry = await send(url, [item(1, k1), item(2, k2)]);
+      expect(retry.json.results).toEqual(first.json.results.map((r: object) => ({ ...r, status: 'duplicate' })));
+      expect(await allEvents(url)).toHaveLength(2);
+      expect(first.json.results[0].eventId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
+    });
+
+    it('answers the same key with another payload as a conflict, and keeps answering so', async () => {
+      const { url } = await startServer({ backend });
+      const key = newKey();
+      await send(url, [item(1, key, { extra: { rows: 1 } })]);
+      const other = { ...STREAM, runId: 'r2' };
+      const conflict = await send(url, [item(1, key, { extra: { rows: 2 } })], other);
+      expect(conflict.json.results).toEqual([
+        {
+          status: 'conflict',
+          seq: 1,
+          key,
+          code: 'key_conflict',
+          detail: expect.stringMatching(new RegExp(`^key ${key} was stored before with a different payload`)),
+        },
+      ]);
+      expect((await send(url, [item(1, key, { extra: { rows: 2 } })], other)).json.results).toEqual(conflict.json.results);
+      expect(await allEvents(url)).toHaveLength(1);
+    });
+
+    it('treats key order and whitespace in extra as the same payload', async () => {
+      const { url } = await startServer({ backend });
+      const key = newKey();
+      await send(url, [item(1, key, { extra: { a: 1, b: [1, { c: 2, d: 3 }] } })]);
+      const body = `{"stream":${JSON.stringify(STREAM)},"items":[{"seq":1,"key":"${key}","kind":"event","asset":"batch_ready","partitionKey":"batch-1","extra":{ "b" : [1, {"d":3,"c":2}], "a":1 }}]}`;
+      expect((await post(emissions(url), body)).json.results[0].status).toBe('duplicate');
+    });
+
+    it('refuses an item past a gap, so the relay resends in order', async () => {
+      const { url } = await startServer({ backend });
+      const [k1, k3] = [newKey(), newKey()];
+      const result = await send(url, [item(1, k1), item(3, k3)]);
+      expect(result.json.results[1]).toEqual({ status: 'gap', seq: 3, key: k3, expectedSeq: 2 });
+      expect(await allEvents(url)).toHaveLength(1);
+    });
+
+    it('rejects bad items one by one with a stable code, and the stream goes on past them', async () => {
+      const { url } = await startServer({ backend });
+      const keys = [newKey(), newKey(), newKey(), newKey()];
+      const result = await send(url, [
+        item(1, keys[0]!, { asset: 'unknown_thing' }),
+        item(2, keys[1]!, { partitionDate: 'yesterday' }),
+        { seq: 3, key: 'not-a-uuid', kind: 'event', asset: 'batch_ready' },
+        item(3, keys[2]!),
+      ]);
+      expect(result.json.results).toEqual([
+        expect.objectContaining({ status: 'rejected', seq: 1, code: 'unknown_asset', field: 'asset' }),
+        {
+          status: 'rejected',
+          seq: 2,
+          key: keys[1],
+          code: 'invalid_item',
+          field: 'items[1].partitionDate',
+          detail: 'items[1].partitionDate: must be an ISO 8601 date-time with an explicit offset or Z, e.g. "2026-11-30T00:00:00Z" (got "yesterday")',
+        },
+        {
+          status: 'rejected',
+          seq: null,
+          key: null,
+          code: 'invalid_item',
+          field: 'items[2].key',
+          detail: 'items[2].key: Invalid UUID',
+        },
+        expect.objectContaining({ status: 'accepted', seq: 3 }),
+      ]);
+      // A retry of the rejected items gets the same answers.
+      const retry = await send(url, [item(1, keys[0]!, { asset: 'unknown_thing' })]);
+      expect(retry.json.results[0]).toEqual(result.json.results[0]);
+      // A different key at a taken position is refused.
+      expect((await send(url, [item(3, keys[3]!)])).json.results[0]).toMatchObject({ status: 'rejected', code: 'sequence_reused' });
+    });
+
+    it('answers a malformed request with problem+json and a stable code', async () => {
+      const { url } = await startServer({ backend, bodyLimit: 4096, maxBatchItems: 3 });
+      const cases: [string, Record<string, string>, number, string][] = [
+        ['{"stream":', { 'content-type': 'application/json' }, 400, 'malformed_json'],
+        ['{"__proto__":{"x":1}}', { 'content-type': 'application/json' }, 400, 'malformed_json'],
+        ['hello', { 'content-type': 'text/plain' }, 415, 'unsupported_media_type'],
+        [JSON.stringify({ stream: STREAM, items: [{}, {}, {}, {}] }), { 'content-type': 'application/json' }, 413, 'batch_too_large'],
+        [JSON.stringify({ stream: STREAM, items: ['x'.repeat(5000)] }), { 'content-type': 'application/json' }, 413, 'body_too_large'],
+        [JSON.stringify({ stream: { ...STREAM, attempt: 0 }, items: [{}] }), { 'content-type': 'application/json' }, 400, 'invalid_request'],
+        [JSON.stringify({ stream: STREAM, items: [], extra: 1 }), { 'content-type': 'application/json' }, 400, 'invalid_request'],
+      ];
+      for (const [body, headers, status, code] of cases) {
+        const answer = await post(emissions(url), body, headers);
+        expect({ status: answer.status, code: answer.json?.code, type: answer.contentType }).toEqual({
+          status,
+          code,
+          type: 'application/problem+json; charset=utf-8',
+        });
+        expect(answer.json).toMatchObject({ type: `https://oncebox.dev/problems/${code}`, title: expect.any(String), detail: expect.any(String) });
+      }
+      const batch = await post(emissions(url), JSON.stringify({ stream: STREAM, items: [{}, {}, {}, {}] }));
+      expect(batch.json).toMatchObject({ detail: 'items: at most 3 per request (got 4); split the batch', field: 'items' });
+      const missing = await post(emissions(url), JSON.stringify({ items: [{}] }));
+      expect(missing.json).toMatchObject({ detail: 'stream: is required', field: 'stream' });
+      const notFound = await fetch(`${url}/v2/nothing`);
+      expect(notFound.status).toBe(404);
+      expect(await notFound.json()).toMatchObject({ code: 'not_found', detail: 'no route for GET /v2/nothing' });
+    });
+
+    it('requires the token when one is set', async () => {
+      const { url } = await startServer({ backend, token: 'secret-token' });
+      const denied = await send(url, [item(1, newKey())]);
+      expect(denied.status).toBe(401);
+      expect(denied.json).toMatchObject({ code: 'unauthorized' });
+      const allowed = await post(emissions(url), JSON.stringify({ stream: STREAM, items: [item(1, newKey())] }), {
+        'content-type': 'application/json',
+        authorization: 'Bearer secret-token',
+      });
+      expect(allowed.status).toBe(200);
+    });
+  });
+
+  describe('GET /v1/events and assets', () => {
+    it('pages events by cursor, optionally for one asset', async () => {
+      const { url } = await startServer({ backend });
+      const items = Array.from({ length: 7 }, (_, i) => item(i + 1, newKey(), { asset: i % 2 ? 'run_done' : 'batch_ready' }));
+      await send(url, items);
+      const page: any = await (await fetch(`${url}/v1/events?limit=3`)).json();
+      expect(page.events.map((e: { seq: number }) => e.seq)).toEqual([1, 2, 3]);
+      const next: any = await (await fetch(`${url}/v1/events?limit=3&after=${page.next}`)).json();
+      expect(next.events.map((e: { seq: number }) => e.seq)).toEqual([4, 5, 6]);
+      expect((await allEvents(url, { asset: 'run_done' })).map((e) => e.seq)).toEqual([2, 4, 6]);
+      const bad = await fetch(`${url}/v1/events?limit=5000`);
+      expect(bad.status).toBe(400);
+      expect(await bad.json()).toMatchObject({ code: 'invalid_request', field: 'limit' });
+    });
+
+    it('registers assets through the admin route, and only then accepts them', async () => {
+      const { url } = await startServer({ backend });
+      const key = newKey();
+      expect((await send(url, [item(1, key, { asset: 'late_asset' })])).json.results[0].code).toBe('unknown_asset');
+      const put = await fetch(`${url}/v1/assets/late_asset`, { method: 'PUT' });
+      expect(put.status).toBe(201);
+      expect((await fetch(`${url}/v1/assets/late_asset`, { method: 'PUT' })).status).toBe(200);
+      expect(((await (await fetch(`${url}/v1/assets`)).json()) as any).assets).toContain('late_asset');
+      expect((await send(url, [item(2, newKey(), { asset: 'late_asset' })])).json.results[0].status).toBe('accepted');
+    });
+  });
+
+  describe('stream epochs, fencing and the checkpoint mirror', () => {
+    const attempt = (n: number) => ({ ...STREAM, runId: 'fence-run', attempt: n });
+
+    it('fences every item of an older attempt once a later one has delivered', async () => {
+      const { url } = await startServer({ backend });
+      const keys = Array.from({ length: 4 }, () => newKey());
+      expect((await send(url, [item(1, keys[0]!), item(2, keys[1]!)], attempt(1))).json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'accepted']);
+      // Attempt 2 re-sends batch 2 (a duplicate, with the original receipt) and a new batch 3.
+      const second = await send(url, [item(1, keys[1]!, { partitionKey: 'batch-2' }), item(2, keys[2]!, { partitionKey: 'batch-3' })], attempt(2));
+      expect(second.json.results.map((r: { status: string }) => r.status)).toEqual(['duplicate', 'accepted']);
+      const zombie = await send(url, [item(3, keys[3]!), item(2, keys[1]!, { partitionKey: 'batch-2' })], attempt(1));
+      expect(zombie.json.results).toEqual([
+        { status: 'fenced', seq: 3, key: keys[3], code: 'fenced', epoch: 2, detail: 'fenced by attempt 2: attempt 1 of this run may deliver nothing more' },
+        { status: 'fenced', seq: 2, key: keys[1], code: 'fenced', epoch: 2, detail: 'fenced by attempt 2: attempt 1 of this run may deliver nothing more' },
+      ]);
+      expect((await allEvents(url)).map((e) => [e.key, e.attempt])).toEqual([[keys[0], 1], [keys[1], 1], [keys[2], 2]]);
+    });
+
+    it('does not move the epoch for a request that delivered nothing', async () => {
+      const { url } = await startServer({ backend });
+      await send(url, [item(1, newKey())], attempt(1));
+      expect((await send(url, [item(5, newKey())], attempt(2))).json.results[0].status).toBe('gap');
+      expect((await send(url, [item(2, newKey())], attempt(1))).json.results[0].status).toBe('accepted');
+    });
+
+    it('numbers each attempt from 1 and mirrors checkpoints in stream order', async () => {
+      const { url } = await startServer({ backend });
+      const checkpoint = (seq: number, value: unknown) => ({ seq, key: newKey(), kind: 'checkpoint', name: 'backlog', value });
+      const first = await send(url, [item(1, newKey()), checkpoint(2, { batch: 1 }), item(3, newKey()), checkpoint(4, { batch: 2 })], attempt(1));
+      expect(first.json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'checkpointed', 'accepted', 'checkpointed']);
+      const retry = await send(url, [checkpoint(4, { batch: 2 })].map((c) => ({ ...c, key: first.json.results[3].key })), attempt(1));
+      expect(retry.json.results[0]).toEqual({ status: 'checkpointed', seq: 4, key: first.json.results[3].key });
+      await send(url, [item(1, newKey()), checkpoint(2, { batch: 3 })], attempt(2));
+      const state = await (await fetch(`${url}/v1/streams/p/fence-run`)).json();
+      expect(state).toEqual({
+        producer: 'p',
+        runId: 'fence-run',
+        task: null,
+        epoch: 2,
+        attempts: [{ attempt: 1, lastSeq: 4 }, { attempt: 2, lastSeq: 2 }],
+        checkpoints: { backlog: { batch: 3 } },
+      });
+    });
+
+    it('rejects a malformed checkpoint item by itself, and answers an unknown stream with 404', async () => {
+      const { url } = await startServer({ backend });
+      const bad = await send(url, [{ seq: 1, key: newKey(), kind: 'checkpoint', name: '', value: 1 }, { seq: 2, key: newKey(), kind: 'checkpoint', name: 'x' }], attempt(1));
+      expect(bad.json.results.map((r: { code: string; field: string }) => [r.code, r.field])).toEqual([
+        ['invalid_item', 'items[0].name'],
+        ['invalid_item', 'items[1].value'],
+      ]);
+      const missing = await fetch(`${url}/v1/streams/p/never-ran?task=t`);
+      expect(missing.status).toBe(404);
+      expect(await missing.json()).toMatchObject({ code: 'not_found', detail: 'no stream p/never-ran task t has delivered to this server' });
+    });
+  });
+    describe('concurrency and retention', () => {
+      it('gives the same key from 16 concurrent clients one event and 16 identical receipts', async () => {
+        const server = await startServer({ backend });
+        const key = newKey();
+        const answers = await Promise.all(
+          Array.from({ length: 16 }, (_, client) =>
+            post(emissions(server.url), JSON.stringify({ stream: { ...STREAM, runId: `client-${client}` }, items: [item(1, key)] })),
+          ),
+        );
+        const receipts = answers.map((answer) => answer.json.results[0]);
+        expect(receipts.filter((receipt) => receipt.status === 'accepted')).toHaveLength(1);
+        expect(receipts.filter((receipt) => receipt.status === 'duplicate')).toHaveLength(15);
+        expect(new Set(receipts.map((receipt) => `${receipt.eventId} ${receipt.timestamp}`)).size).toBe(1);
+        expect(await server.events()).toHaveLength(1);
+      });
+
+      it('compacts dedupe records past the window and keeps fresh ones; events have their own retention', async () => {
+        const DAY = 24 * 60 * 60 * 1000;
+        let clock = Date.parse('2026-01-01T00:00:00Z');
+        const server = await startServer({ backend, now: () => new Date(clock), eventRetentionMs: 40 * DAY, compactEveryMs: 0 });
+        const [old, fresh] = [newKey(), newKey()];
+        const run = (runId: string, seq: number, key: string) => send(server.url, [item(seq, key, { partitionKey: key })], { ...STREAM, runId });
+        expect((await run('a', 1, old)).json.results[0].status).toBe('accepted');
+        clock += 29 * DAY;
+        expect((await run('b', 1, fresh)).json.results[0].status).toBe('accepted');
+        // Inside the 30-day window a retry is still deduplicated.
+        expect((await run('c', 1, old)).json.results[0].status).toBe('duplicate');
+        clock += 2 * DAY;
+        expect(await server.server.compact()).toEqual({ dedupeRecords: 1, events: 0 });
+        expect((await run('c', 2, fresh)).json.results[0].status).toBe('duplicate');
+        // Past the window the record is gone: this is why retention must exceed the retry horizon.
+        expect((await run('c', 3, old)).json.results[0].status).toBe('accepted');
+        clock += 10 * DAY;
+        expect(await server.server.compact()).toEqual({ dedupeRecords: 0, events: 1 });
+        expect((await server.events()).map((event) => event.key)).toEqual([fresh, old]);
+      });
+    });
+  });
+}
