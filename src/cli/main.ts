@@ -7,8 +7,9 @@ import { runRelay } from './relay-command.js';
 import { printStatus } from './status-command.js';
 
 const USAGE = `usage:
-  oncebox server --db FILE [--port 8787] [--host 127.0.0.1] [--assets FILE] [--token TOKEN] [--durability full|normal]
-  oncebox relay  --db FILE --server URL [--token TOKEN] [--drain]
+  oncebox server --db FILE|postgres://… [--port 8787] [--host 127.0.0.1] [--assets FILE] [--token TOKEN]
+                 [--durability full|normal] [--schema oncebox] [--dedupe-retention-days 30] [--event-retention-days N]
+  oncebox relay  --db FILE --server URL [--server URL2 …] [--token TOKEN] [--drain]
   oncebox status FILE [--json]
 
 The token can also come from ONCEBOX_TOKEN. See docs/operations.md.`;
@@ -45,9 +46,12 @@ async function serve(args: string[]): Promise<number> {
       assets: { type: 'string' },
       token: { type: 'string' },
       durability: { type: 'string', default: 'full' },
+      schema: { type: 'string' },
+      'dedupe-retention-days': { type: 'string', default: '30' },
+      'event-retention-days': { type: 'string' },
     },
   });
-  if (!values.db) throw new UsageError('server: --db FILE is required (the server\'s SQLite file)');
+  if (!values.db) throw new UsageError("server: --db is required: a SQLite file, or a postgres:// URL");
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`server: --port must be 0-65535 (got ${values.port})`);
   const server = await createServer({
@@ -55,6 +59,9 @@ async function serve(args: string[]): Promise<number> {
     assets: values.assets ? readAssets(values.assets) : [],
     token: values.token ?? process.env.ONCEBOX_TOKEN,
     durability: values.durability as 'full' | 'normal',
+    schema: values.schema,
+    dedupeRetentionMs: days(values['dedupe-retention-days'], 'dedupe-retention-days'),
+    eventRetentionMs: values['event-retention-days'] === undefined ? null : days(values['event-retention-days'], 'event-retention-days'),
     logger: { level: process.env.ONCEBOX_LOG_LEVEL ?? 'warn' },
   });
   const url = await server.listen({ port, host: values.host });
@@ -71,21 +78,27 @@ async function relay(args: string[]): Promise<number> {
     strict: true,
     options: {
       db: { type: 'string' },
-      server: { type: 'string' },
+      server: { type: 'string', multiple: true },
       token: { type: 'string' },
       drain: { type: 'boolean', default: false },
     },
   });
-  if (!values.db || !values.server) throw new UsageError('relay: --db FILE and --server URL are required');
+  if (!values.db || !values.server?.length) throw new UsageError('relay: --db FILE and --server URL are required');
   const stop = new AbortController();
   void untilSignal().then(() => stop.abort());
-  return runRelay({ db: values.db, server: values.server, token: values.token ?? process.env.ONCEBOX_TOKEN, drain: values.drain, signal: stop.signal });
+  return runRelay({ db: values.db, servers: values.server, token: values.token ?? process.env.ONCEBOX_TOKEN, drain: values.drain, signal: stop.signal });
 }
 
 async function status(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args, strict: true, allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
   if (positionals.length !== 1) throw new UsageError('status: give exactly one outbox FILE');
   return printStatus(positionals[0]!, values.json);
+}
+
+function days(text: string, flag: string): number {
+  const value = Number(text);
+  if (!Number.isFinite(value) || value <= 0) throw new UsageError(`server: --${flag} must be a positive number of days (got ${text})`);
+  return Math.round(value * 24 * 60 * 60 * 1000);
 }
 
 /** A file of asset names: a JSON array, or one name per line (blank lines and # comments ignored). */

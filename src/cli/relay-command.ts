@@ -11,7 +11,7 @@ const COMMIT_WATCH_MS = 25;
 
 export interface RelayCommandOptions {
   db: string;
-  server: string;
+  servers: string[];
   token?: string | undefined;
   /** Exit once nothing is pending, instead of running until a signal. */
   drain: boolean;
@@ -23,7 +23,7 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
   const file = new OutboxFile(options.db, 'full');
   const relay = new Relay(file, {
     ...RELAY_DEFAULTS,
-    transport: new HttpTransport({ server: options.server, token: options.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs }),
+    transport: new HttpTransport({ servers: options.servers, token: options.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs }),
     now: Date.now,
   });
   relay.start();

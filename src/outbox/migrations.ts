@@ -66,4 +66,12 @@ export const outboxMigrations: readonly Migration[] = [
       ALTER TABLE outbox ADD COLUMN checkpoint_value TEXT;
     `,
   },
+  {
+    version: 3,
+    name: '003_prune_index',
+    sql: `
+      -- The relay prunes delivered rows by age, so the file stays small however long the job runs.
+      CREATE INDEX outbox_delivered_by_age ON outbox (settled_at) WHERE state = 'delivered';
+    `,
+  },
 ];

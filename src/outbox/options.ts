@@ -28,8 +28,11 @@ const outboxOptionsSchema = z
   .strictObject({
     /** The outbox's SQLite file; created if missing. Give each producer its own file. */
     path: z.string().min(1),
-    /** The oncebox server the relay delivers to. Not needed with `relay: 'external'`. */
-    server: httpUrl.optional(),
+    /**
+     * The oncebox server the relay delivers to, or several instances of it over one PostgreSQL database,
+     * to fail over between. Not needed with `relay: 'external'`.
+     */
+    server: z.union([httpUrl, z.array(httpUrl).min(1, { error: 'must list at least one server URL' })]).optional(),
     /** Sent as `Authorization: Bearer <token>`. */
     token: z.string().min(1).optional(),
     /** The job's name, e.g. "orders-ingest": part of every key and every event's provenance. */
@@ -60,6 +63,11 @@ const outboxOptionsSchema = z
     retryMaxDelayMs: z.number().int().min(0).default(RELAY_DEFAULTS.retryMaxDelayMs),
     /** How long a relay's lease lasts without renewal; a successor waits at most this long after a crash on another host. @defaultValue 15000 */
     leaseTtlMs: z.number().int().min(30).default(RELAY_DEFAULTS.leaseTtlMs),
+    /**
+     * Delivered rows older than this are pruned by the relay, so the file stays small; null keeps them.
+     * @defaultValue 7 days
+     */
+    pruneDeliveredAfterMs: z.number().int().min(0).nullable().default(RELAY_DEFAULTS.pruneDeliveredAfterMs),
     /** Largest `extra` accepted at commit, in bytes of JSON. @defaultValue 65536 */
     maxExtraBytes: z.number().int().min(2).max(Limits.maxExtraBytes).default(Limits.maxExtraBytes),
     /**
@@ -89,6 +97,8 @@ const outboxOptionsSchema = z
 export type OutboxOptions = z.input<typeof outboxOptionsSchema>;
 export type ResolvedOutboxOptions = z.output<typeof outboxOptionsSchema>;
 
-export function resolveOutboxOptions(options: OutboxOptions): ResolvedOutboxOptions {
-  return resolveOptions(outboxOptionsSchema, options, 'openOutbox');
+export function resolveOutboxOptions(options: OutboxOptions): ResolvedOutboxOptions & { servers: string[] } {
+  const resolved = resolveOptions(outboxOptionsSchema, options, 'openOutbox');
+  const servers = resolved.server === undefined ? [] : typeof resolved.server === 'string' ? [resolved.server] : resolved.server;
+  return { ...resolved, servers };
 }

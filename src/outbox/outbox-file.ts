@@ -282,6 +282,19 @@ function prepareStatements(db: Database.Database) {
         .where('run_id', '=', param('runId'))
         .where('task', '=', param('task')),
     ),
+    pruneDelivered: prepare(
+      db,
+      q
+        .deleteFrom('outbox')
+        .where('id', 'in', (sub) =>
+          sub
+            .selectFrom('outbox')
+            .select('id')
+            .where('state', '=', sql.lit('delivered'))
+            .where('settled_at', '<', param('cutoff'))
+            .limit(param('limit')),
+        ),
+    ),
     anyCheckpoint: prepare<{ name: string }>(db, q.selectFrom('checkpoints').select('name').limit(sql.lit(1))),
   };
 }

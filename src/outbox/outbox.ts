@@ -63,7 +63,7 @@ export class Outbox {
   readonly relay: Relay | undefined;
   readonly producer: string;
   readonly run: RunContext | undefined;
-  private readonly options: ResolvedOutboxOptions;
+  private readonly options: ResolvedOutboxOptions & { servers: string[] };
   private readonly waiters = new ReceiptWaiters();
   private readonly commitContext: CommitContext | undefined;
   private readonly runInTransaction;
@@ -73,7 +73,7 @@ export class Outbox {
   private pollTimer: NodeJS.Timeout | undefined;
 
   /** @internal Use openOutbox. */
-  constructor(options: ResolvedOutboxOptions) {
+  constructor(options: ResolvedOutboxOptions & { servers: string[] }) {
     this.options = options;
     this.producer = options.producer;
     this.run = options.run;
@@ -101,7 +101,7 @@ export class Outbox {
           ? undefined
           : new Relay(this.file, {
               transport: new HttpTransport({
-                server: options.server!,
+                servers: options.servers,
                 token: options.token,
                 requestTimeoutMs: options.requestTimeoutMs,
               }),
@@ -110,6 +110,7 @@ export class Outbox {
               retryMinDelayMs: options.retryMinDelayMs,
               retryMaxDelayMs: options.retryMaxDelayMs,
               leaseTtlMs: options.leaseTtlMs,
+              pruneDeliveredAfterMs: options.pruneDeliveredAfterMs,
               now: options.now ?? Date.now,
               onSettled: (rows) => this.waiters.settle(rows),
             });
@@ -133,13 +134,13 @@ export class Outbox {
 
   /** @internal Resumes from the server when the policy says so, then starts the relay. */
   async start(): Promise<void> {
-    const { run, server } = this.options;
-    if (run && server !== undefined) {
+    const { run, servers } = this.options;
+    if (run && servers.length > 0) {
       this.resumedFrom = await resumeFromServer({
         file: this.file,
         producer: this.producer,
         run,
-        server,
+        servers,
         token: this.options.token,
         policy: this.options.resume,
         requestTimeoutMs: this.options.requestTimeoutMs,

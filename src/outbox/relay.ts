@@ -18,6 +18,12 @@ export interface RelayOptions {
   retryMinDelayMs: number;
   retryMaxDelayMs: number;
   leaseTtlMs: number;
+  /**
+   * Delivered rows older than this are deleted, a bounded batch at a time; null keeps them. A pruned
+   * emission committed again is still deduplicated by the server (or refused there if its payload
+   * changed), only no longer at commit. @defaultValue 7 days
+   */
+  pruneDeliveredAfterMs?: number | null;
   now: () => number;
   /** Told about every row the relay settled, with its final state; for receipt promises. */
   onSettled?: (rows: readonly SettledRow[]) => void;
@@ -51,7 +57,12 @@ export const RELAY_DEFAULTS = {
   retryMinDelayMs: 100,
   retryMaxDelayMs: 5_000,
   leaseTtlMs: 15_000,
+  pruneDeliveredAfterMs: 7 * 24 * 60 * 60 * 1000,
 } as const;
+
+/** How often the relay looks for delivered rows to prune. */
+const PRUNE_EVERY_MS = 60_000;
+const PRUNE_BATCH = 1000;
 
 /**
  * Delivers an outbox file's pending rows to the server in commit order, one batch at a time, and
@@ -69,6 +80,7 @@ export class Relay {
   private renewTimer: NodeJS.Timeout | undefined;
   private maxRows: number;
   private holding = false;
+  private lastPrune = 0;
   private readonly applyResults;
   /** Why the relay stopped on its own (lease lost, stream state lost); undefined while it runs. */
   failure: OnceboxError | undefined;
@@ -221,6 +233,29 @@ export class Relay {
     return end === rows.length ? rows : rows.slice(0, end);
   }
 
+  /**
+   * Deletes delivered rows older than `pruneDeliveredAfterMs`, in bounded batches.
+   * @returns how many rows it deleted.
+   */
+  prune(): number {
+    const after = this.options.pruneDeliveredAfterMs;
+    if (after === null || after === undefined) return 0;
+    const cutoff = this.options.now() - after;
+    let total = 0;
+    for (;;) {
+      const deleted = this.file.statements.pruneDelivered.run({ cutoff, limit: PRUNE_BATCH }).changes;
+      total += deleted;
+      if (deleted < PRUNE_BATCH) return total;
+    }
+  }
+
+  private pruneNowAndThen(): void {
+    const now = this.options.now();
+    if (now - this.lastPrune < PRUNE_EVERY_MS) return;
+    this.lastPrune = now;
+    this.prune();
+  }
+
   private async deliver(batch: readonly OutboxRow[]): Promise<number> {
     const first = batch[0]!;
     const stream = {
@@ -234,6 +269,7 @@ export class Relay {
     failpoint('relay:after-response');
     const { settled, fence } = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
     if (settled.length > 0) this.options.onSettled?.(settled);
+    this.pruneNowAndThen();
     if (fence) {
       throw new FencedError(
         fence.attempt,

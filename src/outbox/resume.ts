@@ -18,7 +18,8 @@ export interface ResumeOptions {
   file: OutboxFile;
   producer: string;
   run: RunContext;
-  server: string;
+  /** Tried in turn until one answers. */
+  servers: readonly string[];
   token?: string | undefined;
   policy: ResumePolicy;
   requestTimeoutMs: number;
@@ -59,15 +60,20 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
 
 async function fetchStreamState(options: ResumeOptions): Promise<StreamState | undefined> {
   const { run } = options;
-  const url = new URL(`/v1/streams/${encodeURIComponent(options.producer)}/${encodeURIComponent(run.runId)}`, options.server);
-  if (run.task !== undefined) url.searchParams.set('task', run.task);
+  const urls = options.servers.map((server) => {
+    const url = new URL(`/v1/streams/${encodeURIComponent(options.producer)}/${encodeURIComponent(run.runId)}`, server);
+    if (run.task !== undefined) url.searchParams.set('task', run.task);
+    return url;
+  });
+  const url = urls[0]!;
   const headers: Record<string, string> = options.token === undefined ? {} : { authorization: `Bearer ${options.token}` };
   try {
     return await pRetry(
-      async () => {
-        const response = await fetch(url, { headers, signal: AbortSignal.timeout(options.requestTimeoutMs) });
+      async (attemptNumber) => {
+        const target = urls[(attemptNumber - 1) % urls.length]!;
+        const response = await fetch(target, { headers, signal: AbortSignal.timeout(options.requestTimeoutMs) });
         if (response.status === 404) return undefined;
-        if (!response.ok) throw new Error(`${url} answered ${response.status}: ${(await response.text()).slice(0, 200)}`);
+        if (!response.ok) throw new Error(`${target} answered ${response.status}: ${(await response.text()).slice(0, 200)}`);
         return (await response.json()) as StreamState;
       },
       { retries: Number.POSITIVE_INFINITY, minTimeout: 100, maxTimeout: 2000, randomize: true, maxRetryTime: options.resumeTimeoutMs },

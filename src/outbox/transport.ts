@@ -19,29 +19,52 @@ export class DeliveryError extends OnceboxError {
 }
 
 export interface TransportOptions {
-  server: string;
+  /** One server, or several instances of one server over a shared database, to fail over between. */
+  servers: readonly string[];
   token?: string | undefined;
   requestTimeoutMs: number;
 }
 
-/** Sends one batch to `POST /v1/emissions` and returns the server's per-item results. @internal */
+/**
+ * Sends one batch to `POST /v1/emissions` and returns the server's per-item results. With several
+ * servers it sends to one until a request fails, then moves to the next: the retry carries the same
+ * keys and sequence numbers, and the instances share one store, so the order holds across them.
+ * @internal
+ */
 export class HttpTransport {
-  private readonly url: string;
+  private readonly urls: string[];
   private readonly headers: Record<string, string>;
+  private active = 0;
 
   constructor(private readonly options: TransportOptions) {
-    this.url = new URL('/v1/emissions', options.server).toString();
+    if (options.servers.length === 0) throw new Error('HttpTransport: give at least one server');
+    this.urls = options.servers.map((server) => new URL('/v1/emissions', server).toString());
     this.headers = { 'content-type': 'application/json' };
     if (options.token !== undefined) this.headers.authorization = `Bearer ${options.token}`;
   }
 
+  /** The server requests go to now. */
+  get server(): string {
+    return this.options.servers[this.active]!;
+  }
+
   /** Sends a body made by encodeBatch; resolves to one result per item, in the items' order. */
   async send(body: string, itemCount: number, signal?: AbortSignal): Promise<ItemResult[]> {
+    try {
+      return await this.sendTo(this.urls[this.active]!, body, itemCount, signal);
+    } catch (error) {
+      // Whatever went wrong (down, overloaded, refusing), the next attempt tries the next instance.
+      if (error instanceof DeliveryError && this.urls.length > 1) this.active = (this.active + 1) % this.urls.length;
+      throw error;
+    }
+  }
+
+  private async sendTo(url: string, body: string, itemCount: number, signal?: AbortSignal): Promise<ItemResult[]> {
     const timeout = AbortSignal.timeout(this.options.requestTimeoutMs);
     let response: Response;
     let text: string;
     try {
-      response = await fetch(this.url, {
+      response = await fetch(url, {
         method: 'POST',
         headers: this.headers,
         body,
@@ -53,8 +76,8 @@ export class HttpTransport {
       throw new DeliveryError(
         timedOut ? 'timeout' : 'network',
         timedOut
-          ? `no answer from ${this.url} within ${this.options.requestTimeoutMs} ms; the outcome is unknown, so the batch is resent with the same keys`
-          : `could not reach ${this.url}: ${(error as Error).message}`,
+          ? `no answer from ${url} within ${this.options.requestTimeoutMs} ms; the outcome is unknown, so the batch is resent with the same keys`
+          : `could not reach ${url}: ${(error as Error).message}`,
         {},
         { cause: error },
       );
@@ -62,7 +85,7 @@ export class HttpTransport {
     if (response.ok) {
       const answer = parseJson(text) as EmissionBatchResponse | undefined;
       if (!answer || !Array.isArray(answer.results) || answer.results.length !== itemCount) {
-        throw new DeliveryError('bad_response', `${this.url} answered ${response.status} without one result per item`, {
+        throw new DeliveryError('bad_response', `${url} answered ${response.status} without one result per item`, {
           status: response.status,
         });
       }
@@ -72,7 +95,7 @@ export class HttpTransport {
     const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
     const detail = problem?.detail ?? text.slice(0, 200);
     const code = typeof problem?.code === 'string' ? problem.code : `http_${response.status}`;
-    throw new DeliveryError(code, `${this.url} answered ${response.status}: ${detail}`, {
+    throw new DeliveryError(code, `${url} answered ${response.status}: ${detail}`, {
       status: response.status,
       ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
       ...(problem ? { problem } : {}),

@@ -129,3 +129,20 @@ describe('the relay lease', () => {
     await b.close({ timeoutMs: 0 });
   });
 });
+
+describe('keeping the file small', () => {
+  it('prunes delivered rows past pruneDeliveredAfterMs and keeps pending and dead ones', async () => {
+    const { url } = await startServer();
+    let clock = Date.parse('2026-11-30T00:00:00Z');
+    const box = await testOutbox({ server: url, relay: 'manual', now: () => clock, pruneDeliveredAfterMs: 7 * 24 * 3600_000 });
+    const ready = box.asset('batch_ready');
+    for (let i = 1; i <= 3; i++) box.commit((tx) => tx.emit(ready, { partitionKey: `b${i}` }));
+    box.commit((tx) => tx.emit(box.asset('not_registered'), { partitionKey: 'x' }));
+    while ((await box.relay!.step()) > 0);
+    box.commit((tx) => tx.emit(ready, { partitionKey: 'b4' }));
+    expect(box.relay!.prune()).toBe(0);
+    clock += 8 * 24 * 3600_000;
+    expect(box.relay!.prune()).toBe(3);
+    expect(box.status()).toMatchObject({ pending: 1, delivered: 0, dead: 1 });
+  });
+});

@@ -90,7 +90,7 @@ class System {
 
   newRelay(box: Outbox): Relay {
     return new Relay(box.file, {
-      transport: new HttpTransport({ server: this.proxy.url, requestTimeoutMs: 5000 }),
+      transport: new HttpTransport({ servers: [this.proxy.url], requestTimeoutMs: 5000 }),
       batchMaxRows: 3,
       batchMaxBytes: 1 << 20,
       retryMinDelayMs: 0,
