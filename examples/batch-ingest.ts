@@ -15,7 +15,8 @@ import { FencedError, openOutbox } from '../src/outbox/index.js';
 const { values: args } = parseArgs({
   options: {
     db: { type: 'string' },
-    server: { type: 'string' },
+    // Several --server flags: instances of one server over a shared PostgreSQL database, to fail over between.
+    server: { type: 'string', multiple: true },
     data: { type: 'string' },
     producer: { type: 'string', default: 'orders-ingest' },
     'run-id': { type: 'string', default: '2026-11-30' },
@@ -27,7 +28,7 @@ const { values: args } = parseArgs({
   },
   strict: true,
 });
-if (!args.db || !args.server || !args.data) {
+if (!args.db || !args.server?.length || !args.data) {
   console.error('usage: batch-ingest --db FILE --server URL --data DIR [--run-id ID] [--attempt N] [--batches N]');
   process.exit(2);
 }
@@ -42,7 +43,7 @@ function writeBatch(dir: string, batch: number, rows: number): void {
 
 const box = await openOutbox({
   path: args.db,
-  server: args.server,
+  server: args.server.length === 1 ? args.server[0] : args.server,
   producer: args.producer,
   run: { workflow: 'orders', runId: args['run-id'], task: 'ingest', attempt: Number(args.attempt) },
 });
