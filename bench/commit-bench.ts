@@ -1,13 +1,14 @@
 import { join } from 'node:path';
 import { z } from 'zod';
 import { openOutbox } from '../src/outbox/index.js';
-import { deriveKey } from '../src/outbox/keys.js';
+import { checkpointKey, deriveKey } from '../src/outbox/keys.js';
 import { OutboxFile } from '../src/outbox/outbox-file.js';
 import { benchDir } from './support.js';
 
 /**
  * Commit throughput: oncebox's commit() against raw better-sqlite3 prepared statements writing the same
- * rows (one outbox row per emission and the checkpoint upsert) into the same schema, in the same
+ * rows (one outbox row per emission, the checkpoint upsert and the checkpoint's outbox row for the
+ * server's mirror) into the same schema, in the same
  * transaction mode (BEGIN IMMEDIATE, WAL, synchronous=FULL). The raw side inserts the same key values,
  * computed before its clock starts, and a constant fingerprint, so the gap is everything oncebox does
  * per commit and per emission (validation, deriving the UUIDv5 key, the canonical-JSON fingerprint).
@@ -41,6 +42,7 @@ export async function commitBench(perCommit: number, rows: number, slices: numbe
   const keys = Array.from({ length: commits * perCommit }, (_, i) =>
     deriveKey({ producer: 'raw', workflow: 'w', runId: 'r', task: 't', asset: 'batch_ready', partitionKey: `batch-${i}`, position: null, occurrence: 0 }),
   );
+  const checkpointKeys = Array.from({ length: commits }, (_, c) => checkpointKey('raw', { workflow: 'w', runId: 'r', task: 't', attempt: 1 }, c + 1));
   const rawCommit = file.db.transaction((c: number) => {
     s.setCheckpoint.run({ name: 'backlog', value: `{"batch":${c}}`, now: 0 });
     for (let e = 0; e < perCommit; e++) {
@@ -58,8 +60,28 @@ export async function commitBench(perCommit: number, rows: number, slices: numbe
         partitionDate: null,
         extra: `{"rows":${e}}`,
         committedAt: 0,
+        checkpointName: null,
+        checkpointValue: null,
       });
     }
+    // oncebox also queues the checkpoint update for the server's mirror, after the commit's emissions.
+    s.insertRow.run({
+      key: checkpointKeys[c],
+      fingerprint: 'f',
+      workflow: 'w',
+      runId: 'r',
+      task: 't',
+      attempt: 1,
+      seq: commits * perCommit + c + 1,
+      kind: 'checkpoint',
+      asset: '',
+      partitionKey: null,
+      partitionDate: null,
+      extra: null,
+      committedAt: 0,
+      checkpointName: 'backlog',
+      checkpointValue: `{"batch":${c}}`,
+    });
   });
 
   let onceboxMs = 0;

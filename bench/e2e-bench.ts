@@ -65,7 +65,7 @@ export function e2eRawChain(events: number): number {
   );
   const commitBatch = outbox.db.transaction((from: number) => {
     for (let i = from; i < from + PER_COMMIT; i++) {
-      s.insertRow.run({ key: keys[i], fingerprint: 'f', workflow: 'w', runId: 'r', task: 't', attempt: 1, seq: i + 1, kind: 'event', asset: 'batch_ready', partitionKey: `p-${i}`, partitionDate: null, extra: `{"rows":${i % PER_COMMIT}}`, committedAt: 0 });
+      s.insertRow.run({ key: keys[i], fingerprint: 'f', workflow: 'w', runId: 'r', task: 't', attempt: 1, seq: i + 1, kind: 'event', asset: 'batch_ready', partitionKey: `p-${i}`, partitionDate: null, extra: `{"rows":${i % PER_COMMIT}}`, committedAt: 0, checkpointName: null, checkpointValue: null });
     }
   });
   const serverBatch = serverDb.transaction((from: number) => {

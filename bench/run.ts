@@ -7,6 +7,7 @@
 import { parseArgs } from 'node:util';
 import { commitBench } from './commit-bench.js';
 import { e2eOncebox, e2eRawChain, latency } from './e2e-bench.js';
+import { pgIngest, pgIngestAtSize, pgRawInsert, sqliteIngest, sqliteRawInsert } from './ingest-bench.js';
 import { median } from './support.js';
 
 const { values } = parseArgs({ options: { json: { type: 'boolean', default: false }, quick: { type: 'boolean', default: false } } });
@@ -37,6 +38,21 @@ console.log(`end to end, ${fmt(events)} events:  oncebox ${fmt(e2eRate)} events/
 const lat = await latency(values.quick ? 100 : 300);
 console.log(`commit-to-receipt latency:         p50 ${lat.p50.toFixed(2)} ms (target <= 2), p99 ${lat.p99.toFixed(2)} ms (target <= 10)`);
 
+// Server ingest: 8 concurrent HTTP clients, 500 items per request, against raw batched inserts.
+const ingestEvents = Math.round(60_000 * scale);
+const pgRaw = await pgRawInsert(ingestEvents);
+const pgOne = await pgIngest(ingestEvents, 1);
+const pgTwo = await pgIngest(ingestEvents, 2);
+console.log(`PostgreSQL store ingest:           1 instance ${fmt(pgOne)} events/s, 2 instances ${fmt(pgTwo)} events/s, raw INSERT … ON CONFLICT ${fmt(pgRaw)} rows/s`);
+console.log(`                                   ratio to raw ${ratio(pgOne / pgRaw)} (target >= 0.5), 2 instances over 1: ${ratio(pgTwo / pgOne)} (target >= 1.5)`);
+const sqliteRaw = sqliteRawInsert(ingestEvents);
+const sqliteOne = await sqliteIngest(ingestEvents);
+console.log(`SQLite store ingest:               ${fmt(sqliteOne)} events/s, raw better-sqlite3 ${fmt(sqliteRaw)} rows/s, ratio ${ratio(sqliteOne / sqliteRaw)}`);
+const bigStore = values.quick ? 1_000_000 : 10_000_000;
+const atSmall = await pgIngestAtSize(Math.round(20_000 * scale) + 10_000, 10_000);
+const atBig = await pgIngestAtSize(Math.round(20_000 * scale) + 10_000, bigStore);
+console.log(`PostgreSQL ingest as the store grows: ${fmt(atSmall)} events/s at 10k keys, ${fmt(atBig)} at ${fmt(bigStore)} keys, ratio ${ratio(atBig / atSmall)} (target >= 0.7)`);
+
 if (values.json) {
   console.log(
     JSON.stringify({
@@ -53,6 +69,16 @@ if (values.json) {
       e2e_ratio_to_raw_chain: Number((e2eRate / rawRate).toFixed(3)),
       latency_p50_ms: Number(lat.p50.toFixed(3)),
       latency_p99_ms: Number(lat.p99.toFixed(3)),
+      pg_ingest_events_per_s: Math.round(pgOne),
+      pg_two_instances_events_per_s: Math.round(pgTwo),
+      pg_raw_rows_per_s: Math.round(pgRaw),
+      pg_ingest_ratio_to_raw: Number((pgOne / pgRaw).toFixed(3)),
+      pg_two_instances_speedup: Number((pgTwo / pgOne).toFixed(3)),
+      sqlite_ingest_events_per_s: Math.round(sqliteOne),
+      sqlite_raw_rows_per_s: Math.round(sqliteRaw),
+      sqlite_ingest_ratio_to_raw: Number((sqliteOne / sqliteRaw).toFixed(3)),
+      ingest_store_keys_large: bigStore,
+      ingest_10m_over_10k: Number((atBig / atSmall).toFixed(3)),
     }),
   );
 }
