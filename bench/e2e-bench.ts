@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { setImmediate as yieldToRelay } from 'node:timers/promises';
 import { v7 as uuidv7 } from 'uuid';
-import { openOutbox } from '../src/outbox/index.js';
+import { openOutbox, type Outbox } from '../src/outbox/index.js';
 import { deriveKey } from '../src/outbox/keys.js';
 import { OutboxFile } from '../src/outbox/outbox-file.js';
 import { benchDir, percentile, startServerProcess } from './support.js';
@@ -15,15 +15,7 @@ const PER_COMMIT = 100;
  * clock stops when the last receipt is recorded in the outbox. Default durability (FULL) on both sides.
  */
 export async function e2eOncebox(events: number): Promise<number> {
-  const dir = benchDir();
-  const server = await startServerProcess(dir);
-  try {
-    const box = await openOutbox({
-      path: join(dir, 'outbox.db'),
-      server: server.url,
-      producer: 'bench',
-      run: { workflow: 'w', runId: 'r', task: 't', attempt: 1 },
-    });
+  return withServerAndOutbox(async (box) => {
     const asset = box.asset('batch_ready');
     const started = performance.now();
     let last;
@@ -40,6 +32,25 @@ export async function e2eOncebox(events: number): Promise<number> {
     const { pending } = await box.close();
     if (pending !== 0) throw new Error(`e2e: ${pending} rows left pending`);
     return events / seconds;
+  });
+}
+
+/** `oncebox server` in its own process and an outbox with the in-process relay delivering to it. */
+async function withServerAndOutbox<T>(use: (box: Outbox) => Promise<T>): Promise<T> {
+  const dir = benchDir();
+  const server = await startServerProcess(dir);
+  try {
+    const box = await openOutbox({
+      path: join(dir, 'outbox.db'),
+      server: server.url,
+      producer: 'bench',
+      run: { workflow: 'w', runId: 'r', task: 't', attempt: 1 },
+    });
+    try {
+      return await use(box);
+    } finally {
+      await box.close({ timeoutMs: 0 });
+    }
   } finally {
     await server.stop();
   }
@@ -94,15 +105,7 @@ export function e2eRawChain(events: number): number {
 
 /** Commit-to-receipt latency at low load: one emission at a time, a pause between them. */
 export async function latency(samples: number): Promise<{ p50: number; p99: number }> {
-  const dir = benchDir();
-  const server = await startServerProcess(dir);
-  try {
-    const box = await openOutbox({
-      path: join(dir, 'latency.db'),
-      server: server.url,
-      producer: 'bench',
-      run: { workflow: 'w', runId: 'r', task: 't', attempt: 1 },
-    });
+  return withServerAndOutbox(async (box) => {
     const asset = box.asset('batch_ready');
     const times: number[] = [];
     for (let i = 0; i < samples + 20; i++) {
@@ -111,9 +114,6 @@ export async function latency(samples: number): Promise<{ p50: number; p99: numb
       if (i >= 20) times.push(performance.now() - started); // the first ones warm up the connection and JIT
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
-    await box.close();
     return { p50: percentile(times, 50), p99: percentile(times, 99) };
-  } finally {
-    await server.stop();
-  }
+  });
 }

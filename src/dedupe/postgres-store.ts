@@ -1,7 +1,8 @@
 import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
-import type { EventPage, ItemResult, StoredEvent, StreamIdentity, StreamState } from '../protocol/wire.js';
+import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
+import { deleteInBatches, toStoredEvent, type EventRow } from './event-row.js';
 import { existingKeyResult, fencedResults, planIngest, replayResult, type DedupeRecord, type RecordedOutcome } from './ingest-plan.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
 import { serverPostgresMigrations } from './migrations/postgres/index.js';
@@ -12,8 +13,8 @@ interface PgSchema {
   assets: { name: string; created_at: string };
   dedupe: { key: string; fingerprint: string; event_id: string; ts: string; created_at: string | number };
   events: {
-    id: string;
-    cursor: string | null;
+    id: number;
+    cursor: number | null;
     event_id: string;
     key: string;
     ts: string;
@@ -26,9 +27,9 @@ interface PgSchema {
     run_id: string;
     task: string | null;
     attempt: number;
-    seq: string | number;
+    seq: number;
   };
-  event_cursor: { id: number; last: string };
+  event_cursor: { id: number; last: number };
   streams: { producer: string; run_id: string; task: string; epoch: number; updated_at: string };
   stream_seqs: { producer: string; run_id: string; task: string; attempt: number; last_seq: string | number };
   stream_outcomes: {
@@ -304,27 +305,12 @@ export class PostgresDedupeStore implements DedupeStore {
       .selectFrom('events')
       .selectAll()
       .where('cursor', 'is not', null)
-      .where('cursor', '>', String(query.after))
+      .where('cursor', '>', query.after)
       .orderBy('cursor')
       .limit(query.limit);
     if (query.asset !== undefined) select = select.where('asset', '=', query.asset);
-    const rows = await select.execute();
-    const events: StoredEvent[] = rows.map((row) => ({
-      cursor: Number(row.cursor),
-      eventId: row.event_id,
-      timestamp: row.ts,
-      key: row.key,
-      asset: row.asset,
-      partitionKey: row.partition_key,
-      partitionDate: row.partition_date,
-      extra: row.extra === null ? null : JSON.parse(row.extra),
-      producer: row.producer,
-      workflow: row.workflow,
-      runId: row.run_id,
-      task: row.task,
-      attempt: row.attempt,
-      seq: Number(row.seq),
-    }));
+    // Only sequenced rows were selected: cursor is not null.
+    const events = (await select.execute()).map((row) => toStoredEvent(row as EventRow));
     return { events, next: events.at(-1)?.cursor ?? query.after };
   }
 
@@ -383,26 +369,21 @@ export class PostgresDedupeStore implements DedupeStore {
 
   async compact(policy: RetentionPolicy): Promise<CompactionResult> {
     const now = this.now().getTime();
-    let dedupeRecords = 0;
-    let events = 0;
     // Small batches, each its own short transaction, so that compaction never holds ingestion up.
-    for (;;) {
+    const dedupeRecords = await deleteInBatches(policy.batchSize, async () => {
       const result = await sql`
         DELETE FROM dedupe WHERE key IN (
           SELECT key FROM dedupe WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
-      const deleted = Number(result.numAffectedRows ?? 0);
-      dedupeRecords += deleted;
-      if (deleted < policy.batchSize) break;
-    }
+      return Number(result.numAffectedRows ?? 0);
+    });
+    let events = 0;
     if (policy.eventRetentionMs !== null) {
       const cutoff = new Date(now - policy.eventRetentionMs).toISOString();
-      for (;;) {
+      events = await deleteInBatches(policy.batchSize, async () => {
         const result = await sql`
           DELETE FROM events WHERE id IN (SELECT id FROM events WHERE ts < ${cutoff} LIMIT ${policy.batchSize}::integer)`.execute(this.db);
-        const deleted = Number(result.numAffectedRows ?? 0);
-        events += deleted;
-        if (deleted < policy.batchSize) break;
-      }
+        return Number(result.numAffectedRows ?? 0);
+      });
     }
     return { dedupeRecords, events };
   }

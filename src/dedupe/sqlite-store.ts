@@ -2,11 +2,12 @@ import type Database from 'better-sqlite3';
 import { v7 as uuidv7 } from 'uuid';
 import type { Generated } from 'kysely';
 import { OnceboxError } from '../protocol/errors.js';
-import type { EventPage, ItemResult, StoredEvent, StreamIdentity, StreamState } from '../protocol/wire.js';
+import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
 import { migrateSqlite } from '../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../sqlite/open.js';
 import { param, prepare, queryBuilder, type Prepared } from '../sqlite/statements.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
+import { deleteInBatches, toStoredEvent, type EventRow } from './event-row.js';
 import { existingKeyResult, fencedResults, planIngest, replayResult } from './ingest-plan.js';
 import { serverSqliteMigrations } from './migrations/sqlite/index.js';
 import type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy } from './store.js';
@@ -56,22 +57,6 @@ interface ServerSchema {
   };
 }
 
-interface EventRow {
-  cursor: number;
-  event_id: string;
-  key: string;
-  ts: string;
-  asset: string;
-  partition_key: string | null;
-  partition_date: string | null;
-  extra: string | null;
-  producer: string;
-  workflow: string;
-  run_id: string;
-  task: string | null;
-  attempt: number;
-  seq: number;
-}
 
 export interface SqliteStoreOptions {
   path: string;
@@ -400,41 +385,15 @@ export class SqliteDedupeStore implements DedupeStore {
 
   async compact(policy: RetentionPolicy): Promise<CompactionResult> {
     const now = this.now().getTime();
-    // Small batches, each its own short write transaction, so that ingestion waits at most one batch.
-    const drain = (statement: Prepared<unknown>, cutoff: number | string) => {
-      let total = 0;
-      for (;;) {
-        const deleted = statement.run({ cutoff, limit: policy.batchSize }).changes;
-        total += deleted;
-        if (deleted < policy.batchSize) return total;
-      }
-    };
-    const dedupeRecords = drain(this.statements.compactDedupe, now - policy.dedupeRetentionMs);
+    const drain = (statement: Prepared<unknown>, cutoff: number | string) =>
+      deleteInBatches(policy.batchSize, () => statement.run({ cutoff, limit: policy.batchSize }).changes);
+    const dedupeRecords = await drain(this.statements.compactDedupe, now - policy.dedupeRetentionMs);
     const events =
-      policy.eventRetentionMs === null ? 0 : drain(this.statements.compactEvents, new Date(now - policy.eventRetentionMs).toISOString());
+      policy.eventRetentionMs === null ? 0 : await drain(this.statements.compactEvents, new Date(now - policy.eventRetentionMs).toISOString());
     return { dedupeRecords, events };
   }
 
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
   }
-}
-
-function toStoredEvent(row: EventRow): StoredEvent {
-  return {
-    cursor: row.cursor,
-    eventId: row.event_id,
-    timestamp: row.ts,
-    key: row.key,
-    asset: row.asset,
-    partitionKey: row.partition_key,
-    partitionDate: row.partition_date,
-    extra: row.extra === null ? null : JSON.parse(row.extra),
-    producer: row.producer,
-    workflow: row.workflow,
-    runId: row.run_id,
-    task: row.task,
-    attempt: row.attempt,
-    seq: row.seq,
-  };
 }

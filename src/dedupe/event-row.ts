@@ -1,0 +1,52 @@
+import type { StoredEvent } from '../protocol/wire.js';
+
+/** An events row as both stores hold it (column names are the same in SQLite and PostgreSQL). */
+export interface EventRow {
+  cursor: number;
+  event_id: string;
+  key: string;
+  ts: string;
+  asset: string;
+  partition_key: string | null;
+  partition_date: string | null;
+  extra: string | null;
+  producer: string;
+  workflow: string;
+  run_id: string;
+  task: string | null;
+  attempt: number;
+  seq: number;
+}
+
+export function toStoredEvent(row: EventRow): StoredEvent {
+  return {
+    cursor: Number(row.cursor),
+    eventId: row.event_id,
+    timestamp: row.ts,
+    key: row.key,
+    asset: row.asset,
+    partitionKey: row.partition_key,
+    partitionDate: row.partition_date,
+    extra: row.extra === null ? null : JSON.parse(row.extra),
+    producer: row.producer,
+    workflow: row.workflow,
+    runId: row.run_id,
+    task: row.task,
+    attempt: row.attempt,
+    seq: Number(row.seq),
+  };
+}
+
+/**
+ * Deletes in batches of `batchSize` until a batch comes back short, each batch its own statement (and
+ * transaction), so that a long compaction never holds writers up for more than one batch.
+ * @returns how many rows it deleted.
+ */
+export async function deleteInBatches(batchSize: number, deleteBatch: () => Promise<number> | number): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const deleted = await deleteBatch();
+    total += deleted;
+    if (deleted < batchSize) return total;
+  }
+}
