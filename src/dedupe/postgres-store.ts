@@ -1,9 +1,8 @@
 import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
-import { v7 as uuidv7 } from 'uuid';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
 import { deleteInBatches, toStoredEvent, type EventRow } from './event-row.js';
-import { existingKeyResult, fencedResults, planIngest, replayResult, type DedupeRecord, type RecordedOutcome } from './ingest-plan.js';
+import { existingKeyResult, fencedResults, newEventIds, planIngest, replayResult, type DedupeRecord, type RecordedOutcome } from './ingest-plan.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
 import { serverPostgresMigrations } from './migrations/postgres/index.js';
 import { advisoryKey, migratePostgres } from './postgres-migrate.js';
@@ -179,7 +178,7 @@ export class PostgresDedupeStore implements DedupeStore {
 
     // Insert first, for every new event at once; the keys that came back were ours.
     const events = plan.placements.flatMap((p) => (p.type === 'event' ? [p.item] : []));
-    const eventIds = events.map(() => uuidv7());
+    const eventIds = newEventIds(events.length);
     const inserted = new Set<string>();
     if (events.length > 0) {
       const result = await sql<{ key: string }>`

@@ -1,5 +1,4 @@
 import type Database from 'better-sqlite3';
-import { v7 as uuidv7 } from 'uuid';
 import type { Generated } from 'kysely';
 import { OnceboxError } from '../protocol/errors.js';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
@@ -8,7 +7,7 @@ import { openSqlite, type Durability } from '../sqlite/open.js';
 import { param, prepare, queryBuilder, type Prepared } from '../sqlite/statements.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
 import { deleteInBatches, toStoredEvent, type EventRow } from './event-row.js';
-import { existingKeyResult, fencedResults, planIngest, replayResult } from './ingest-plan.js';
+import { existingKeyResult, fencedResults, newEventIds, planIngest, replayResult } from './ingest-plan.js';
 import { serverSqliteMigrations } from './migrations/sqlite/index.js';
 import type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy } from './store.js';
 
@@ -296,6 +295,7 @@ export class SqliteDedupeStore implements DedupeStore {
     if (stream.attempt < epoch) return fencedResults(items, stream.attempt, epoch);
     const lastSeqBefore = s.lastSeq.get(streamParams)?.last_seq ?? 0;
     const plan = planIngest(items, lastSeqBefore, (asset) => this.assets.has(asset));
+    const eventIds = newEventIds(plan.placements.filter((p) => p.type === 'event').length);
     const recordOutcome = (seq: number, key: string, status: string, code = '', detail = '', field: string | null = null) =>
       s.insertOutcome.run({ ...streamParams, seq, key, status, code, detail, field });
 
@@ -322,7 +322,7 @@ export class SqliteDedupeStore implements DedupeStore {
         }
         case 'event': {
           const { item } = placement;
-          const eventId = uuidv7();
+          const eventId = eventIds.pop()!;
           // Insert first: the unique key decides who is first, with no window between a check and an insert.
           const inserted = s.insertDedupe.run({ key: item.key, fingerprint: item.fingerprint, eventId, ts, createdAt: now.getTime() });
           if (inserted.changes === 1) {
