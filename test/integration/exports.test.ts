@@ -1,0 +1,48 @@
+import { execFileSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { REPO } from '../support/child.js';
+
+/** The public surface is what package.json `exports` names, built to dist/, and nothing deeper. */
+describe('package exports', () => {
+  it('expose the producer, the server and the protocol, each on its own subpath, and refuse deep imports', () => {
+    execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: REPO });
+    const script = `
+      const producer = await import('oncebox');
+      const server = await import('oncebox/server');
+      const protocol = await import('oncebox/protocol');
+      let deep = 'imported';
+      try { await import('oncebox/dist/outbox/relay.js'); } catch (error) { deep = error.code; }
+      console.log(JSON.stringify({
+        producer: ['openOutbox', 'FencedError', 'KeyConflictError', 'RejectedError', 'deriveKey'].filter((name) => typeof producer[name] === 'function'),
+        producerLeaksServer: 'createServer' in producer,
+        server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore'].filter((name) => typeof server[name] === 'function'),
+        protocol: ['canonicalJson', 'payloadFingerprint'].filter((name) => typeof protocol[name] === 'function'),
+        deep,
+      }));`;
+    const output = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: REPO, encoding: 'utf8' });
+    expect(JSON.parse(output)).toEqual({
+      producer: ['openOutbox', 'FencedError', 'KeyConflictError', 'RejectedError', 'deriveKey'],
+      producerLeaksServer: false,
+      server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore'],
+      protocol: ['canonicalJson', 'payloadFingerprint'],
+      deep: 'ERR_PACKAGE_PATH_NOT_EXPORTED',
+    });
+    expect(execFileSync(process.execPath, ['dist/cli/main.js', 'help'], { cwd: REPO, encoding: 'utf8' })).toMatch(/^usage:\n {2}oncebox server/);
+  });
+});
+
+describe('module boundaries', () => {
+  it('keep the producer and the server apart: both import the protocol, never each other', async () => {
+    const { readdirSync, readFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const importsOf = (dir: string): string[] =>
+      readdirSync(join(REPO, 'src', dir), { recursive: true, encoding: 'utf8' })
+        .filter((file) => file.endsWith('.ts'))
+        .flatMap((file) => [...readFileSync(join(REPO, 'src', dir, file), 'utf8').matchAll(/from '([^']+)'/g)].map((m) => `${dir}/${file}: ${m[1]}`));
+    const producer = [...importsOf('outbox'), ...importsOf('checkpoint')];
+    const server = importsOf('dedupe');
+    expect(producer.filter((line) => line.includes('/dedupe/'))).toEqual([]);
+    expect(server.filter((line) => /\/(outbox|checkpoint)\//.test(line))).toEqual([]);
+    expect(importsOf('protocol').filter((line) => /\/(outbox|checkpoint|dedupe)\//.test(line))).toEqual([]);
+  });
+});
