@@ -18,6 +18,36 @@ export interface EventRow {
   seq: number;
 }
 
+/** The tables both stores share, column for column; each adds its own `events` (and PostgreSQL its sequencer). */
+export interface SharedTables {
+  assets: { name: string; created_at: string };
+  dedupe: { key: string; fingerprint: string; event_id: string; ts: string; created_at: number };
+  streams: { producer: string; run_id: string; task: string; epoch: number; updated_at: string };
+  stream_seqs: { producer: string; run_id: string; task: string; attempt: number; last_seq: number };
+  stream_outcomes: {
+    producer: string;
+    run_id: string;
+    task: string;
+    attempt: number;
+    seq: number;
+    key: string;
+    status: string;
+    code: string;
+    detail: string;
+    field: string | null;
+  };
+  stream_checkpoints: {
+    producer: string;
+    run_id: string;
+    task: string;
+    name: string;
+    value: string;
+    attempt: number;
+    seq: number;
+    updated_at: string;
+  };
+}
+
 export function toStoredEvent(row: EventRow): StoredEvent {
   return {
     cursor: Number(row.cursor),

@@ -1,58 +1,17 @@
 import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
-import { deleteInBatches, toStoredEvent, type EventRow } from './event-row.js';
+import { deleteInBatches, toStoredEvent, type EventRow, type SharedTables } from './event-row.js';
 import { existingKeyResult, fencedResults, newEventIds, planIngest, replayResult, type DedupeRecord, type RecordedOutcome } from './ingest-plan.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
 import { serverPostgresMigrations } from './migrations/postgres/index.js';
 import { advisoryKey, migratePostgres } from './postgres-migrate.js';
 import type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy } from './store.js';
 
-interface PgSchema {
-  assets: { name: string; created_at: string };
-  dedupe: { key: string; fingerprint: string; event_id: string; ts: string; created_at: string | number };
-  events: {
-    id: number;
-    cursor: number | null;
-    event_id: string;
-    key: string;
-    ts: string;
-    asset: string;
-    partition_key: string | null;
-    partition_date: string | null;
-    extra: string | null;
-    producer: string;
-    workflow: string;
-    run_id: string;
-    task: string | null;
-    attempt: number;
-    seq: number;
-  };
+interface PgSchema extends SharedTables {
+  /** `id` is the insertion order; `cursor` is given after commit by the sequencer. */
+  events: Omit<EventRow, 'cursor'> & { id: number; cursor: number | null };
   event_cursor: { id: number; last: number };
-  streams: { producer: string; run_id: string; task: string; epoch: number; updated_at: string };
-  stream_seqs: { producer: string; run_id: string; task: string; attempt: number; last_seq: string | number };
-  stream_outcomes: {
-    producer: string;
-    run_id: string;
-    task: string;
-    attempt: number;
-    seq: string | number;
-    key: string;
-    status: string;
-    code: string;
-    detail: string;
-    field: string | null;
-  };
-  stream_checkpoints: {
-    producer: string;
-    run_id: string;
-    task: string;
-    name: string;
-    value: string;
-    attempt: number;
-    seq: string | number;
-    updated_at: string;
-  };
 }
 
 export interface PostgresStoreOptions {

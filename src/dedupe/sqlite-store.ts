@@ -6,54 +6,13 @@ import { migrateSqlite } from '../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../sqlite/open.js';
 import { param, prepare, queryBuilder, type Prepared } from '../sqlite/statements.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
-import { deleteInBatches, toStoredEvent, type EventRow } from './event-row.js';
+import { deleteInBatches, toStoredEvent, type EventRow, type SharedTables } from './event-row.js';
 import { existingKeyResult, fencedResults, newEventIds, planIngest, replayResult } from './ingest-plan.js';
 import { serverSqliteMigrations } from './migrations/sqlite/index.js';
 import type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy } from './store.js';
 
-interface ServerSchema {
-  assets: { name: string; created_at: string };
-  dedupe: { key: string; fingerprint: string; event_id: string; ts: string; created_at: number };
-  events: {
-    cursor: Generated<number>;
-    event_id: string;
-    key: string;
-    ts: string;
-    asset: string;
-    partition_key: string | null;
-    partition_date: string | null;
-    extra: string | null;
-    producer: string;
-    workflow: string;
-    run_id: string;
-    task: string | null;
-    attempt: number;
-    seq: number;
-  };
-  stream_seqs: { producer: string; run_id: string; task: string; attempt: number; last_seq: number };
-  streams: { producer: string; run_id: string; task: string; epoch: number; updated_at: string };
-  stream_checkpoints: {
-    producer: string;
-    run_id: string;
-    task: string;
-    name: string;
-    value: string;
-    attempt: number;
-    seq: number;
-    updated_at: string;
-  };
-  stream_outcomes: {
-    producer: string;
-    run_id: string;
-    task: string;
-    attempt: number;
-    seq: number;
-    key: string;
-    status: string;
-    code: string;
-    detail: string;
-    field: string | null;
-  };
+interface ServerSchema extends SharedTables {
+  events: Omit<EventRow, 'cursor'> & { cursor: Generated<number> };
 }
 
 
