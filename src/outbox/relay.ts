@@ -144,7 +144,7 @@ export class Relay {
   /**
    * One delivery attempt of the next batch, without retry: for tests and tools that drive the relay
    * by hand. Throws DeliveryError when the attempt got no per-item results.
-   * @returns how many rows it settled, or 0 when nothing was pending.
+   * @returns how many rows it settled (emissions and checkpoint updates), or 0 when nothing was pending.
    */
   async step(): Promise<number> {
     if (!this.holding) this.acquireOrThrow();
@@ -267,7 +267,7 @@ export class Relay {
     };
     const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);
     failpoint('relay:after-response');
-    const { settled, fence } = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
+    const { settled, marked, fence } = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
     if (settled.length > 0) this.options.onSettled?.(settled);
     this.pruneNowAndThen();
     if (fence) {
@@ -289,17 +289,22 @@ export class Relay {
       }
       throw new DeliveryError('sequence_gap', `the server expects seq ${gap.expectedSeq} first; resending in order`);
     }
-    return settled.length;
+    if (marked === 0) {
+      // Answers that settle nothing (items the server could not place) must back off, not spin.
+      throw new DeliveryError('no_progress', `the server settled none of ${batch.length} rows; retrying with backoff`);
+    }
+    return marked;
   }
 
   private applyInTransaction(
     rows: readonly OutboxRow[],
     results: readonly ItemResult[],
-  ): { settled: SettledRow[]; fence: Fence | undefined } {
+  ): { settled: SettledRow[]; marked: number; fence: Fence | undefined } {
     this.lease.confirm();
     const s = this.file.statements;
     const now = this.options.now();
     const settled: SettledRow[] = [];
+    let marked = 0;
     let fence: Fence | undefined;
     results.forEach((result, index) => {
       const row = rows[index]!;
@@ -310,19 +315,19 @@ export class Relay {
         case 'accepted':
         case 'duplicate': {
           const duplicate = result.status === 'duplicate';
-          s.markDelivered.run({ id: row.id, eventId: result.eventId, timestamp: result.timestamp, duplicate: duplicate ? 1 : 0, now });
+          marked += s.markDelivered.run({ id: row.id, eventId: result.eventId, timestamp: result.timestamp, duplicate: duplicate ? 1 : 0, now }).changes;
           settled.push({ id: row.id, state: 'delivered', key: row.key, eventId: result.eventId, timestamp: result.timestamp, duplicate });
           break;
         }
         case 'rejected':
         case 'conflict': {
           if (result.seq === null) break;
-          s.markDead.run({ id: row.id, code: result.code, reason: result.detail, now });
+          marked += s.markDead.run({ id: row.id, code: result.code, reason: result.detail, now }).changes;
           settled.push({ id: row.id, state: 'dead', key: row.key, code: result.code, reason: result.detail });
           break;
         }
         case 'checkpointed':
-          s.markDelivered.run({ id: row.id, eventId: null, timestamp: null, duplicate: null, now });
+          marked += s.markDelivered.run({ id: row.id, eventId: null, timestamp: null, duplicate: null, now }).changes;
           break;
         case 'fenced':
           fence ??= { runId: row.run_id, task: row.task === '' ? null : row.task, attempt: row.attempt, by: result.epoch };
@@ -337,7 +342,7 @@ export class Relay {
       const parked = s.parkStream.all({ runId: fence.runId, task: fence.task ?? '', attempt: fence.attempt, code: 'fenced', reason, now }) as { id: number }[];
       for (const { id } of parked) settled.push({ id, state: 'dead', key: '', code: 'fenced', reason, fence });
     }
-    return { settled, fence };
+    return { settled, marked, fence };
   }
 
   private startRenewing(): void {
