@@ -282,6 +282,7 @@ function prepareStatements(db: Database.Database) {
         .where('run_id', '=', param('runId'))
         .where('task', '=', param('task')),
     ),
+    // The newest row of each stream stays: a reopened attempt numbers its next rows from it.
     pruneDelivered: prepare(
       db,
       q
@@ -292,6 +293,7 @@ function prepareStatements(db: Database.Database) {
             .select('id')
             .where('state', '=', sql.lit('delivered'))
             .where('settled_at', '<', param('cutoff'))
+            .where('id', 'not in', (newest) => newest.selectFrom('outbox').select((eb) => eb.fn.max('id').as('id')).groupBy(['run_id', 'task', 'attempt']))
             .limit(param('limit')),
         ),
     ),

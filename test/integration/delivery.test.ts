@@ -145,4 +145,22 @@ describe('keeping the file small', () => {
     expect(box.relay!.prune()).toBe(3);
     expect(box.status()).toMatchObject({ pending: 1, delivered: 0, dead: 1 });
   });
+
+  it("keeps each stream's newest row, so a reopened attempt goes on numbering after it", async () => {
+    const { url, events } = await startServer();
+    let clock = Date.parse('2026-11-30T00:00:00Z');
+    const path = join(tempDir(), 'outbox.db');
+    const options = { path, server: url, producer: 'p', run: RUN, relay: 'manual' as const, now: () => clock };
+    const first = await openOutbox(options);
+    for (let i = 1; i <= 3; i++) first.commit((tx) => tx.emit(first.asset('batch_ready'), { partitionKey: `b${i}` }));
+    while ((await first.relay!.step()) > 0);
+    clock += 8 * 24 * 3600_000;
+    expect(first.relay!.prune()).toBe(2);
+    await first.close({ timeoutMs: 0 });
+    const again = await openOutbox(options);
+    again.commit((tx) => tx.emit(again.asset('batch_ready'), { partitionKey: 'b4' }));
+    while ((await again.relay!.step()) > 0);
+    expect((await events()).map((event) => [event.partitionKey, event.seq])).toEqual([['b1', 1], ['b2', 2], ['b3', 3], ['b4', 4]]);
+    await again.close({ timeoutMs: 0 });
+  });
 });
