@@ -65,7 +65,7 @@ async function serve(args: string[]): Promise<number> {
     logger: { level: process.env.ONCEBOX_LOG_LEVEL ?? 'warn' },
   });
   const url = await server.listen({ port, host: values.host });
-  console.log(JSON.stringify({ event: 'listening', url, db: values.db, assets: await server.store.listAssets() }));
+  console.log(JSON.stringify({ event: 'listening', url, db: withoutPassword(values.db), assets: await server.store.listAssets() }));
   await untilSignal();
   // Stop taking requests, finish those in flight, then close the store: nothing acknowledged is lost.
   await server.close();
@@ -93,6 +93,14 @@ async function status(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args, strict: true, allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
   if (positionals.length !== 1) throw new UsageError('status: give exactly one outbox FILE');
   return printStatus(positionals[0]!, values.json);
+}
+
+/** The --db value as it may be printed: a PostgreSQL URL loses its password. */
+function withoutPassword(db: string): string {
+  if (!/^postgres(ql)?:\/\//.test(db)) return db;
+  const url = new URL(db);
+  if (url.password) url.password = '***';
+  return url.toString();
 }
 
 function days(text: string, flag: string): number {

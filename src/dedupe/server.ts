@@ -14,7 +14,10 @@ const serverOptionsSchema = z.strictObject({
   /** A SQLite file path, or a postgres:// URL for several instances over one PostgreSQL database. */
   db: z.string().min(1),
   /** The PostgreSQL schema for oncebox's tables. @defaultValue 'oncebox' */
-  schema: z.string().min(1).max(63).optional(),
+  schema: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, { error: 'must be a plain PostgreSQL identifier: letters, digits and _, at most 63' })
+    .optional(),
   /** Assets to register at start; more can be added with `PUT /v1/assets/:name`. */
   assets: z.array(assetNameSchema).default([]),
   /** When set, every `/v1/` request must carry `Authorization: Bearer <token>`. */
