@@ -34,7 +34,21 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     onProtoPoisoning: 'error',
     // `constructor.prototype` is harmless here: no request body is ever merged into another object.
     onConstructorPoisoning: 'ignore',
-    return503OnClosing: true,
+    // Closing is answered below, as problem+json like every other refusal.
+    return503OnClosing: false,
+  });
+  let closing = false;
+  app.addHook('onClose', async () => {
+    closing = true;
+  });
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async (_request, reply) => {
+    if (closing) {
+      reply.header('connection', 'close');
+      return sendProblem(reply, problem(503, ProblemCode.ShuttingDown, 'this server instance is shutting down; retry the request on another instance or later'));
+    }
   });
 
   // Only JSON is spoken here; a text body is refused as 415 rather than read as a JSON string.

@@ -10,7 +10,6 @@ const TITLES: Record<string, string> = {
   [ProblemCode.BatchTooLarge]: 'Batch too large',
   [ProblemCode.Unauthorized]: 'Unauthorized',
   [ProblemCode.NotFound]: 'Not found',
-  [ProblemCode.MethodNotAllowed]: 'Method not allowed',
   [ProblemCode.ShuttingDown]: 'Shutting down',
   [ProblemCode.Internal]: 'Internal server error',
 };

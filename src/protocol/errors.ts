@@ -31,7 +31,6 @@ export const RejectionCode = {
   UnknownAsset: 'unknown_asset',
   KeyConflict: 'key_conflict',
   SequenceReused: 'sequence_reused',
-  Forbidden: 'forbidden',
 } as const;
 export type RejectionCode = (typeof RejectionCode)[keyof typeof RejectionCode];
 
@@ -44,8 +43,6 @@ export const ProblemCode = {
   BatchTooLarge: 'batch_too_large',
   Unauthorized: 'unauthorized',
   NotFound: 'not_found',
-  MethodNotAllowed: 'method_not_allowed',
-  Conflict: 'conflict',
   ShuttingDown: 'shutting_down',
   Internal: 'internal',
 } as const;

@@ -23,7 +23,11 @@ describe('graceful shutdown', () => {
         try {
           const answer = await post(`${url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, runId: `client-${id}` }, items: [item(seq, key)] }));
           if (answer.status === 200 && answer.json.results[0].status === 'accepted') acknowledged.push(key);
-          else refused++;
+          else {
+            refused++;
+            // A request that reaches a closing server is refused as a problem, never half done.
+            expect(answer).toMatchObject({ status: 503, contentType: expect.stringMatching(/^application\/problem\+json/), json: { code: 'shutting_down' } });
+          }
           if (++answered === 150) server.signal('SIGTERM');
         } catch {
           return; // the server has closed its port
