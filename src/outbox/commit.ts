@@ -71,7 +71,6 @@ export interface CommitContext {
   file: OutboxFile;
   producer: string;
   run: RunContext;
-  maxExtraBytes: number;
   payloadSchema: ReturnType<typeof emissionPayloadSchema>;
   waitFor: (emission: Emission) => Promise<Receipt>;
 }

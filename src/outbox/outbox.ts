@@ -71,6 +71,8 @@ export class Outbox {
   private closed = false;
   private closing: Promise<CloseResult> | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
+  /** The server's stream state this retry resumed from, when it did (a fresh machine). */
+  resumedFrom: StreamState | undefined;
 
   /** @internal Use openOutbox. */
   constructor(options: ResolvedOutboxOptions & { servers: string[] }) {
@@ -91,7 +93,6 @@ export class Outbox {
           file: this.file,
           producer: options.producer,
           run: options.run,
-          maxExtraBytes: options.maxExtraBytes,
           payloadSchema: emissionPayloadSchema(options.maxExtraBytes),
           waitFor: (emission) => this.receiptOf(emission),
         };
@@ -118,16 +119,16 @@ export class Outbox {
       this.file.close();
       throw error;
     }
-    this.runInTransaction = this.file.db.transaction(<R>(tx: CommitTransaction, fn: (tx: CommitTransaction) => R): R => {
+    this.runInTransaction = this.file.db.transaction(<R>(tx: CommitTransaction, fn: (tx: CommitTransaction) => R): { result: R; nextSeq: number } => {
       const result = fn(tx);
       if (isPromiseLike(result)) {
         // Keep the abandoned promise from surfacing later as an unhandled rejection.
         Promise.resolve(result).catch(() => undefined);
         throw new AsyncCommitError();
       }
-      this.nextSeqAfterCommit = tx.write(this.nextSeq, Date.now());
+      const nextSeq = tx.write(this.nextSeq, Date.now());
       failpoint('commit:after-write');
-      return result;
+      return { result, nextSeq };
     });
     this.file.setMeta('run', JSON.stringify(options.run ?? null));
   }
@@ -149,11 +150,6 @@ export class Outbox {
     }
     if (this.options.relay === 'in-process') this.relay!.start();
   }
-
-  /** The server's stream state this retry resumed from, when it did (a fresh machine). */
-  resumedFrom: StreamState | undefined;
-
-  private nextSeqAfterCommit = 0;
 
   /** The file's path. */
   get path(): string {
@@ -198,8 +194,9 @@ export class Outbox {
     this.throwIfFenced();
     if (fn.constructor?.name === 'AsyncFunction') throw new AsyncCommitError();
     const tx = new CommitTransaction(this.commitContext);
-    const result = this.runInTransaction.immediate(tx, fn) as R;
-    this.nextSeq = this.nextSeqAfterCommit;
+    const { result, nextSeq } = this.runInTransaction.immediate(tx, fn) as { result: R; nextSeq: number };
+    // Only once committed: a rolled-back commit leaves its sequence numbers free.
+    this.nextSeq = nextSeq;
     tx.committed();
     failpoint('commit:after-commit');
     if (tx.emissionCount > 0) this.relay?.notify();
