@@ -35,6 +35,7 @@ export interface SharedTables {
     code: string;
     detail: string;
     field: string | null;
+    created_at: number;
   };
   stream_checkpoints: {
     producer: string;

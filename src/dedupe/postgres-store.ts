@@ -202,7 +202,7 @@ export class PostgresDedupeStore implements DedupeStore {
     if (toRecord.length > 0) {
       await trx
         .insertInto('stream_outcomes')
-        .values(toRecord.map((r) => ({ ...streamAttempt, ...r })))
+        .values(toRecord.map((r) => ({ ...streamAttempt, ...r, created_at: now.getTime() })))
         .onConflict((oc) => oc.doNothing())
         .execute();
     }
@@ -334,6 +334,12 @@ export class PostgresDedupeStore implements DedupeStore {
           SELECT key FROM dedupe WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
       return Number(result.numAffectedRows ?? 0);
     });
+    const outcomes = await deleteInBatches(policy.batchSize, async () => {
+      const result = await sql`
+        DELETE FROM stream_outcomes WHERE ctid IN (
+          SELECT ctid FROM stream_outcomes WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
+      return Number(result.numAffectedRows ?? 0);
+    });
     let events = 0;
     if (policy.eventRetentionMs !== null) {
       const cutoff = new Date(now - policy.eventRetentionMs).toISOString();
@@ -343,7 +349,7 @@ export class PostgresDedupeStore implements DedupeStore {
         return Number(result.numAffectedRows ?? 0);
       });
     }
-    return { dedupeRecords, events };
+    return { dedupeRecords, events, outcomes };
   }
 
   async close(): Promise<void> {

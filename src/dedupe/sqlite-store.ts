@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { Generated } from 'kysely';
+import { sql, type Generated } from 'kysely';
 import { OnceboxError } from '../protocol/errors.js';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
 import { migrateSqlite } from '../sqlite/migrate.js';
@@ -119,6 +119,7 @@ export class SqliteDedupeStore implements DedupeStore {
             code: param('code'),
             detail: param('detail'),
             field: param('field'),
+            created_at: param('createdAt'),
           })
           .onConflict((oc) => oc.doNothing()),
       ),
@@ -161,6 +162,12 @@ export class SqliteDedupeStore implements DedupeStore {
           .deleteFrom('dedupe')
           .where('key', 'in', (sub) => sub.selectFrom('dedupe').select('key').where('created_at', '<', param('cutoff')).limit(param('limit'))),
       ),
+      // Row values in IN: kysely's builder has no typed form for them, so this one is a raw template.
+      compactOutcomes: prepare(this.db, {
+        compile: () =>
+          sql`DELETE FROM stream_outcomes WHERE (producer, run_id, task, attempt, seq) IN (
+                SELECT producer, run_id, task, attempt, seq FROM stream_outcomes WHERE created_at < ${param('cutoff')} LIMIT ${param('limit')})`.compile(q),
+      }),
       compactEvents: prepare(
         this.db,
         q
@@ -256,7 +263,7 @@ export class SqliteDedupeStore implements DedupeStore {
     const plan = planIngest(items, lastSeqBefore, (asset) => this.assets.has(asset));
     const eventIds = newEventIds(plan.placements.filter((p) => p.type === 'event').length);
     const recordOutcome = (seq: number, key: string, status: string, code = '', detail = '', field: string | null = null) =>
-      s.insertOutcome.run({ ...streamParams, seq, key, status, code, detail, field });
+      s.insertOutcome.run({ ...streamParams, seq, key, status, code, detail, field, createdAt: now.getTime() });
 
     const results = plan.placements.map((placement): ItemResult => {
       switch (placement.type) {
@@ -347,9 +354,10 @@ export class SqliteDedupeStore implements DedupeStore {
     const drain = (statement: Prepared<unknown>, cutoff: number | string) =>
       deleteInBatches(policy.batchSize, () => statement.run({ cutoff, limit: policy.batchSize }).changes);
     const dedupeRecords = await drain(this.statements.compactDedupe, now - policy.dedupeRetentionMs);
+    const outcomes = await drain(this.statements.compactOutcomes, now - policy.dedupeRetentionMs);
     const events =
       policy.eventRetentionMs === null ? 0 : await drain(this.statements.compactEvents, new Date(now - policy.eventRetentionMs).toISOString());
-    return { dedupeRecords, events };
+    return { dedupeRecords, events, outcomes };
   }
 
   async close(): Promise<void> {

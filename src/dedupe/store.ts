@@ -24,6 +24,8 @@ export interface RetentionPolicy {
 export interface CompactionResult {
   dedupeRecords: number;
   events: number;
+  /** Recorded stream outcomes (checkpoint updates, rejections, conflicts), which age with the dedupe records. */
+  outcomes: number;
 }
 
 /**

@@ -252,17 +252,20 @@ for (const backend of BACKENDS) {
         const [old, fresh] = [newKey(), newKey()];
         const run = (runId: string, seq: number, key: string) => send(server.url, [item(seq, key, { partitionKey: key })], { ...STREAM, runId });
         expect((await run('a', 1, old)).json.results[0].status).toBe('accepted');
+        // A rejection is recorded in the stream, and ages out with the dedupe records.
+        const rejected = await send(server.url, [item(2, newKey(), { asset: 'unregistered' })], { ...STREAM, runId: 'a' });
+        expect(rejected.json.results[0].status).toBe('rejected');
         clock += 29 * DAY;
         expect((await run('b', 1, fresh)).json.results[0].status).toBe('accepted');
         // Inside the 30-day window a retry is still deduplicated.
         expect((await run('c', 1, old)).json.results[0].status).toBe('duplicate');
         clock += 2 * DAY;
-        expect(await server.server.compact()).toEqual({ dedupeRecords: 1, events: 0 });
+        expect(await server.server.compact()).toEqual({ dedupeRecords: 1, events: 0, outcomes: 1 });
         expect((await run('c', 2, fresh)).json.results[0].status).toBe('duplicate');
         // Past the window the record is gone: this is why retention must exceed the retry horizon.
         expect((await run('c', 3, old)).json.results[0].status).toBe('accepted');
         clock += 10 * DAY;
-        expect(await server.server.compact()).toEqual({ dedupeRecords: 0, events: 1 });
+        expect(await server.server.compact()).toEqual({ dedupeRecords: 0, events: 1, outcomes: 0 });
         expect((await server.events()).map((event) => event.key)).toEqual([fresh, old]);
       });
     });

@@ -104,4 +104,14 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: '002_outcome_age',
+    sql: `
+      -- Recorded outcomes (one per checkpoint update, rejection and conflict) age out with the dedupe
+      -- records: past the retry horizon nobody retries them.
+      ALTER TABLE stream_outcomes ADD COLUMN created_at bigint NOT NULL DEFAULT 0;
+      CREATE INDEX stream_outcomes_by_age ON stream_outcomes (created_at);
+    `,
+  },
 ];

@@ -106,4 +106,14 @@ export const serverSqliteMigrations: readonly Migration[] = [
       CREATE INDEX events_by_ts ON events (ts);
     `,
   },
+  {
+    version: 4,
+    name: '004_outcome_age',
+    sql: `
+      -- Recorded outcomes (one per checkpoint update, rejection and conflict) age out with the dedupe
+      -- records: past the retry horizon nobody retries them.
+      ALTER TABLE stream_outcomes ADD COLUMN created_at INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX stream_outcomes_by_age ON stream_outcomes (created_at);
+    `,
+  },
 ];
