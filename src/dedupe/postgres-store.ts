@@ -277,25 +277,19 @@ export class PostgresDedupeStore implements DedupeStore {
     const attempts = await this.db
       .selectFrom('stream_seqs')
       .select(['attempt', 'last_seq'])
-      .where('producer', '=', where.producer)
-      .where('run_id', '=', where.run_id)
-      .where('task', '=', where.task)
+      .where((eb) => eb.and(where))
       .orderBy('attempt')
       .execute();
     if (attempts.length === 0) return undefined;
     const stream = await this.db
       .selectFrom('streams')
       .select('epoch')
-      .where('producer', '=', where.producer)
-      .where('run_id', '=', where.run_id)
-      .where('task', '=', where.task)
+      .where((eb) => eb.and(where))
       .executeTakeFirst();
     const rows = await this.db
       .selectFrom('stream_checkpoints')
       .select(['name', 'value'])
-      .where('producer', '=', where.producer)
-      .where('run_id', '=', where.run_id)
-      .where('task', '=', where.task)
+      .where((eb) => eb.and(where))
       .orderBy('name')
       .execute();
     const checkpoints: Record<string, unknown> = {};
