@@ -98,9 +98,7 @@ export class PostgresDedupeStore implements DedupeStore {
     const { epoch } = await trx
       .selectFrom('streams')
       .select('epoch')
-      .where('producer', '=', key.producer)
-      .where('run_id', '=', key.run_id)
-      .where('task', '=', key.task)
+      .where((eb) => eb.and(key))
       .forUpdate()
       .executeTakeFirstOrThrow();
     if (stream.attempt < epoch) return fencedResults(items, stream.attempt, epoch);
@@ -109,10 +107,7 @@ export class PostgresDedupeStore implements DedupeStore {
     const seqRow = await trx
       .selectFrom('stream_seqs')
       .select('last_seq')
-      .where('producer', '=', key.producer)
-      .where('run_id', '=', key.run_id)
-      .where('task', '=', key.task)
-      .where('attempt', '=', stream.attempt)
+      .where((eb) => eb.and(streamAttempt))
       .executeTakeFirst();
     const lastSeqBefore = Number(seqRow?.last_seq ?? 0);
     const plan = planIngest(items, lastSeqBefore, (asset) => this.assets.has(asset));
@@ -125,10 +120,7 @@ export class PostgresDedupeStore implements DedupeStore {
       const rows = await trx
         .selectFrom('stream_outcomes')
         .select(['seq', 'key', 'status', 'code', 'detail', 'field'])
-        .where('producer', '=', key.producer)
-        .where('run_id', '=', key.run_id)
-        .where('task', '=', key.task)
-        .where('attempt', '=', stream.attempt)
+        .where((eb) => eb.and(streamAttempt))
         .where('seq', 'in', replays.map((p) => p.seq))
         .execute();
       for (const row of rows) outcomes.set(Number(row.seq), row);
@@ -223,9 +215,7 @@ export class PostgresDedupeStore implements DedupeStore {
         await trx
           .updateTable('streams')
           .set({ epoch: stream.attempt, updated_at: ts })
-          .where('producer', '=', key.producer)
-          .where('run_id', '=', key.run_id)
-          .where('task', '=', key.task)
+          .where((eb) => eb.and(key))
           .execute();
       }
     }

@@ -45,14 +45,14 @@ export class SqliteDedupeStore implements DedupeStore {
     this.now = options.now ?? (() => new Date());
     migrateSqlite(this.db, serverSqliteMigrations, (found, known) => new ServerSchemaTooNewError(options.path, found, known));
     const q = queryBuilder<ServerSchema>(this.db);
-    const streamKey = (query: any) =>
-      query
-        .where('producer', '=', param('producer'))
-        .where('run_id', '=', param('runId'))
-        .where('task', '=', param('task'))
-        .where('attempt', '=', param('attempt'));
+    // One stream (producer, run, task), and one attempt of it, as bound parameters.
+    const ofStream = { producer: param('producer'), run_id: param('runId'), task: param('task') };
+    const ofAttempt = { ...ofStream, attempt: param('attempt') };
     this.statements = {
-      lastSeq: prepare<{ last_seq: number }>(this.db, streamKey(q.selectFrom('stream_seqs').select('last_seq'))),
+      lastSeq: prepare<{ last_seq: number }>(
+        this.db,
+        q.selectFrom('stream_seqs').select('last_seq').where((eb) => eb.and(ofAttempt)),
+      ),
       saveLastSeq: prepare(
         this.db,
         q
@@ -125,9 +125,10 @@ export class SqliteDedupeStore implements DedupeStore {
       ),
       findOutcome: prepare<{ key: string; status: string; code: string; detail: string; field: string | null }>(
         this.db,
-        streamKey(
-          q.selectFrom('stream_outcomes').select(['key', 'status', 'code', 'detail', 'field']),
-        ).where('seq', '=', param('seq')),
+        q
+          .selectFrom('stream_outcomes')
+          .select(['key', 'status', 'code', 'detail', 'field'])
+          .where((eb) => eb.and({ ...ofAttempt, seq: param('seq') })),
       ),
       eventsAll: prepare<EventRow>(
         this.db,
@@ -179,9 +180,7 @@ export class SqliteDedupeStore implements DedupeStore {
         q
           .selectFrom('streams')
           .select('epoch')
-          .where('producer', '=', param('producer'))
-          .where('run_id', '=', param('runId'))
-          .where('task', '=', param('task')),
+          .where((eb) => eb.and(ofStream)),
       ),
       saveEpoch: prepare(
         this.db,
@@ -218,9 +217,7 @@ export class SqliteDedupeStore implements DedupeStore {
         q
           .selectFrom('stream_checkpoints')
           .select(['name', 'value'])
-          .where('producer', '=', param('producer'))
-          .where('run_id', '=', param('runId'))
-          .where('task', '=', param('task'))
+          .where((eb) => eb.and(ofStream))
           .orderBy('name'),
       ),
       streamAttempts: prepare<{ attempt: number; last_seq: number }>(
@@ -228,9 +225,7 @@ export class SqliteDedupeStore implements DedupeStore {
         q
           .selectFrom('stream_seqs')
           .select(['attempt', 'last_seq'])
-          .where('producer', '=', param('producer'))
-          .where('run_id', '=', param('runId'))
-          .where('task', '=', param('task'))
+          .where((eb) => eb.and(ofStream))
           .orderBy('attempt'),
       ),
     };
