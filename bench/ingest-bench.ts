@@ -1,73 +1,39 @@
 import Database from 'better-sqlite3';
-import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { v4 as uuidv4 } from 'uuid';
-import { benchDir, repo } from './support.js';
+import { benchDir, cpuSeconds, spawnServer, startOnceboxServer, startServerProcess, type ServerProcess } from './support.js';
 
 export const PG_URL = process.env.ONCEBOX_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
 const BATCH = 500;
 const CLIENTS = 8;
 
-interface Instance {
-  url: string;
-  stop(): Promise<void>;
+/** One ingest measurement: the rate, and how many of the machine's cores all the processes kept busy. */
+export interface IngestRun {
+  eventsPerS: number;
+  /** CPU seconds of the client, the servers and PostgreSQL per wall second; null without /proc. */
+  coresBusy: number | null;
 }
 
-/** `oncebox server` processes over one store: a SQLite file, or a PostgreSQL schema shared by all. */
-async function startInstances(db: string, count: number, schema?: string): Promise<Instance[]> {
-  const dir = benchDir();
-  writeFileSync(join(dir, 'assets.txt'), 'batch_ready\n');
-  const starting = Array.from({ length: count }, () => {
-    const args = ['--import', 'tsx', 'src/cli/main.ts', 'server', '--db', db, '--port', '0', '--assets', join(dir, 'assets.txt')];
-    if (schema) args.push('--schema', schema);
-    const child = spawn(process.execPath, args, { cwd: repo, stdio: ['ignore', 'pipe', 'inherit'] });
-    return new Promise<Instance>((resolve, reject) => {
-      let buffered = '';
-      child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-        buffered += chunk;
-        const match = /"url":"([^"]+)"/.exec(buffered);
-        if (match) {
-          resolve({
-            url: match[1]!,
-            stop: () =>
-              new Promise((done) => {
-                child.once('exit', () => done());
-                child.kill('SIGTERM');
-              }),
-          });
-        }
-      });
-      child.on('exit', (code) => reject(new Error(`server exited ${code}`)));
-    });
+function requestBody(runId: string, request: number): string {
+  return JSON.stringify({
+    stream: { producer: 'bench', workflow: 'w', runId, task: null, attempt: 1 },
+    items: Array.from({ length: BATCH }, (_, i) => ({
+      seq: request * BATCH + i + 1,
+      key: uuidv4(),
+      kind: 'event',
+      asset: 'batch_ready',
+      partitionKey: `p-${request}-${i}`,
+      extra: { rows: i },
+    })),
   });
-  return Promise.all(starting);
 }
 
-/** Events/s that CLIENTS concurrent clients get stored, BATCH per request, spread over the instances. */
-async function drive(instances: Instance[], events: number): Promise<number> {
-  const perClient = Math.ceil(events / CLIENTS / BATCH);
-  const run = `bench-${uuidv4()}`;
-  const bodies = Array.from({ length: CLIENTS }, (_, client) =>
-    Array.from({ length: perClient }, (_, request) =>
-      JSON.stringify({
-        stream: { producer: 'bench', workflow: 'w', runId: `${run}-${client}`, task: null, attempt: 1 },
-        items: Array.from({ length: BATCH }, (_, i) => ({
-          seq: request * BATCH + i + 1,
-          key: uuidv4(),
-          kind: 'event',
-          asset: 'batch_ready',
-          partitionKey: `p-${request}-${i}`,
-          extra: { rows: i },
-        })),
-      }),
-    ),
-  );
-  const started = performance.now();
+/** Sends each client's requests one after another, all clients at once, spread over the servers. */
+async function send(servers: readonly ServerProcess[], bodies: readonly string[][]): Promise<void> {
   await Promise.all(
     bodies.map(async (requests, client) => {
-      const url = `${instances[client % instances.length]!.url}/v1/emissions`;
+      const url = `${servers[client % servers.length]!.url}/v1/emissions`;
       for (const body of requests) {
         const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
         if (!response.ok) throw new Error(`ingest bench: ${response.status} ${await response.text()}`);
@@ -75,36 +41,81 @@ async function drive(instances: Instance[], events: number): Promise<number> {
       }
     }),
   );
-  return (CLIENTS * perClient * BATCH) / ((performance.now() - started) / 1000);
 }
 
-export async function pgIngest(events: number, instanceCount: number, schema = `oncebox_bench_${Date.now().toString(36)}_${instanceCount}`): Promise<number> {
-  const instances = await startInstances(PG_URL, instanceCount, schema);
+/**
+ * Events/s that CLIENTS concurrent clients get stored, BATCH per request, spread over the servers. A
+ * warm-up of a few requests per client runs first, so that the figure is the servers' steady state and
+ * not their JIT compiling.
+ */
+async function drive(servers: readonly ServerProcess[], events: number): Promise<IngestRun> {
+  const perClient = Math.ceil(events / CLIENTS / BATCH);
+  const run = `bench-${uuidv4()}`;
+  const warmup = Array.from({ length: CLIENTS }, (_, client) => Array.from({ length: 4 }, (_, request) => requestBody(`${run}-warmup-${client}`, request)));
+  await send(servers, warmup);
+  const bodies = Array.from({ length: CLIENTS }, (_, client) => Array.from({ length: perClient }, (_, request) => requestBody(`${run}-${client}`, request)));
+  const pids = servers.map((server) => server.child.pid!);
+  const cpuBefore = cpuSeconds(pids);
+  const started = performance.now();
+  await send(servers, bodies);
+  const seconds = (performance.now() - started) / 1000;
+  const cpuAfter = cpuSeconds(pids);
+  return {
+    eventsPerS: (CLIENTS * perClient * BATCH) / seconds,
+    coresBusy: cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / seconds,
+  };
+}
+
+/** `oncebox server` instances over one PostgreSQL schema. */
+export async function pgIngest(events: number, instanceCount: number, schema = uniqueSchema(`oncebox_bench_${instanceCount}`)): Promise<IngestRun> {
+  const dir = benchDir();
+  const servers = await Promise.all(Array.from({ length: instanceCount }, () => startOnceboxServer(dir, PG_URL, schema)));
   try {
-    return await drive(instances, events);
+    return await drive(servers, events);
   } finally {
-    await Promise.all(instances.map((instance) => instance.stop()));
+    await Promise.all(servers.map((server) => server.stop()));
     await dropSchema(schema);
   }
 }
 
-export async function sqliteIngest(events: number): Promise<number> {
-  const instances = await startInstances(join(benchDir(), 'server.db'), 1);
+/** The reference HTTP server of bench/http-floor-server.ts: the ceiling for any HTTP ingest server here. */
+export async function pgHttpFloor(events: number): Promise<IngestRun> {
+  const schema = uniqueSchema('oncebox_bench_floor');
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  await client.query(`CREATE SCHEMA ${schema}`);
+  await client.end();
+  const server = await spawnServer(['bench/http-floor-server.ts', PG_URL, schema]);
   try {
-    return await drive(instances, events);
+    return await drive([server], events);
   } finally {
-    await instances[0]!.stop();
+    await server.stop();
+    await dropSchema(schema);
   }
 }
 
+export async function sqliteIngest(events: number): Promise<IngestRun> {
+  const server = await startServerProcess(benchDir());
+  try {
+    return await drive([server], events);
+  } finally {
+    await server.stop();
+  }
+}
+
+function uniqueSchema(prefix: string): string {
+  return `${prefix}_${Date.now().toString(36)}_${Math.floor(Math.random() * 1e6).toString(36)}`;
+}
+
 /** Raw `INSERT … ON CONFLICT DO NOTHING` of the same batches through pg, on as many connections. */
-export async function pgRawInsert(events: number): Promise<number> {
-  const schema = `oncebox_bench_raw_${Date.now().toString(36)}`;
+export async function pgRawInsert(events: number): Promise<IngestRun> {
+  const schema = uniqueSchema('oncebox_bench_raw');
   const pool = new pg.Pool({ connectionString: PG_URL, max: CLIENTS });
   await pool.query(`CREATE SCHEMA ${schema}`);
   await pool.query(`CREATE TABLE ${schema}.dedupe (key text PRIMARY KEY, fingerprint text NOT NULL, event_id text NOT NULL, ts text NOT NULL, created_at bigint NOT NULL)`);
   const perClient = Math.ceil(events / CLIENTS / BATCH);
   const batches = Array.from({ length: CLIENTS * perClient }, () => Array.from({ length: BATCH }, () => uuidv4()));
+  const cpuBefore = cpuSeconds([]);
   const started = performance.now();
   await Promise.all(
     Array.from({ length: CLIENTS }, async (_, client) => {
@@ -117,10 +128,14 @@ export async function pgRawInsert(events: number): Promise<number> {
       }
     }),
   );
-  const rate = (batches.length * BATCH) / ((performance.now() - started) / 1000);
+  const seconds = (performance.now() - started) / 1000;
+  const cpuAfter = cpuSeconds([]);
   await pool.query(`DROP SCHEMA ${schema} CASCADE`);
   await pool.end();
-  return rate;
+  return {
+    eventsPerS: (batches.length * BATCH) / seconds,
+    coresBusy: cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / seconds,
+  };
 }
 
 /** Raw better-sqlite3 inserting the same batches into a dedupe table, one FULL transaction per batch. */
@@ -146,11 +161,11 @@ export function sqliteRawInsert(events: number): number {
  * nearly empty store. The records are written straight into the schema with generate_series, in
  * random key order, as a long-lived store would hold them.
  */
-export async function pgIngestAtSize(events: number, keys: number): Promise<number> {
-  const schema = `oncebox_bench_size_${Date.now().toString(36)}`;
+export async function pgIngestAtSize(events: number, keys: number): Promise<IngestRun> {
+  const schema = uniqueSchema('oncebox_bench_size');
   // Starting (and stopping) one instance creates the schema at its current version.
-  const first = await startInstances(PG_URL, 1, schema);
-  await first[0]!.stop();
+  const first = await startOnceboxServer(benchDir(), PG_URL, schema);
+  await first.stop();
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
   await client.query(

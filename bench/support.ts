@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,30 +41,69 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-/** `oncebox server` in its own process, as in production, at default durability. */
-export async function startServerProcess(dir: string): Promise<ServerProcess> {
-  const assets = join(dir, 'assets.txt');
-  writeFileSync(assets, 'batch_ready\n');
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'server', '--db', join(dir, 'server.db'), '--port', '0', '--assets', assets], {
-    cwd: repo,
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
+/** A server script in its own process, as in production; resolves once it prints its URL. */
+export function spawnServer(args: readonly string[]): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: repo, stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise<ServerProcess>((resolve, reject) => {
     let buffered = '';
     child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
       buffered += chunk;
       const match = /"url":"([^"]+)"/.exec(buffered);
-      if (match) resolve(match[1]!);
+      if (match) {
+        resolve({
+          url: match[1]!,
+          child,
+          stop: () =>
+            new Promise((done) => {
+              if (child.exitCode !== null) return done();
+              child.once('exit', () => done());
+              child.kill('SIGTERM');
+            }),
+        });
+      }
     });
-    child.on('exit', (code) => reject(new Error(`server exited ${code}`)));
+    child.on('exit', (code) => reject(new Error(`${args.join(' ')}: exited ${code} before it listened`)));
   });
-  return {
-    url,
-    child,
-    stop: () =>
-      new Promise((resolve) => {
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
+}
+
+/** `oncebox server` over `db` (a SQLite file or a postgres:// URL), at default durability. */
+export function startOnceboxServer(dir: string, db: string, schema?: string): Promise<ServerProcess> {
+  const assets = join(dir, 'assets.txt');
+  writeFileSync(assets, 'batch_ready\n');
+  const args = ['src/cli/main.ts', 'server', '--db', db, '--port', '0', '--assets', assets];
+  if (schema) args.push('--schema', schema);
+  return spawnServer(args);
+}
+
+/** `oncebox server` on a SQLite file in `dir`. */
+export function startServerProcess(dir: string): Promise<ServerProcess> {
+  return startOnceboxServer(dir, join(dir, 'server.db'));
+}
+
+/**
+ * CPU seconds used so far by this process, the given child processes and every `postgres` process,
+ * read from /proc; null where /proc cannot be read. Shows whether the cores were all busy.
+ */
+export function cpuSeconds(pids: readonly number[]): number | null {
+  try {
+    const ticks = (pid: number) => {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      return Number(fields[11]) + Number(fields[12]);
+    };
+    let total = 0;
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') total += ticks(Number(entry));
+      } catch {
+        // The process ended between the listing and the read.
+      }
+    }
+    for (const pid of pids) total += ticks(pid);
+    const own = process.cpuUsage();
+    // USER_HZ is 100 on every Linux this runs on.
+    return total / 100 + (own.user + own.system) / 1e6;
+  } catch {
+    return null;
+  }
 }

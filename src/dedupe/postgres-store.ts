@@ -1,10 +1,11 @@
-import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
 import { deleteInBatches, toStoredEvent, type EventRow, type SharedTables } from './event-row.js';
 import { existingKeyResult, fencedResults, newEventIds, planIngest, replayResult, type DedupeRecord, type RecordedOutcome } from './ingest-plan.js';
-import type { CheckedItem, InvalidItem } from './item-check.js';
+import type { CheckedEvent, CheckedItem, InvalidItem } from './item-check.js';
 import { serverPostgresMigrations } from './migrations/postgres/index.js';
+import { inTransaction, pgParam, pgStatement, runStatement } from './pg-statements.js';
 import { advisoryKey, migratePostgres } from './postgres-migrate.js';
 import type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy } from './store.js';
 
@@ -43,6 +44,7 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
  */
 export class PostgresDedupeStore implements DedupeStore {
   private readonly db: Kysely<PgSchema>;
+  private readonly statements: ReturnType<typeof ingestStatements>;
   private readonly now: () => Date;
   private assets = new Set<string>();
 
@@ -52,6 +54,7 @@ export class PostgresDedupeStore implements DedupeStore {
     now: (() => Date) | undefined,
   ) {
     this.db = new Kysely<PgSchema>({ dialect: new PostgresDialect({ pool }) });
+    this.statements = ingestStatements(this.db);
     this.now = now ?? (() => new Date());
   }
 
@@ -83,33 +86,25 @@ export class PostgresDedupeStore implements DedupeStore {
     // Assets registered through another instance since this one loaded them.
     const unknown = items.some((item) => item.valid && item.kind === 'event' && !this.assets.has(item.payload.asset));
     if (unknown) await this.loadAssets();
-    return this.db.transaction().execute((trx) => this.ingestInTransaction(trx, stream, items));
+    return inTransaction(this.pool, (client) => this.ingestInTransaction(client, stream, items));
   }
 
   private async ingestInTransaction(
-    trx: Transaction<PgSchema>,
+    client: pg.PoolClient,
     stream: StreamIdentity,
     items: readonly (CheckedItem | InvalidItem)[],
   ): Promise<ItemResult[]> {
-    const key = { producer: stream.producer, run_id: stream.runId, task: stream.task ?? '' };
+    const run = this.statements;
+    const ofStream = [stream.producer, stream.runId, stream.task ?? ''];
+    const ofAttempt = [...ofStream, stream.attempt];
     const now = this.now();
     const ts = now.toISOString();
-    await trx.insertInto('streams').values({ ...key, epoch: 0, updated_at: ts }).onConflict((oc) => oc.doNothing()).execute();
-    const { epoch } = await trx
-      .selectFrom('streams')
-      .select('epoch')
-      .where((eb) => eb.and(key))
-      .forUpdate()
-      .executeTakeFirstOrThrow();
+    await runStatement(client, run.ensureStream, [...ofStream, ts]);
+    const [{ epoch }] = (await runStatement(client, run.lockStream, ofStream)) as [{ epoch: number }];
     if (stream.attempt < epoch) return fencedResults(items, stream.attempt, epoch);
 
-    const streamAttempt = { ...key, attempt: stream.attempt };
-    const seqRow = await trx
-      .selectFrom('stream_seqs')
-      .select('last_seq')
-      .where((eb) => eb.and(streamAttempt))
-      .executeTakeFirst();
-    const lastSeqBefore = Number(seqRow?.last_seq ?? 0);
+    const [seqRow] = await runStatement(client, run.lastSeq, ofAttempt);
+    const lastSeqBefore = seqRow?.last_seq ?? 0;
     const plan = planIngest(items, lastSeqBefore, (asset) => this.assets.has(asset));
 
     // Reads for the retried positions, in two set-based queries.
@@ -117,14 +112,9 @@ export class PostgresDedupeStore implements DedupeStore {
     const outcomes = new Map<number, RecordedOutcome>();
     const records = new Map<string, DedupeRecord>();
     if (replays.length > 0) {
-      const rows = await trx
-        .selectFrom('stream_outcomes')
-        .select(['seq', 'key', 'status', 'code', 'detail', 'field'])
-        .where((eb) => eb.and(streamAttempt))
-        .where('seq', 'in', replays.map((p) => p.seq))
-        .execute();
-      for (const row of rows) outcomes.set(Number(row.seq), row);
-      await this.readRecords(trx, replays.map((p) => p.key), records);
+      const rows = await runStatement(client, run.recordedOutcomes, [...ofAttempt, replays.map((p) => p.seq)]);
+      for (const row of rows) outcomes.set(row.seq, row);
+      await this.readRecords(client, replays.map((p) => p.key), records);
     }
 
     // Insert first, for every new event at once; the keys that came back were ours.
@@ -132,27 +122,27 @@ export class PostgresDedupeStore implements DedupeStore {
     const eventIds = newEventIds(events.length);
     const inserted = new Set<string>();
     if (events.length > 0) {
-      const result = await sql<{ key: string }>`
-        INSERT INTO dedupe (key, fingerprint, event_id, ts, created_at)
-        SELECT * FROM unnest(${events.map((e) => e.key)}::text[], ${events.map((e) => e.fingerprint)}::text[],
-                             ${eventIds}::text[], ${events.map(() => ts)}::text[], ${events.map(() => now.getTime())}::bigint[])
-        ON CONFLICT (key) DO NOTHING
-        RETURNING key`.execute(trx);
-      for (const row of result.rows) inserted.add(row.key);
+      const rows = await runStatement(client, run.insertDedupe, [events.map((e) => e.key), events.map((e) => e.fingerprint), eventIds, ts, now.getTime()]);
+      for (const row of rows) inserted.add(row.key);
       const taken = events.filter((e) => !inserted.has(e.key)).map((e) => e.key);
-      if (taken.length > 0) await this.readRecords(trx, taken, records);
+      if (taken.length > 0) await this.readRecords(client, taken, records);
     }
 
-    const newEvents: { index: number; eventId: string }[] = [];
-    const toRecord: { seq: number; key: string; status: string; code: string; detail: string; field: string | null }[] = [];
+    const newEvents: { item: CheckedEvent; eventId: string }[] = [];
+    const toRecord: RecordedOutcome[] = [];
+    const recordSeqs: number[] = [];
     const checkpoints = new Map<string, { value: string; seq: number }>();
+    const record = (seq: number, outcome: RecordedOutcome) => {
+      recordSeqs.push(seq);
+      toRecord.push(outcome);
+    };
     let eventIndex = 0;
     const results = plan.placements.map((placement): ItemResult => {
       switch (placement.type) {
         case 'final': {
           const { result } = placement;
           if (placement.record && result.status === 'rejected') {
-            toRecord.push({ seq: result.seq!, key: result.key!, status: result.status, code: result.code, detail: result.detail, field: result.field ?? null });
+            record(result.seq!, { key: result.key!, status: result.status, code: result.code, detail: result.detail, field: result.field ?? null });
           }
           return result;
         }
@@ -161,70 +151,68 @@ export class PostgresDedupeStore implements DedupeStore {
         case 'checkpoint': {
           const { item } = placement;
           checkpoints.set(item.name, { value: item.value, seq: item.seq });
-          toRecord.push({ seq: item.seq, key: item.key, status: 'checkpointed', code: '', detail: '', field: null });
+          record(item.seq, { key: item.key, status: 'checkpointed', code: '', detail: '', field: null });
           return { status: 'checkpointed', seq: item.seq, key: item.key };
         }
         case 'event': {
           const { item } = placement;
-          const index = eventIndex++;
-          const eventId = eventIds[index]!;
+          const eventId = eventIds[eventIndex++]!;
           if (inserted.delete(item.key)) {
             // The first item of this batch with the key; a later one with the same key is a retry of it.
             records.set(item.key, { fingerprint: item.fingerprint, eventId, ts });
-            newEvents.push({ index, eventId });
+            newEvents.push({ item, eventId });
             return { status: 'accepted', seq: item.seq, key: item.key, eventId, timestamp: ts };
           }
           const result = existingKeyResult(item, records.get(item.key)!);
-          if (result.status === 'conflict') toRecord.push({ seq: result.seq, key: result.key, status: result.status, code: result.code, detail: result.detail, field: null });
+          if (result.status === 'conflict') record(result.seq, { key: result.key, status: result.status, code: result.code, detail: result.detail, field: null });
           return result;
         }
       }
     });
 
     if (newEvents.length > 0) {
-      const rows = newEvents.map(({ index, eventId }) => ({ item: events[index]!, eventId }));
-      await sql`
-        INSERT INTO events (event_id, key, ts, asset, partition_key, partition_date, extra, seq, producer, workflow, run_id, task, attempt)
-        SELECT e.*, ${stream.producer}::text, ${stream.workflow}::text, ${stream.runId}::text, ${stream.task}::text, ${stream.attempt}::integer
-        FROM unnest(${rows.map((r) => r.eventId)}::text[], ${rows.map((r) => r.item.key)}::text[], ${rows.map(() => ts)}::text[],
-                    ${rows.map((r) => r.item.payload.asset)}::text[], ${rows.map((r) => r.item.payload.partitionKey ?? null)}::text[],
-                    ${rows.map((r) => r.item.payload.partitionDate ?? null)}::text[], ${rows.map((r) => r.item.payload.extra ?? null)}::text[],
-                    ${rows.map((r) => r.item.seq)}::bigint[]) AS e`.execute(trx);
+      await runStatement(client, run.insertEvents, [
+        newEvents.map((e) => e.eventId),
+        newEvents.map((e) => e.item.key),
+        newEvents.map((e) => e.item.payload.asset),
+        newEvents.map((e) => e.item.payload.partitionKey ?? null),
+        newEvents.map((e) => e.item.payload.partitionDate ?? null),
+        newEvents.map((e) => e.item.payload.extra ?? null),
+        newEvents.map((e) => e.item.seq),
+        ts,
+        stream.producer,
+        stream.workflow,
+        stream.runId,
+        stream.task,
+        stream.attempt,
+      ]);
     }
     if (toRecord.length > 0) {
-      await trx
-        .insertInto('stream_outcomes')
-        .values(toRecord.map((r) => ({ ...streamAttempt, ...r, created_at: now.getTime() })))
-        .onConflict((oc) => oc.doNothing())
-        .execute();
+      await runStatement(client, run.recordOutcomes, [
+        ...ofAttempt,
+        recordSeqs,
+        toRecord.map((r) => r.key),
+        toRecord.map((r) => r.status),
+        toRecord.map((r) => r.code),
+        toRecord.map((r) => r.detail),
+        toRecord.map((r) => r.field),
+        now.getTime(),
+      ]);
     }
     for (const [name, { value, seq }] of checkpoints) {
-      await trx
-        .insertInto('stream_checkpoints')
-        .values({ ...streamAttempt, name, value, seq, updated_at: ts })
-        .onConflict((oc) => oc.columns(['producer', 'run_id', 'task', 'name']).doUpdateSet({ value, attempt: stream.attempt, seq, updated_at: ts }))
-        .execute();
+      await runStatement(client, run.saveCheckpoint, [...ofAttempt, name, value, seq, ts]);
     }
     if (plan.lastSeq !== lastSeqBefore) {
-      await trx
-        .insertInto('stream_seqs')
-        .values({ ...streamAttempt, last_seq: plan.lastSeq })
-        .onConflict((oc) => oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet({ last_seq: plan.lastSeq }))
-        .execute();
-      if (stream.attempt > epoch) {
-        await trx
-          .updateTable('streams')
-          .set({ epoch: stream.attempt, updated_at: ts })
-          .where((eb) => eb.and(key))
-          .execute();
-      }
+      await runStatement(client, run.saveLastSeq, [...ofAttempt, plan.lastSeq]);
+      if (stream.attempt > epoch) await runStatement(client, run.raiseEpoch, [...ofStream, stream.attempt, ts]);
     }
     return results;
   }
 
-  private async readRecords(trx: Transaction<PgSchema>, keys: string[], into: Map<string, DedupeRecord>): Promise<void> {
-    const rows = await trx.selectFrom('dedupe').select(['key', 'fingerprint', 'event_id', 'ts']).where('key', 'in', keys).execute();
-    for (const row of rows) into.set(row.key, { fingerprint: row.fingerprint, eventId: row.event_id, ts: row.ts });
+  private async readRecords(client: pg.PoolClient, keys: string[], into: Map<string, DedupeRecord>): Promise<void> {
+    for (const row of await runStatement(client, this.statements.readRecords, [keys])) {
+      into.set(row.key, { fingerprint: row.fingerprint, eventId: row.event_id, ts: row.ts });
+    }
   }
 
   /**
@@ -339,4 +327,105 @@ export class PostgresDedupeStore implements DedupeStore {
   async close(): Promise<void> {
     await this.db.destroy();
   }
+}
+
+/**
+ * The statements of the ingest transaction. Parameters: $1 producer, $2 run id, $3 task ('' for none)
+ * and, where an attempt is meant, $4 attempt; then each statement's own.
+ */
+function ingestStatements(db: Kysely<PgSchema>) {
+  const ofStream = { producer: pgParam<string>(1, 'text'), run_id: pgParam<string>(2, 'text'), task: pgParam<string>(3, 'text') };
+  const ofAttempt = { ...ofStream, attempt: pgParam<number>(4, 'integer') };
+  const attemptColumns = ['producer', 'run_id', 'task', 'attempt'] as const;
+  return {
+    ensureStream: pgStatement(
+      'ensure_stream',
+      db.insertInto('streams').values({ ...ofStream, epoch: sql.lit(0), updated_at: pgParam(4, 'text') }).onConflict((oc) => oc.doNothing()).compile(),
+    ),
+    lockStream: pgStatement<{ epoch: number }>(
+      'lock_stream',
+      db.selectFrom('streams').select('epoch').where((eb) => eb.and(ofStream)).forUpdate().compile(),
+    ),
+    lastSeq: pgStatement<{ last_seq: number }>(
+      'last_seq',
+      db.selectFrom('stream_seqs').select('last_seq').where((eb) => eb.and(ofAttempt)).compile(),
+    ),
+    recordedOutcomes: pgStatement<RecordedOutcome & { seq: number }>(
+      'recorded_outcomes',
+      db
+        .selectFrom('stream_outcomes')
+        .select(['seq', 'key', 'status', 'code', 'detail', 'field'])
+        .where((eb) => eb.and(ofAttempt))
+        .where('seq', '=', sql<number>`ANY(${pgParam(5, 'bigint[]')})`)
+        .compile(),
+    ),
+    readRecords: pgStatement<{ key: string; fingerprint: string; event_id: string; ts: string }>(
+      'read_records',
+      db
+        .selectFrom('dedupe')
+        .select(['key', 'fingerprint', 'event_id', 'ts'])
+        .where('key', '=', sql<string>`ANY(${pgParam(1, 'text[]')})`)
+        .compile(),
+    ),
+    // $1 keys, $2 fingerprints, $3 event ids, $4 timestamp, $5 created_at (ms).
+    insertDedupe: pgStatement<{ key: string }>(
+      'insert_dedupe',
+      sql`
+        INSERT INTO dedupe (key, fingerprint, event_id, ts, created_at)
+        SELECT d.key, d.fingerprint, d.event_id, ${pgParam(4, 'text')}, ${pgParam(5, 'bigint')}
+        FROM unnest(${pgParam(1, 'text[]')}, ${pgParam(2, 'text[]')}, ${pgParam(3, 'text[]')}) AS d(key, fingerprint, event_id)
+        ON CONFLICT (key) DO NOTHING
+        RETURNING key`.compile(db),
+    ),
+    // $1..$7 one array per column; $8 timestamp; $9..$13 the stream: producer, workflow, run id, task, attempt.
+    insertEvents: pgStatement(
+      'insert_events',
+      sql`
+        INSERT INTO events (event_id, key, asset, partition_key, partition_date, extra, seq, ts, producer, workflow, run_id, task, attempt)
+        SELECT e.*, ${pgParam(8, 'text')}, ${pgParam(9, 'text')}, ${pgParam(10, 'text')}, ${pgParam(11, 'text')}, ${pgParam(12, 'text')}, ${pgParam(13, 'integer')}
+        FROM unnest(${pgParam(1, 'text[]')}, ${pgParam(2, 'text[]')}, ${pgParam(3, 'text[]')}, ${pgParam(4, 'text[]')},
+                    ${pgParam(5, 'text[]')}, ${pgParam(6, 'text[]')}, ${pgParam(7, 'bigint[]')}) AS e`.compile(db),
+    ),
+    // $5..$10 one array per column; $11 created_at (ms).
+    recordOutcomes: pgStatement(
+      'record_outcomes',
+      sql`
+        INSERT INTO stream_outcomes (producer, run_id, task, attempt, seq, key, status, code, detail, field, created_at)
+        SELECT ${pgParam(1, 'text')}, ${pgParam(2, 'text')}, ${pgParam(3, 'text')}, ${pgParam(4, 'integer')}, o.*, ${pgParam(11, 'bigint')}
+        FROM unnest(${pgParam(5, 'bigint[]')}, ${pgParam(6, 'text[]')}, ${pgParam(7, 'text[]')}, ${pgParam(8, 'text[]')},
+                    ${pgParam(9, 'text[]')}, ${pgParam(10, 'text[]')}) AS o
+        ON CONFLICT DO NOTHING`.compile(db),
+    ),
+    // $5 name, $6 value, $7 seq, $8 timestamp.
+    saveCheckpoint: pgStatement(
+      'save_checkpoint',
+      db
+        .insertInto('stream_checkpoints')
+        .values({ ...ofAttempt, name: pgParam(5, 'text'), value: pgParam(6, 'text'), seq: pgParam(7, 'bigint'), updated_at: pgParam(8, 'text') })
+        .onConflict((oc) =>
+          oc
+            .columns(['producer', 'run_id', 'task', 'name'])
+            .doUpdateSet({ value: pgParam(6, 'text'), attempt: pgParam(4, 'integer'), seq: pgParam(7, 'bigint'), updated_at: pgParam(8, 'text') }),
+        )
+        .compile(),
+    ),
+    // $5 last sequence number.
+    saveLastSeq: pgStatement(
+      'save_last_seq',
+      db
+        .insertInto('stream_seqs')
+        .values({ ...ofAttempt, last_seq: pgParam(5, 'bigint') })
+        .onConflict((oc) => oc.columns([...attemptColumns]).doUpdateSet({ last_seq: pgParam(5, 'bigint') }))
+        .compile(),
+    ),
+    // $4 the new epoch, $5 timestamp.
+    raiseEpoch: pgStatement(
+      'raise_epoch',
+      db
+        .updateTable('streams')
+        .set({ epoch: pgParam(4, 'integer'), updated_at: pgParam(5, 'text') })
+        .where((eb) => eb.and(ofStream))
+        .compile(),
+    ),
+  };
 }

@@ -114,4 +114,27 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       CREATE INDEX stream_outcomes_by_age ON stream_outcomes (created_at);
     `,
   },
+  {
+    version: 3,
+    name: '003_lean_event_indexes',
+    sql: `
+      -- Every ingested event used to add eight B-tree entries, four of them for a cursor that is still
+      -- NULL at insert and gets its real entry only when the sequencer sets it (an UPDATE that indexes the
+      -- row again anyway). Now an insert adds three B-tree entries (dedupe key, event id, unsequenced).
+      --
+      -- Cursor lookups only ever ask for sequenced rows, so their indexes leave the NULLs out.
+      ALTER TABLE events DROP CONSTRAINT events_cursor_key;
+      CREATE UNIQUE INDEX events_by_cursor ON events (cursor) WHERE cursor IS NOT NULL;
+      DROP INDEX events_by_asset;
+      CREATE INDEX events_by_asset ON events (asset, cursor) WHERE cursor IS NOT NULL;
+      -- Event ids are UUIDv7, unique by construction, and nothing looks an event up by its id.
+      ALTER TABLE events DROP CONSTRAINT events_event_id_key;
+      -- Ages are only scanned by compaction, and rows arrive in time order: a BRIN index, a few pages
+      -- in all, finds the old ones without a B-tree entry per row.
+      DROP INDEX events_by_ts;
+      CREATE INDEX events_by_ts ON events USING brin (ts);
+      DROP INDEX dedupe_by_age;
+      CREATE INDEX dedupe_by_age ON dedupe USING brin (created_at);
+    `,
+  },
 ];
