@@ -8,6 +8,7 @@
 import Fastify from 'fastify';
 import pg from 'pg';
 import { Limits } from '../src/protocol/limits.js';
+import { RAW_DEDUPE_COLUMNS } from './ingest-bench.js';
 
 const [url, schema] = process.argv.slice(2);
 if (!url || !schema) throw new Error('usage: http-floor-server.ts <postgres-url> <schema>');
@@ -17,14 +18,14 @@ interface Batch {
 }
 
 const pool = new pg.Pool({ connectionString: url, max: 10, options: `-c search_path=${schema}` });
-await pool.query('CREATE TABLE dedupe (key text PRIMARY KEY, fingerprint text NOT NULL, event_id text NOT NULL, ts text NOT NULL, created_at bigint NOT NULL)');
+await pool.query(`CREATE TABLE dedupe (${RAW_DEDUPE_COLUMNS})`);
 const app = Fastify({ bodyLimit: Limits.maxBodyBytes });
 app.post<{ Body: Batch }>('/v1/emissions', async (request) => {
   const { items } = request.body;
   const keys = items.map((item) => item.key);
   const ts = new Date().toISOString();
   await pool.query(
-    'INSERT INTO dedupe SELECT k, k, k, $2::text, $3::bigint FROM unnest($1::text[]) AS k ON CONFLICT (key) DO NOTHING',
+    'INSERT INTO dedupe SELECT k, k::text, k, $2::text, $3::bigint FROM unnest($1::uuid[]) AS k ON CONFLICT (key) DO NOTHING',
     [keys, ts, Date.now()],
   );
   return { results: items.map((item) => ({ status: 'accepted', seq: item.seq, key: item.key, eventId: item.key, timestamp: ts })) };

@@ -6,6 +6,8 @@ import { benchDir, cpuSeconds, spawnServer, startOnceboxServer, startServerProce
 
 export const PG_URL = process.env.ONCEBOX_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
 const BATCH = 500;
+/** The raw comparison's table: a dedupe record keyed by UUID, as the PostgreSQL store keeps it. */
+export const RAW_DEDUPE_COLUMNS = 'key uuid PRIMARY KEY, fingerprint text NOT NULL, event_id uuid NOT NULL, ts text NOT NULL, created_at bigint NOT NULL';
 const CLIENTS = 8;
 
 /** One ingest measurement: the rate, and how many of the machine's cores all the processes kept busy. */
@@ -112,7 +114,7 @@ export async function pgRawInsert(events: number): Promise<IngestRun> {
   const schema = uniqueSchema('oncebox_bench_raw');
   const pool = new pg.Pool({ connectionString: PG_URL, max: CLIENTS });
   await pool.query(`CREATE SCHEMA ${schema}`);
-  await pool.query(`CREATE TABLE ${schema}.dedupe (key text PRIMARY KEY, fingerprint text NOT NULL, event_id text NOT NULL, ts text NOT NULL, created_at bigint NOT NULL)`);
+  await pool.query(`CREATE TABLE ${schema}.dedupe (${RAW_DEDUPE_COLUMNS})`);
   const perClient = Math.ceil(events / CLIENTS / BATCH);
   const batches = Array.from({ length: CLIENTS * perClient }, () => Array.from({ length: BATCH }, () => uuidv4()));
   const cpuBefore = cpuSeconds([]);
@@ -122,7 +124,7 @@ export async function pgRawInsert(events: number): Promise<IngestRun> {
       for (let i = client; i < batches.length; i += CLIENTS) {
         const keys = batches[i]!;
         await pool.query(
-          `INSERT INTO ${schema}.dedupe SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) ON CONFLICT (key) DO NOTHING`,
+          `INSERT INTO ${schema}.dedupe SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::bigint[]) ON CONFLICT (key) DO NOTHING`,
           [keys, keys.map(() => 'fingerprint'), keys, keys.map(() => 'ts'), keys.map(() => 0)],
         );
       }
@@ -170,7 +172,7 @@ export async function pgIngestAtSize(events: number, keys: number): Promise<Inge
   await client.connect();
   await client.query(
     `INSERT INTO ${schema}.dedupe (key, fingerprint, event_id, ts, created_at)
-     SELECT md5(i::text)::uuid::text, 'f', md5(i::text), '2026-01-01T00:00:00.000Z', 0 FROM generate_series(1, $1::integer) AS i`,
+     SELECT md5(i::text)::uuid, 'f', md5(i::text)::uuid, '2026-01-01T00:00:00.000Z', 0 FROM generate_series(1, $1::integer) AS i`,
     [keys],
   );
   await client.query(`VACUUM ANALYZE ${schema}.dedupe`);

@@ -54,7 +54,8 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
     const problem = describeFirstIssue(position.error, { input: { seq, key }, prefix: where });
     return { valid: false, seq: null, key: null, field: problem.field, detail: problem.message };
   }
-  const placed = { seq: position.data.seq, key: position.data.key };
+  // A UUID's hex digits may come in either case; one spelling per key keeps the dedupe key exact.
+  const placed = { seq: position.data.seq, key: position.data.key.toLowerCase() };
   const invalid = (field: string, detail: string): InvalidItem => ({ valid: false, ...placed, field, detail });
   if (kind === 'checkpoint') return checkCheckpoint(payload, where, placed, invalid);
   if (kind !== 'event') return invalid(`${where}.kind`, `${where}.kind: must be "event" or "checkpoint"`);

@@ -364,7 +364,7 @@ function ingestStatements(db: Kysely<PgSchema>) {
       db
         .selectFrom('dedupe')
         .select(['key', 'fingerprint', 'event_id', 'ts'])
-        .where('key', '=', sql<string>`ANY(${pgParam(1, 'text[]')})`)
+        .where('key', '=', sql<string>`ANY(${pgParam(1, 'uuid[]')})`)
         .compile(),
     ),
     // $1 keys, $2 fingerprints, $3 event ids, $4 timestamp, $5 created_at (ms).
@@ -373,7 +373,7 @@ function ingestStatements(db: Kysely<PgSchema>) {
       sql`
         INSERT INTO dedupe (key, fingerprint, event_id, ts, created_at)
         SELECT d.key, d.fingerprint, d.event_id, ${pgParam(4, 'text')}, ${pgParam(5, 'bigint')}
-        FROM unnest(${pgParam(1, 'text[]')}, ${pgParam(2, 'text[]')}, ${pgParam(3, 'text[]')}) AS d(key, fingerprint, event_id)
+        FROM unnest(${pgParam(1, 'uuid[]')}, ${pgParam(2, 'text[]')}, ${pgParam(3, 'uuid[]')}) AS d(key, fingerprint, event_id)
         ON CONFLICT (key) DO NOTHING
         RETURNING key`.compile(db),
     ),
@@ -383,7 +383,7 @@ function ingestStatements(db: Kysely<PgSchema>) {
       sql`
         INSERT INTO events (event_id, key, asset, partition_key, partition_date, extra, seq, ts, producer, workflow, run_id, task, attempt)
         SELECT e.*, ${pgParam(8, 'text')}, ${pgParam(9, 'text')}, ${pgParam(10, 'text')}, ${pgParam(11, 'text')}, ${pgParam(12, 'text')}, ${pgParam(13, 'integer')}
-        FROM unnest(${pgParam(1, 'text[]')}, ${pgParam(2, 'text[]')}, ${pgParam(3, 'text[]')}, ${pgParam(4, 'text[]')},
+        FROM unnest(${pgParam(1, 'uuid[]')}, ${pgParam(2, 'uuid[]')}, ${pgParam(3, 'text[]')}, ${pgParam(4, 'text[]')},
                     ${pgParam(5, 'text[]')}, ${pgParam(6, 'text[]')}, ${pgParam(7, 'bigint[]')}) AS e`.compile(db),
     ),
     // $5..$10 one array per column; $11 created_at (ms).

@@ -139,9 +139,11 @@ describe.skipIf(!pgAvailable)(`several server instances on one PostgreSQL${pgSki
     const slow = new pg.Client({ connectionString: PG_URL });
     await slow.connect();
     await slow.query('BEGIN');
+    const lateEvent = newKey();
     await slow.query(
       `INSERT INTO "${schema}".events (event_id, key, ts, asset, producer, workflow, run_id, task, attempt, seq)
-       VALUES ('late-event', 'late-key', '2026-11-30T00:00:00.000Z', 'batch_ready', 'p', 'w', 'slow', NULL, 1, 1)`,
+       VALUES ($1, $2, '2026-11-30T00:00:00.000Z', 'batch_ready', 'p', 'w', 'slow', NULL, 1, 1)`,
+      [lateEvent, newKey()],
     );
     await post(`${url}/v1/emissions`, JSON.stringify({ stream: STREAM, items: [item(1, newKey()), item(2, newKey())] }));
     const before: any = await (await fetch(`${url}/v1/events`)).json();
@@ -149,7 +151,7 @@ describe.skipIf(!pgAvailable)(`several server instances on one PostgreSQL${pgSki
     await slow.query('COMMIT');
     await slow.end();
     const after: any = await (await fetch(`${url}/v1/events?after=${before.next}`)).json();
-    expect(after.events.map((e: { eventId: string }) => e.eventId)).toEqual(['late-event']);
+    expect(after.events.map((e: { eventId: string }) => e.eventId)).toEqual([lateEvent]);
   });
 
   it('lets a reader paging by cursor see every event exactly once while two instances write concurrently', async () => {

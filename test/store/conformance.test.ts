@@ -52,6 +52,16 @@ for (const backend of BACKENDS) {
       expect(await allEvents(url)).toHaveLength(1);
     });
 
+    it('reads a key in upper-case hex as the same key, and answers it in lower case', async () => {
+      const { url } = await startServer({ backend });
+      const key = 'abcdef01-2345-4678-9abc-def012345678';
+      const first = await send(url, [item(1, key.toUpperCase())]);
+      expect(first.json.results[0]).toMatchObject({ status: 'accepted', key });
+      const retry = await send(url, [item(1, key)], { ...STREAM, runId: 'r2' });
+      expect(retry.json.results[0]).toEqual({ ...first.json.results[0], status: 'duplicate' });
+      expect((await allEvents(url)).map((event) => event.key)).toEqual([key]);
+    });
+
     it('treats key order and whitespace in extra as the same payload', async () => {
       const { url } = await startServer({ backend });
       const key = newKey();
