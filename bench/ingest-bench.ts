@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import pg from 'pg';
 import { v4 as uuidv4 } from 'uuid';
-import { benchDir, cpuSeconds, spawnServer, startOnceboxServer, startServerProcess, type ServerProcess } from './support.js';
+import { benchDir, cpuSeconds, median, spawnServer, startOnceboxServer, startServerProcess, type ServerProcess } from './support.js';
 
 export const PG_URL = process.env.ONCEBOX_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
 const BATCH = 500;
@@ -159,25 +159,43 @@ export function sqliteRawInsert(events: number): number {
 }
 
 /**
- * The PostgreSQL store's ingest rate with `keys` dedupe records already stored, against the rate on a
- * nearly empty store. The records are written straight into the schema with generate_series, in
- * random key order, as a long-lived store would hold them.
+ * The PostgreSQL store's ingest rate as it grows: one store holding `small` dedupe records and one
+ * holding `large`, both written with generate_series in random key order before any clock starts, as a
+ * long-lived store would hold them. Each measurement starts right after a CHECKPOINT, so that both
+ * stores start from the same state: the first change to each page after a checkpoint writes the whole
+ * page to the WAL, and a large store has many more pages to touch. Medians of `rounds` alternating runs.
  */
-export async function pgIngestAtSize(events: number, keys: number): Promise<IngestRun> {
-  const schema = uniqueSchema('oncebox_bench_size');
-  // Starting (and stopping) one instance creates the schema at its current version.
-  const first = await startOnceboxServer(benchDir(), PG_URL, schema);
-  await first.stop();
+export async function pgIngestGrowth(events: number, small: number, large: number, rounds: number): Promise<{ small: number; large: number }> {
+  const schemas = [uniqueSchema('oncebox_bench_small'), uniqueSchema('oncebox_bench_large')];
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
-  await client.query(
-    `INSERT INTO ${schema}.dedupe (key, fingerprint, event_id, ts, created_at)
-     SELECT md5(i::text)::uuid, 'f', md5(i::text)::uuid, '2026-01-01T00:00:00.000Z', 0 FROM generate_series(1, $1::integer) AS i`,
-    [keys],
-  );
-  await client.query(`VACUUM ANALYZE ${schema}.dedupe`);
-  await client.end();
-  return pgIngest(events, 1, schema);
+  const servers: ServerProcess[] = [];
+  try {
+    for (const [index, keys] of [small, large].entries()) {
+      const schema = schemas[index]!;
+      // Starting (and stopping) one instance creates the schema at its current version.
+      await (await startOnceboxServer(benchDir(), PG_URL, schema)).stop();
+      await client.query(
+        `INSERT INTO ${schema}.dedupe (key, fingerprint, event_id, ts, created_at)
+         SELECT md5(i::text)::uuid, 'f', md5(i::text)::uuid, '2026-01-01T00:00:00.000Z', 0 FROM generate_series(1, $1::integer) AS i`,
+        [keys],
+      );
+      await client.query(`VACUUM ANALYZE ${schema}.dedupe`);
+      servers.push(await startOnceboxServer(benchDir(), PG_URL, schema));
+    }
+    const rates: [number[], number[]] = [[], []];
+    for (let round = 0; round < rounds; round++) {
+      for (const index of [0, 1]) {
+        await client.query('CHECKPOINT');
+        rates[index]!.push((await drive([servers[index]!], events)).eventsPerS);
+      }
+    }
+    return { small: median(rates[0]), large: median(rates[1]) };
+  } finally {
+    await Promise.all(servers.map((server) => server.stop()));
+    for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await client.end();
+  }
 }
 
 async function dropSchema(schema: string): Promise<void> {

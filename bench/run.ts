@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { commitBench } from './commit-bench.js';
 import { e2eOncebox, e2eRawChain, latency } from './e2e-bench.js';
-import { pgHttpFloor, pgIngest, pgIngestAtSize, pgRawInsert, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
+import { pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
 import { median } from './support.js';
 
 const { values } = parseArgs({ options: { json: { type: 'boolean', default: false }, quick: { type: 'boolean', default: false } } });
@@ -64,8 +64,9 @@ const sqliteRaw = sqliteRawInsert(ingestEvents);
 const sqliteOne = (await sqliteIngest(ingestEvents)).eventsPerS;
 console.log(`SQLite store ingest:               ${fmt(sqliteOne)} events/s, raw better-sqlite3 ${fmt(sqliteRaw)} rows/s, ratio ${ratio(sqliteOne / sqliteRaw)}`);
 const bigStore = values.quick ? 1_000_000 : 10_000_000;
-const atSmall = (await pgIngestAtSize(Math.round(20_000 * scale) + 10_000, 10_000)).eventsPerS;
-const atBig = (await pgIngestAtSize(Math.round(20_000 * scale) + 10_000, bigStore)).eventsPerS;
+const growth = await pgIngestGrowth(Math.round(20_000 * scale) + 10_000, 10_000, bigStore, values.quick ? 1 : 3);
+const atSmall = growth.small;
+const atBig = growth.large;
 console.log(`PostgreSQL ingest as the store grows: ${fmt(atSmall)} events/s at 10k keys, ${fmt(atBig)} at ${fmt(bigStore)} keys, ratio ${ratio(atBig / atSmall)} (target >= 0.7)`);
 
 if (values.json) {
