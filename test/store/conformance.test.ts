@@ -1,7 +1,39 @@
+import Database from 'better-sqlite3';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { allEvents, startServer, type Backend } from '../support/server.js';
-import { pgAvailable, pgSkipReason } from '../support/postgres.js';
+import type { PostgresDedupeStore } from '../../src/dedupe/postgres-store.js';
 import { item, newKey, post, STREAM } from '../support/http.js';
+import { PG_URL, pgAvailable, pgSkipReason } from '../support/postgres.js';
+import { allEvents, startServer, type Backend, type RunningServer } from '../support/server.js';
+
+/**
+ * Makes the store's insert of an event with this partition key fail, from outside the server (a
+ * trigger), so that a request fails after its dedupe records were written. Returns the undo.
+ */
+async function failEventInsert(running: RunningServer, backend: Backend, partitionKey: string): Promise<() => Promise<void>> {
+  if (backend === 'sqlite') {
+    const db = new Database(running.dbPath);
+    db.exec(`CREATE TRIGGER fail_event BEFORE INSERT ON events WHEN NEW.partition_key = '${partitionKey}' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    return async () => {
+      db.exec('DROP TRIGGER fail_event');
+      db.close();
+    };
+  }
+  const schema = (running.server.store as PostgresDedupeStore).schema;
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  await client.query(`
+    CREATE FUNCTION "${schema}".fail_event() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.partition_key = '${partitionKey}' THEN RAISE EXCEPTION 'injected failure'; END IF;
+      RETURN NEW;
+    END $$;
+    CREATE TRIGGER fail_event BEFORE INSERT ON "${schema}".events FOR EACH ROW EXECUTE FUNCTION "${schema}".fail_event();`);
+  return async () => {
+    await client.query(`DROP TRIGGER fail_event ON "${schema}".events`);
+    await client.end();
+  };
+}
 
 /**
  * One conformance suite for the dedupe store, run through the HTTP API against every backend: the
@@ -153,6 +185,22 @@ for (const backend of BACKENDS) {
         authorization: 'Bearer secret-token',
       });
       expect(allowed.status).toBe(200);
+    });
+
+    it('stores nothing of a request that fails part-way: its retry is new, not a duplicate', async () => {
+      const running = await startServer({ backend });
+      const { url } = running;
+      const [k1, k2] = [newKey(), newKey()];
+      const batch = [item(1, k1), item(2, k2, { partitionKey: 'fail-here' })];
+      const removeFault = await failEventInsert(running, backend, 'fail-here');
+      const failed = await send(url, batch);
+      expect(failed.status).toBe(500);
+      expect(failed.json).toMatchObject({ code: 'internal' });
+      await removeFault();
+      const retry = await send(url, batch);
+      expect(retry.json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'accepted']);
+      expect((await send(url, [item(3, newKey())])).json.results[0].status).toBe('accepted');
+      expect(await allEvents(url)).toHaveLength(3);
     });
   });
 
