@@ -336,7 +336,6 @@ export class PostgresDedupeStore implements DedupeStore {
 function ingestStatements(db: Kysely<PgSchema>) {
   const ofStream = { producer: pgParam<string>(1, 'text'), run_id: pgParam<string>(2, 'text'), task: pgParam<string>(3, 'text') };
   const ofAttempt = { ...ofStream, attempt: pgParam<number>(4, 'integer') };
-  const attemptColumns = ['producer', 'run_id', 'task', 'attempt'] as const;
   return {
     ensureStream: pgStatement(
       'ensure_stream',
@@ -415,7 +414,7 @@ function ingestStatements(db: Kysely<PgSchema>) {
       db
         .insertInto('stream_seqs')
         .values({ ...ofAttempt, last_seq: pgParam(5, 'bigint') })
-        .onConflict((oc) => oc.columns([...attemptColumns]).doUpdateSet({ last_seq: pgParam(5, 'bigint') }))
+        .onConflict((oc) => oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet({ last_seq: pgParam(5, 'bigint') }))
         .compile(),
     ),
     // $4 the new epoch, $5 timestamp.

@@ -138,7 +138,9 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       -- Keys and event ids are UUIDs (the server refuses anything else, and since this version writes
       -- their hex in lower case): as uuid they take 16 bytes instead of 37 and compare as bytes rather
       -- than through the database's collation, so the dedupe index is half the size and inserts into
-      -- it cost less. Keys stored before were sent in lower case by oncebox's relay.
+      -- it cost less. oncebox's relay has always sent keys in lower case; a store that holds one UUID
+      -- under two spellings (only another client could have sent them) stops here with a unique
+      -- violation, and the later of the two records must be deleted by hand first.
       ALTER TABLE dedupe ALTER COLUMN key TYPE uuid USING key::uuid, ALTER COLUMN event_id TYPE uuid USING event_id::uuid;
       ALTER TABLE events ALTER COLUMN key TYPE uuid USING key::uuid, ALTER COLUMN event_id TYPE uuid USING event_id::uuid;
     `,
