@@ -1,14 +1,14 @@
 /**
  * The least an HTTP ingest server can do, for the benchmark's reference: parse the JSON batch, insert
- * its keys first (the raw statement), and answer each item. No validation, no fingerprint, no event
- * row, no stream state, no transaction. Whatever oncebox's server reaches, this bounds from above.
+ * its keys first with the raw benchmark's very statement, and answer each item. No validation, no
+ * fingerprint, no event row, no stream state. Whatever oncebox's server reaches, this bounds from above.
  *
  * tsx bench/http-floor-server.ts <postgres-url> <schema>
  */
 import Fastify from 'fastify';
 import pg from 'pg';
 import { Limits } from '../src/protocol/limits.js';
-import { RAW_DEDUPE_COLUMNS } from './ingest-bench.js';
+import { createRawDedupeTable, rawInsert } from './raw-insert.js';
 
 const [url, schema] = process.argv.slice(2);
 if (!url || !schema) throw new Error('usage: http-floor-server.ts <postgres-url> <schema>');
@@ -17,17 +17,13 @@ interface Batch {
   items: { seq: number; key: string }[];
 }
 
-const pool = new pg.Pool({ connectionString: url, max: 10, options: `-c search_path=${schema}` });
-await pool.query(`CREATE TABLE dedupe (${RAW_DEDUPE_COLUMNS})`);
+const pool = new pg.Pool({ connectionString: url, max: 10 });
+await createRawDedupeTable(pool, schema);
 const app = Fastify({ bodyLimit: Limits.maxBodyBytes });
 app.post<{ Body: Batch }>('/v1/emissions', async (request) => {
   const { items } = request.body;
-  const keys = items.map((item) => item.key);
   const ts = new Date().toISOString();
-  await pool.query(
-    'INSERT INTO dedupe SELECT k, k::text, k, $2::text, $3::bigint FROM unnest($1::uuid[]) AS k ON CONFLICT (key) DO NOTHING',
-    [keys, ts, Date.now()],
-  );
+  await rawInsert(pool, schema, items.map((item) => item.key));
   return { results: items.map((item) => ({ status: 'accepted', seq: item.seq, key: item.key, eventId: item.key, timestamp: ts })) };
 });
 await app.listen({ port: 0, host: '127.0.0.1' });

@@ -1,13 +1,13 @@
 import Database from 'better-sqlite3';
+import http from 'node:http';
 import { join } from 'node:path';
 import pg from 'pg';
 import { v4 as uuidv4 } from 'uuid';
+import { createRawDedupeTable, rawInsert } from './raw-insert.js';
 import { benchDir, cpuSeconds, median, spawnServer, startOnceboxServer, startServerProcess, type ServerProcess } from './support.js';
 
 export const PG_URL = process.env.ONCEBOX_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
 const BATCH = 500;
-/** The raw comparison's table: a dedupe record keyed by UUID, as the PostgreSQL store keeps it. */
-export const RAW_DEDUPE_COLUMNS = 'key uuid PRIMARY KEY, fingerprint text NOT NULL, event_id uuid NOT NULL, ts text NOT NULL, created_at bigint NOT NULL';
 const CLIENTS = 8;
 
 /** One ingest measurement: the rate, and how many of the machine's cores all the processes kept busy. */
@@ -31,16 +31,31 @@ function requestBody(runId: string, request: number): string {
   });
 }
 
+/** One keep-alive connection per client: the load generator should cost the machine as little as it can. */
+const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS });
+
+function postJson(url: string, body: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () => {
+        if (response.statusCode === 200) resolve();
+        else reject(new Error(`ingest bench: ${response.statusCode} ${Buffer.concat(chunks).toString()}`));
+      });
+      response.on('error', reject);
+    });
+    request.on('error', reject);
+    request.end(body);
+  });
+}
+
 /** Sends each client's requests one after another, all clients at once, spread over the servers. */
 async function send(servers: readonly ServerProcess[], bodies: readonly string[][]): Promise<void> {
   await Promise.all(
     bodies.map(async (requests, client) => {
       const url = `${servers[client % servers.length]!.url}/v1/emissions`;
-      for (const body of requests) {
-        const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-        if (!response.ok) throw new Error(`ingest bench: ${response.status} ${await response.text()}`);
-        await response.arrayBuffer();
-      }
+      for (const body of requests) await postJson(url, body);
     }),
   );
 }
@@ -114,7 +129,7 @@ export async function pgRawInsert(events: number): Promise<IngestRun> {
   const schema = uniqueSchema('oncebox_bench_raw');
   const pool = new pg.Pool({ connectionString: PG_URL, max: CLIENTS });
   await pool.query(`CREATE SCHEMA ${schema}`);
-  await pool.query(`CREATE TABLE ${schema}.dedupe (${RAW_DEDUPE_COLUMNS})`);
+  await createRawDedupeTable(pool, schema);
   const perClient = Math.ceil(events / CLIENTS / BATCH);
   const batches = Array.from({ length: CLIENTS * perClient }, () => Array.from({ length: BATCH }, () => uuidv4()));
   const cpuBefore = cpuSeconds([]);
@@ -122,11 +137,7 @@ export async function pgRawInsert(events: number): Promise<IngestRun> {
   await Promise.all(
     Array.from({ length: CLIENTS }, async (_, client) => {
       for (let i = client; i < batches.length; i += CLIENTS) {
-        const keys = batches[i]!;
-        await pool.query(
-          `INSERT INTO ${schema}.dedupe SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::bigint[]) ON CONFLICT (key) DO NOTHING`,
-          [keys, keys.map(() => 'fingerprint'), keys, keys.map(() => 'ts'), keys.map(() => 0)],
-        );
+        await rawInsert(pool, schema, batches[i]!);
       }
     }),
   );
