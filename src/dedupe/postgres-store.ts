@@ -129,20 +129,15 @@ export class PostgresDedupeStore implements DedupeStore {
     }
 
     const newEvents: { item: CheckedEvent; eventId: string }[] = [];
-    const toRecord: RecordedOutcome[] = [];
-    const recordSeqs: number[] = [];
+    const toRecord: (RecordedOutcome & { seq: number })[] = [];
     const checkpoints = new Map<string, { value: string; seq: number }>();
-    const record = (seq: number, outcome: RecordedOutcome) => {
-      recordSeqs.push(seq);
-      toRecord.push(outcome);
-    };
     let eventIndex = 0;
     const results = plan.placements.map((placement): ItemResult => {
       switch (placement.type) {
         case 'final': {
           const { result } = placement;
           if (placement.record && result.status === 'rejected') {
-            record(result.seq!, { key: result.key!, status: result.status, code: result.code, detail: result.detail, field: result.field ?? null });
+            toRecord.push({ seq: result.seq!, key: result.key!, status: result.status, code: result.code, detail: result.detail, field: result.field ?? null });
           }
           return result;
         }
@@ -151,7 +146,7 @@ export class PostgresDedupeStore implements DedupeStore {
         case 'checkpoint': {
           const { item } = placement;
           checkpoints.set(item.name, { value: item.value, seq: item.seq });
-          record(item.seq, { key: item.key, status: 'checkpointed', code: '', detail: '', field: null });
+          toRecord.push({ seq: item.seq, key: item.key, status: 'checkpointed', code: '', detail: '', field: null });
           return { status: 'checkpointed', seq: item.seq, key: item.key };
         }
         case 'event': {
@@ -164,7 +159,7 @@ export class PostgresDedupeStore implements DedupeStore {
             return { status: 'accepted', seq: item.seq, key: item.key, eventId, timestamp: ts };
           }
           const result = existingKeyResult(item, records.get(item.key)!);
-          if (result.status === 'conflict') record(result.seq, { key: result.key, status: result.status, code: result.code, detail: result.detail, field: null });
+          if (result.status === 'conflict') toRecord.push({ seq: result.seq, key: result.key, status: result.status, code: result.code, detail: result.detail, field: null });
           return result;
         }
       }
@@ -190,7 +185,7 @@ export class PostgresDedupeStore implements DedupeStore {
     if (toRecord.length > 0) {
       await runStatement(client, run.recordOutcomes, [
         ...ofAttempt,
-        recordSeqs,
+        toRecord.map((r) => r.seq),
         toRecord.map((r) => r.key),
         toRecord.map((r) => r.status),
         toRecord.map((r) => r.code),
