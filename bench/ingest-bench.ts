@@ -72,13 +72,18 @@ async function drive(servers: readonly ServerProcess[], events: number): Promise
   await send(servers, warmup);
   const bodies = Array.from({ length: CLIENTS }, (_, client) => Array.from({ length: perClient }, (_, request) => requestBody(`${run}-${client}`, request)));
   const pids = servers.map((server) => server.child.pid!);
+  return measure(CLIENTS * perClient * BATCH, pids, () => send(servers, bodies));
+}
+
+/** Times `work`, which stores `events` events, and reads how many cores it and `pids` kept busy. */
+async function measure(events: number, pids: readonly number[], work: () => Promise<void>): Promise<IngestRun> {
   const cpuBefore = cpuSeconds(pids);
   const started = performance.now();
-  await send(servers, bodies);
+  await work();
   const seconds = (performance.now() - started) / 1000;
   const cpuAfter = cpuSeconds(pids);
   return {
-    eventsPerS: (CLIENTS * perClient * BATCH) / seconds,
+    eventsPerS: events / seconds,
     coresBusy: cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / seconds,
   };
 }
@@ -132,23 +137,16 @@ export async function pgRawInsert(events: number): Promise<IngestRun> {
   await createRawDedupeTable(pool, schema);
   const perClient = Math.ceil(events / CLIENTS / BATCH);
   const batches = Array.from({ length: CLIENTS * perClient }, () => Array.from({ length: BATCH }, () => uuidv4()));
-  const cpuBefore = cpuSeconds([]);
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: CLIENTS }, async (_, client) => {
-      for (let i = client; i < batches.length; i += CLIENTS) {
-        await rawInsert(pool, schema, batches[i]!);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  const cpuAfter = cpuSeconds([]);
+  const run = await measure(batches.length * BATCH, [], async () => {
+    await Promise.all(
+      Array.from({ length: CLIENTS }, async (_, client) => {
+        for (let i = client; i < batches.length; i += CLIENTS) await rawInsert(pool, schema, batches[i]!);
+      }),
+    );
+  });
   await pool.query(`DROP SCHEMA ${schema} CASCADE`);
   await pool.end();
-  return {
-    eventsPerS: (batches.length * BATCH) / seconds,
-    coresBusy: cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / seconds,
-  };
+  return run;
 }
 
 /** Raw better-sqlite3 inserting the same batches into a dedupe table, one FULL transaction per batch. */
