@@ -118,13 +118,15 @@ export class CommitTransaction {
   }
 
   /**
-   * @internal Writes the collected state; runs inside the commit's SQLite transaction.
-   * @returns the next free sequence number.
+   * @internal Writes the collected state; runs inside the commit's SQLite transaction. The stream's next
+   * sequence number is read here, under the write lock, not remembered between commits: the rows of this
+   * attempt may have been written by another process on the same file.
    */
-  write(nextSeq: number, now: number): number {
+  write(now: number): void {
     this.open = false;
     const { file, producer, run } = this.context;
     const s = file.statements;
+    let nextSeq = (s.lastSeq.get({ runId: run.runId, task: run.task ?? '', attempt: run.attempt })?.last ?? 0) + 1;
     for (const [name, value] of this.checkpoints) s.setCheckpoint.run({ name, value, now });
     const position = this.checkpoints.size === 0 ? null : canonicalJson(Object.fromEntries(this.checkpoints));
     const occurrences = new Map<string, number>();
@@ -205,7 +207,6 @@ export class CommitTransaction {
       });
       nextSeq++;
     }
-    return nextSeq;
   }
 
   /** @internal Called once the SQLite transaction has committed. */

@@ -74,4 +74,32 @@ export const outboxMigrations: readonly Migration[] = [
       CREATE INDEX outbox_delivered_by_age ON outbox (settled_at) WHERE state = 'delivered';
     `,
   },
+  {
+    version: 4,
+    name: '004_run_attempts',
+    sql: `
+      -- What this file knows of each run's attempts. opened_by is the highest attempt that has opened the
+      -- file: every commit checks it, so once attempt N has opened the file no older attempt of the run can
+      -- commit to it (a zombie on the same machine). fenced_by is the highest attempt the server said has
+      -- delivered for the run (0: none): attempts below it are zombies too.
+      CREATE TABLE runs (
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        opened_by INTEGER NOT NULL,
+        fenced_by INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (run_id, task)
+      ) WITHOUT ROWID;
+
+      -- A file from before this step: the attempts that committed to it have opened it.
+      INSERT INTO runs (run_id, task, opened_by)
+        SELECT run_id, task, max(attempt) FROM outbox GROUP BY run_id, task;
+
+      -- The fence the relay recorded as JSON in meta moves here.
+      INSERT INTO runs (run_id, task, opened_by, fenced_by)
+        SELECT json_extract(value, '$.runId'), coalesce(json_extract(value, '$.task'), ''), 0, json_extract(value, '$.by')
+        FROM meta WHERE name = 'fenced' AND json_valid(value)
+        ON CONFLICT (run_id, task) DO UPDATE SET fenced_by = excluded.fenced_by;
+      DELETE FROM meta WHERE name = 'fenced';
+    `,
+  },
 ];

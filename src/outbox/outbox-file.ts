@@ -5,6 +5,7 @@ import { migrateSqlite } from '../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../sqlite/open.js';
 import { param, prepare, queryBuilder } from '../sqlite/statements.js';
 import { outboxMigrations } from './migrations.js';
+import { RunAttempts } from './run-attempts.js';
 
 /** @internal The outbox file's tables, as kysely sees them. */
 export interface OutboxSchema {
@@ -36,6 +37,7 @@ export interface OutboxSchema {
   };
   checkpoints: { name: string; value: string; updated_at: number };
   lease: { id: number; owner: string; pid: number; host: string; expires_at: number };
+  runs: { run_id: string; task: string; opened_by: number; fenced_by: Generated<number> };
 }
 
 export type RowState = 'pending' | 'delivered' | 'dead';
@@ -74,6 +76,8 @@ export interface OutboxRow {
 export class OutboxFile {
   readonly db: Database.Database;
   readonly statements: OutboxStatements;
+  /** The attempts of each run that opened this file or were fenced, and the rule that older ones may not commit. */
+  readonly runs: RunAttempts;
 
   constructor(
     readonly path: string,
@@ -87,6 +91,7 @@ export class OutboxFile {
       throw error;
     }
     this.statements = prepareStatements(this.db);
+    this.runs = new RunAttempts(this);
   }
 
   /**
@@ -138,6 +143,10 @@ export class OutboxFile {
 
 function prepareStatements(db: Database.Database) {
   const q = queryBuilder<OutboxSchema>(db);
+  const ofRun = { run_id: param('runId'), task: param('task') };
+  // A row is marked only while it is still where the relay sent it from: a newer attempt that took it
+  // over (renumbered it) in the meantime delivers it again as its own.
+  const sentRow = { id: param('id'), attempt: param('attempt'), seq: param('seq') };
   return {
     getMeta: prepare<{ value: string }>(db, q.selectFrom('meta').select('value').where('name', '=', param('name'))),
     setMeta: prepare(
@@ -201,7 +210,7 @@ function prepareStatements(db: Database.Database) {
           duplicate: param('duplicate'),
           settled_at: param('now'),
         })
-        .where('id', '=', param('id'))
+        .where((eb) => eb.and(sentRow))
         .where('state', '=', sql.lit('pending')),
     ),
     markDead: prepare(
@@ -209,7 +218,7 @@ function prepareStatements(db: Database.Database) {
       q
         .updateTable('outbox')
         .set({ state: sql.lit('dead'), dead_code: param('code'), dead_reason: param('reason'), settled_at: param('now') })
-        .where('id', '=', param('id'))
+        .where((eb) => eb.and(sentRow))
         .where('state', '=', sql.lit('pending')),
     ),
     getCheckpoint: prepare<{ value: string }>(
@@ -274,13 +283,54 @@ function prepareStatements(db: Database.Database) {
         .where('attempt', '=', param('attempt'))
         .returning('id'),
     ),
-    runRows: prepare<{ attempt: number | null }>(
+    highestAttemptWithRows: prepare<{ attempt: number | null }>(
+      db,
+      q.selectFrom('outbox').select((eb) => eb.fn.max('attempt').as('attempt')).where((eb) => eb.and(ofRun)),
+    ),
+    getRun: prepare<{ opened_by: number; fenced_by: number }>(
+      db,
+      q.selectFrom('runs').select(['opened_by', 'fenced_by']).where((eb) => eb.and(ofRun)),
+    ),
+    openRun: prepare(
+      db,
+      q
+        .insertInto('runs')
+        .values({ ...ofRun, opened_by: param('attempt') })
+        .onConflict((oc) => oc.columns(['run_id', 'task']).doUpdateSet({ opened_by: param('attempt') })),
+    ),
+    fenceRun: prepare(
+      db,
+      q
+        .insertInto('runs')
+        .values({ ...ofRun, opened_by: sql.lit(0), fenced_by: param('by') })
+        .onConflict((oc) => oc.columns(['run_id', 'task']).doUpdateSet({ fenced_by: sql<number>`max(fenced_by, ${param('by')})` })),
+    ),
+    // In commit order: a newer attempt takes them over, renumbered in this order.
+    undeliveredOfOlderAttempts: prepare<{ id: number }>(
       db,
       q
         .selectFrom('outbox')
-        .select((eb) => eb.fn.max('attempt').as('attempt'))
-        .where('run_id', '=', param('runId'))
-        .where('task', '=', param('task')),
+        .select('id')
+        .where((eb) => eb.and(ofRun))
+        .where('attempt', '<', param('attempt'))
+        .where((eb) =>
+          eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit('fenced'))])]),
+        )
+        .orderBy('id'),
+    ),
+    adoptRow: prepare(
+      db,
+      q
+        .updateTable('outbox')
+        .set({
+          attempt: param('attempt'),
+          seq: param('seq'),
+          state: sql.lit('pending'),
+          dead_code: sql.lit(null),
+          dead_reason: sql.lit(null),
+          settled_at: sql.lit(null),
+        })
+        .where('id', '=', param('id')),
     ),
     // The newest row of each stream stays: a reopened attempt numbers its next rows from it.
     pruneDelivered: prepare(

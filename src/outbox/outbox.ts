@@ -4,7 +4,6 @@ import { assetNameSchema, describeFirstIssue, emissionPayloadSchema } from '../p
 import {
   AsyncCommitError,
   EmissionValidationError,
-  FencedError,
   NoRunContextError,
   OptionsError,
   OutboxClosedError,
@@ -12,10 +11,11 @@ import {
 import { nameSchema, type Receipt, type StreamState } from '../protocol/wire.js';
 import { CommitTransaction, type CommitContext, type Emission, type EmissionInput } from './commit.js';
 import { failpoint } from './failpoints.js';
-import { OutboxFile } from './outbox-file.js';
+import { OutboxFile, type OutboxRow } from './outbox-file.js';
 import { resolveOutboxOptions, type OutboxOptions, type ResolvedOutboxOptions, type RunContext } from './options.js';
 import { fromRow, ReceiptWaiters } from './receipts.js';
-import { Relay, type Fence, type RelayError } from './relay.js';
+import { Relay, type RelayError } from './relay.js';
+import type { Fence, RunKey } from './run-attempts.js';
 import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
 import { HttpTransport } from './transport.js';
@@ -67,7 +67,10 @@ export class Outbox {
   private readonly waiters = new ReceiptWaiters();
   private readonly commitContext: CommitContext | undefined;
   private readonly runInTransaction;
-  private nextSeq = 1;
+  /** This run's stream in the file, when opened with a run context. */
+  private readonly runKey: RunKey | undefined;
+  /** The highest attempt of this run whose rows the file held when this one opened it. */
+  private readonly lastWriter: number | undefined;
   private closed = false;
   private closing: Promise<CloseResult> | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
@@ -83,12 +86,8 @@ export class Outbox {
     try {
       this.file.bindProducer(options.producer);
       if (options.run) {
-        const last = this.file.statements.lastSeq.get({
-          runId: options.run.runId,
-          task: options.run.task ?? '',
-          attempt: options.run.attempt,
-        });
-        this.nextSeq = (last?.last ?? 0) + 1;
+        this.runKey = { runId: options.run.runId, task: options.run.task ?? '' };
+        this.lastWriter = this.file.runs.open(this.runKey, options.run.attempt).lastWriter;
         this.commitContext = {
           file: this.file,
           producer: options.producer,
@@ -119,16 +118,19 @@ export class Outbox {
       this.file.close();
       throw error;
     }
-    this.runInTransaction = this.file.db.transaction(<R>(tx: CommitTransaction, fn: (tx: CommitTransaction) => R): { result: R; nextSeq: number } => {
+    this.runInTransaction = this.file.db.transaction(<R>(tx: CommitTransaction, fn: (tx: CommitTransaction) => R): R => {
+      // Inside the transaction, under the write lock: no later attempt can open the file between this
+      // check and the rows it guards.
+      this.file.runs.assertCurrent(this.runKey!, this.run!.attempt);
       const result = fn(tx);
       if (isPromiseLike(result)) {
         // Keep the abandoned promise from surfacing later as an unhandled rejection.
         Promise.resolve(result).catch(() => undefined);
         throw new AsyncCommitError();
       }
-      const nextSeq = tx.write(this.nextSeq, Date.now());
+      tx.write(Date.now());
       failpoint('commit:after-write');
-      return { result, nextSeq };
+      return result;
     });
     this.file.setMeta('run', JSON.stringify(options.run ?? null));
   }
@@ -141,6 +143,7 @@ export class Outbox {
         file: this.file,
         producer: this.producer,
         run,
+        lastWriter: this.lastWriter,
         servers,
         token: this.options.token,
         policy: this.options.resume,
@@ -191,37 +194,18 @@ export class Outbox {
       );
     }
     if (typeof fn !== 'function') throw new TypeError('commit(fn): fn must be a function');
-    this.throwIfFenced();
     if (fn.constructor?.name === 'AsyncFunction') throw new AsyncCommitError();
     const tx = new CommitTransaction(this.commitContext);
-    const { result, nextSeq } = this.runInTransaction.immediate(tx, fn) as { result: R; nextSeq: number };
-    // Only once committed: a rolled-back commit leaves its sequence numbers free.
-    this.nextSeq = nextSeq;
+    const result = this.runInTransaction.immediate(tx, fn) as R;
     tx.committed();
     failpoint('commit:after-commit');
     if (tx.emissionCount > 0) this.relay?.notify();
     return result;
   }
 
-  /** The fence on this run, if a later attempt has delivered; read from the file, where any relay records it. */
-  private fence(): Fence | undefined {
-    const stored = this.file.getMeta('fenced');
-    if (stored === undefined || !this.run) return undefined;
-    const fence = JSON.parse(stored) as Fence;
-    const sameRun = fence.runId === this.run.runId && fence.task === (this.run.task ?? null);
-    return sameRun && this.run.attempt < fence.by ? fence : undefined;
-  }
-
-  private throwIfFenced(): void {
-    const fence = this.fence();
-    if (fence) {
-      throw new FencedError(
-        this.run!.attempt,
-        fence.by,
-        `attempt ${this.run!.attempt} of run ${fence.runId} is fenced by attempt ${fence.by}, which has delivered: ` +
-          'this attempt is a zombie and must stop; its work is being done by the later attempt',
-      );
-    }
+  /** The fence on a row's attempt, if the server said a later one has delivered. */
+  private fenceOf(row: OutboxRow): Fence | undefined {
+    return this.file.runs.fenceOf({ runId: row.run_id, task: row.task }, row.attempt);
   }
 
   /** Counts and health of this outbox file, as `oncebox status` shows them. */
@@ -258,7 +242,7 @@ export class Outbox {
       return Promise.reject(new OutboxClosedError(`${this.path}: the outbox is closed; receipts cannot be awaited`));
     }
     const row = this.file.statements.rowById.get({ id: emission.rowId! })!;
-    const promise = this.waiters.wait(row, emission.recommitted, this.fence());
+    const promise = this.waiters.wait(row, emission.recommitted, this.fenceOf(row));
     if (row.state === 'pending') this.pollWhileAnotherRelayDelivers();
     return promise;
   }
@@ -277,7 +261,7 @@ export class Outbox {
         .rowIds()
         .map((id) => this.file.statements.rowById.get({ id }))
         .filter((row) => row !== undefined && row.state !== 'pending')
-        .map((row) => fromRow(row!, this.fence()));
+        .map((row) => fromRow(row!, this.fenceOf(row!)));
       this.waiters.settle(settled);
     }, RECEIPT_POLL_MS);
   }

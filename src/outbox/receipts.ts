@@ -1,7 +1,8 @@
 import { FencedError, RejectedError } from '../protocol/errors.js';
 import type { Receipt } from '../protocol/wire.js';
 import type { OutboxRow } from './outbox-file.js';
-import type { Fence, SettledRow } from './relay.js';
+import type { SettledRow } from './relay.js';
+import type { Fence } from './run-attempts.js';
 
 interface Waiter {
   resolve: (receipt: Receipt) => void;

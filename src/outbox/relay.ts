@@ -6,6 +6,7 @@ import { encodeBatch } from './batch-encoding.js';
 import { failpoint } from './failpoints.js';
 import { RelayLease } from './lease.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
+import type { Fence } from './run-attempts.js';
 import { DeliveryError, type HttpTransport } from './transport.js';
 
 export interface RelayOptions {
@@ -32,14 +33,6 @@ export interface RelayOptions {
 export type SettledRow =
   | { id: number; state: 'delivered'; key: string; eventId: string; timestamp: string; duplicate: boolean }
   | { id: number; state: 'dead'; key: string; code: string; reason: string; fence?: Fence };
-
-/** Which attempt of which run was fenced, and by which later attempt. */
-export interface Fence {
-  runId: string;
-  task: string | null;
-  attempt: number;
-  by: number;
-}
 
 export interface RelayError {
   code: string;
@@ -267,7 +260,7 @@ export class Relay {
     };
     const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);
     failpoint('relay:after-response');
-    const { settled, marked, fence } = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
+    const { settled, marked, movedAway, fence } = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
     if (settled.length > 0) this.options.onSettled?.(settled);
     this.pruneNowAndThen();
     if (fence) {
@@ -289,6 +282,8 @@ export class Relay {
       }
       throw new DeliveryError('sequence_gap', `the server expects seq ${gap.expectedSeq} first; resending in order`);
     }
+    // A later attempt took these rows over while they were in flight: it delivers them as its own.
+    if (marked === 0 && movedAway > 0) return 0;
     if (marked === 0) {
       // Answers that settle nothing (items the server could not place) must back off, not spin.
       throw new DeliveryError('no_progress', `the server settled none of ${batch.length} rows; retrying with backoff`);
@@ -299,35 +294,45 @@ export class Relay {
   private applyInTransaction(
     rows: readonly OutboxRow[],
     results: readonly ItemResult[],
-  ): { settled: SettledRow[]; marked: number; fence: Fence | undefined } {
+  ): { settled: SettledRow[]; marked: number; movedAway: number; fence: Fence | undefined } {
     this.lease.confirm();
     const s = this.file.statements;
     const now = this.options.now();
     const settled: SettledRow[] = [];
     let marked = 0;
+    let movedAway = 0;
     let fence: Fence | undefined;
+    const mark = (row: OutboxRow, changes: number) => {
+      marked += changes;
+      if (changes === 0 && s.rowById.get({ id: row.id })?.attempt !== row.attempt) movedAway++;
+      return changes === 1;
+    };
     results.forEach((result, index) => {
       const row = rows[index]!;
       if (result.key !== row.key && result.key !== null) {
         throw new DeliveryError('bad_response', `result ${index} is for key ${result.key}, not ${row.key}`);
       }
+      const sent = { id: row.id, attempt: row.attempt, seq: row.seq, now };
       switch (result.status) {
         case 'accepted':
         case 'duplicate': {
           const duplicate = result.status === 'duplicate';
-          marked += s.markDelivered.run({ id: row.id, eventId: result.eventId, timestamp: result.timestamp, duplicate: duplicate ? 1 : 0, now }).changes;
-          settled.push({ id: row.id, state: 'delivered', key: row.key, eventId: result.eventId, timestamp: result.timestamp, duplicate });
+          const delivered = { eventId: result.eventId, timestamp: result.timestamp, duplicate: duplicate ? 1 : 0 };
+          if (mark(row, s.markDelivered.run({ ...sent, ...delivered }).changes)) {
+            settled.push({ id: row.id, state: 'delivered', key: row.key, eventId: result.eventId, timestamp: result.timestamp, duplicate });
+          }
           break;
         }
         case 'rejected':
         case 'conflict': {
           if (result.seq === null) break;
-          marked += s.markDead.run({ id: row.id, code: result.code, reason: result.detail, now }).changes;
-          settled.push({ id: row.id, state: 'dead', key: row.key, code: result.code, reason: result.detail });
+          if (mark(row, s.markDead.run({ ...sent, code: result.code, reason: result.detail }).changes)) {
+            settled.push({ id: row.id, state: 'dead', key: row.key, code: result.code, reason: result.detail });
+          }
           break;
         }
         case 'checkpointed':
-          marked += s.markDelivered.run({ id: row.id, eventId: null, timestamp: null, duplicate: null, now }).changes;
+          mark(row, s.markDelivered.run({ ...sent, eventId: null, timestamp: null, duplicate: null }).changes);
           break;
         case 'fenced':
           fence ??= { runId: row.run_id, task: row.task === '' ? null : row.task, attempt: row.attempt, by: result.epoch };
@@ -338,11 +343,11 @@ export class Relay {
     });
     if (fence) {
       const reason = `fenced by attempt ${fence.by}`;
-      this.file.setMeta('fenced', JSON.stringify(fence));
+      this.file.runs.recordFence({ runId: fence.runId, task: fence.task ?? '' }, fence.by);
       const parked = s.parkStream.all({ runId: fence.runId, task: fence.task ?? '', attempt: fence.attempt, code: 'fenced', reason, now }) as { id: number }[];
       for (const { id } of parked) settled.push({ id, state: 'dead', key: '', code: 'fenced', reason, fence });
     }
-    return { settled, marked, fence };
+    return { settled, marked, movedAway, fence };
   }
 
   private startRenewing(): void {

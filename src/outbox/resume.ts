@@ -18,6 +18,8 @@ export interface ResumeOptions {
   file: OutboxFile;
   producer: string;
   run: RunContext;
+  /** The highest attempt of this run whose rows the file held when this one opened it; undefined for none. */
+  lastWriter: number | undefined;
   /** Tried in turn until one answers. */
   servers: readonly string[];
   token?: string | undefined;
@@ -36,16 +38,14 @@ export interface ResumeOptions {
  * @internal
  */
 export async function resumeFromServer(options: ResumeOptions): Promise<StreamState | undefined> {
-  const { file, run, policy } = options;
+  const { file, run, policy, lastWriter } = options;
   if (policy === 'never' || run.attempt === 1) return undefined;
-  const task = run.task ?? '';
-  const localAttempt = file.statements.runRows.get({ runId: run.runId, task })?.attempt ?? null;
-  const fresh = localAttempt === null && file.statements.anyCheckpoint.get() === undefined;
+  const fresh = lastWriter === undefined && file.statements.anyCheckpoint.get() === undefined;
   if (!fresh && policy === 'fresh-file') return undefined;
 
   const state = await fetchStreamState(options);
   if (!state) return undefined;
-  if (!fresh && localAttempt !== null && state.epoch <= localAttempt) return undefined;
+  if (!fresh && lastWriter !== undefined && state.epoch <= lastWriter) return undefined;
   const now = Date.now();
   file.db
     .transaction(() => {

@@ -21,7 +21,7 @@ export interface OutboxStatus {
   dead: number;
   /** Checkpoint updates not yet mirrored to the server. */
   pendingCheckpoints: number;
-  /** Whether a later attempt fenced this file's run, and which. */
+  /** Whether a later attempt of the file's run has delivered to the server or opened this file, and which. */
   fenced: boolean;
   fencedBy: number | null;
   /** Age in ms of the oldest pending row, or null when nothing is pending. */
@@ -43,18 +43,19 @@ export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.n
     else if (row.state === 'pending') pendingCheckpoints = row.count;
     if (row.state === 'pending' && row.oldest !== null) oldestPending = Math.min(oldestPending ?? row.oldest, row.oldest);
   }
-  const run = file.getMeta('run');
-  const fence = file.getMeta('fenced');
+  const storedRun = file.getMeta('run');
+  const run = storedRun === undefined ? null : (JSON.parse(storedRun) as OutboxStatus['run']);
+  const fence = run ? file.runs.supersededBy({ runId: run.runId, task: run.task ?? '' }, run.attempt) : undefined;
   const lease = s.getLease.get();
   const storedError = file.getMeta('relay_last_error');
   return {
     path: file.path,
     producer: file.getMeta('producer'),
-    run: run === undefined ? null : JSON.parse(run),
+    run,
     ...counts,
     pendingCheckpoints,
     fenced: fence !== undefined,
-    fencedBy: fence === undefined ? null : (JSON.parse(fence) as { by: number }).by,
+    fencedBy: fence?.by ?? null,
     oldestPendingAgeMs: oldestPending === null ? null : Math.max(0, now - oldestPending),
     lease: lease
       ? { owner: lease.owner, pid: lease.pid, host: lease.host, expiresAt: new Date(lease.expires_at).toISOString() }

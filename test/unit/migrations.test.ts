@@ -17,9 +17,42 @@ describe('migrations', () => {
     const db = new Database(path);
     expect(db.pragma('user_version', { simple: true })).toBe(outboxMigrations.length);
     const tables = db.prepare("select name from sqlite_master where type = 'table' order by name").pluck().all();
-    expect(tables).toEqual(['checkpoints', 'lease', 'meta', 'outbox']);
+    expect(tables).toEqual(['checkpoints', 'lease', 'meta', 'outbox', 'runs']);
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     db.close();
+  });
+
+  it("carry a file from before 004 over: its attempts have opened it, and the relay's fence record moves to runs", async () => {
+    const path = join(tempDir(), 'outbox.db');
+    const db = new Database(path);
+    migrateSqlite(db, outboxMigrations.slice(0, 3), tooNew);
+    const row = (runId: string, attempt: number, seq: number) =>
+      db
+        .prepare(`INSERT INTO outbox (key, fingerprint, workflow, run_id, task, attempt, seq, kind, asset, committed_at)
+                  VALUES (?, 'f', 'w', ?, 'ingest', ?, ?, 'event', 'batch_ready', 0)`)
+        .run(`k-${runId}-${attempt}-${seq}`, runId, attempt, seq);
+    row('r1', 1, 1);
+    row('r1', 2, 1);
+    row('r2', 1, 1);
+    db.prepare("INSERT INTO meta (name, value) VALUES ('producer', 'p'), ('fenced', ?)").run(
+      JSON.stringify({ runId: 'r2', task: 'ingest', attempt: 1, by: 4 }),
+    );
+    db.close();
+
+    const box = await openOutbox({ path, producer: 'p', run: { ...RUN, runId: 'r3' }, server: 'http://127.0.0.1:9', relay: 'manual' });
+    await box.close();
+    const after = new Database(path);
+    expect(after.prepare('SELECT run_id, task, opened_by, fenced_by FROM runs ORDER BY run_id').all()).toEqual([
+      { run_id: 'r1', task: 'ingest', opened_by: 2, fenced_by: 0 },
+      { run_id: 'r2', task: 'ingest', opened_by: 1, fenced_by: 4 },
+      { run_id: 'r3', task: 'ingest', opened_by: 1, fenced_by: 0 },
+    ]);
+    expect(after.prepare("SELECT count(*) FROM meta WHERE name = 'fenced'").pluck().get()).toBe(0);
+    after.close();
+    // Attempt 1 of r1 is refused now: attempt 2 had committed to the file before the upgrade.
+    await expect(
+      openOutbox({ path, producer: 'p', run: { ...RUN, runId: 'r1', attempt: 1 }, server: 'http://127.0.0.1:9', relay: 'manual' }),
+    ).rejects.toMatchObject({ code: 'fenced', fencedBy: 2 });
   });
 
   it('apply only the new steps to an existing file, keeping its data', () => {
