@@ -3,7 +3,7 @@
  * its "batch N is ready" event in one SQLite transaction. The demo and the crash tests run it as a
  * child process and kill it.
  *
- *   tsx examples/batch-ingest.ts --db FILE --server URL --data DIR --run-id ID --attempt N [--batches 50]
+ *   tsx examples/batch-ingest.ts --db FILE --server URL --data DIR --run-id ID --attempt N [--batches 50] [--relay external]
  */
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,6 +23,8 @@ const { values: args } = parseArgs({
     attempt: { type: 'string', default: '1' },
     batches: { type: 'string', default: '50' },
     'pause-ms': { type: 'string', default: '0' },
+    /** 'external' leaves delivery to a separate `oncebox relay` process on the same file. */
+    relay: { type: 'string', default: 'in-process' },
     /** Crash simulation for the demo and the crash tests: SIGKILL this process before committing batch K. */
     'kill-before-commit': { type: 'string' },
   },
@@ -33,12 +35,15 @@ if (!args.db || !args.server?.length || !args.data) {
   process.exit(2);
 }
 
-/** Writing a batch is idempotent: batch N always lands in the same file, replaced whole. */
+/**
+ * Writing a batch is idempotent: batch N always lands in the same file, replaced whole. The temporary
+ * file is this process's own, since a zombie and its retry on one machine may write the same batch at once.
+ */
 function writeBatch(dir: string, batch: number, rows: number): void {
   mkdirSync(dir, { recursive: true });
   const path = join(dir, `batch-${batch}.json`);
-  writeFileSync(`${path}.tmp`, JSON.stringify({ batch, rows }));
-  renameSync(`${path}.tmp`, path);
+  writeFileSync(`${path}.${process.pid}.tmp`, JSON.stringify({ batch, rows }));
+  renameSync(`${path}.${process.pid}.tmp`, path);
 }
 
 const box = await openOutbox({
@@ -46,6 +51,7 @@ const box = await openOutbox({
   server: args.server.length === 1 ? args.server[0] : args.server,
   producer: args.producer,
   run: { workflow: 'orders', runId: args['run-id'], task: 'ingest', attempt: Number(args.attempt) },
+  relay: args.relay === 'external' ? 'external' : 'in-process',
 });
 const batchReady = box.asset('batch_ready');
 const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));

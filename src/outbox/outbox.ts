@@ -14,7 +14,7 @@ import { failpoint } from './failpoints.js';
 import { OutboxFile, type OutboxRow } from './outbox-file.js';
 import { resolveOutboxOptions, type OutboxOptions, type ResolvedOutboxOptions, type RunContext } from './options.js';
 import { fromRow, ReceiptWaiters } from './receipts.js';
-import { Relay, type RelayError } from './relay.js';
+import { Relay, waitUntilDrained, type RelayError } from './relay.js';
 import type { Fence, RunKey } from './run-attempts.js';
 import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
@@ -225,6 +225,8 @@ export class Outbox {
   private async closeOnce(timeoutMs: number): Promise<CloseResult> {
     this.closed = true;
     if (this.relay && this.options.relay === 'in-process') await this.relay.drain(timeoutMs);
+    // With relay: 'external', `oncebox relay` delivers from another process: wait for it just the same.
+    if (this.options.relay === 'external') await waitUntilDrained(this.file, timeoutMs);
     await this.relay?.stop();
     const pending = this.status().pending;
     clearInterval(this.pollTimer);

@@ -53,9 +53,26 @@ export const RELAY_DEFAULTS = {
   pruneDeliveredAfterMs: 7 * 24 * 60 * 60 * 1000,
 } as const;
 
+/** How often a relay standing by looks whether the lease holder has stopped or died. */
+const STANDBY_CHECK_MS = 250;
 /** How often the relay looks for delivered rows to prune. */
 const PRUNE_EVERY_MS = 60_000;
 const PRUNE_BATCH = 1000;
+
+/**
+ * Waits until no row of the file is pending, whoever delivers them (this process's relay or another's),
+ * for at most `timeoutMs`, or until `giveUp` says so.
+ * @returns true when drained.
+ * @internal
+ */
+export async function waitUntilDrained(file: OutboxFile, timeoutMs: number, giveUp: () => boolean = () => false): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (file.statements.hasPending.get() !== undefined) {
+    if (Date.now() >= deadline || giveUp()) return false;
+    await sleep(Math.min(20, Math.max(1, deadline - Date.now())));
+  }
+  return true;
+}
 
 /**
  * Delivers an outbox file's pending rows to the server in commit order, one batch at a time, and
@@ -117,13 +134,8 @@ export class Relay {
    * Waits until no row is pending, for at most `timeoutMs`.
    * @returns true when drained.
    */
-  async drain(timeoutMs: number): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.file.statements.hasPending.get() !== undefined) {
-      if (Date.now() >= deadline || this.failure || this.stopper.signal.aborted) return false;
-      await sleep(Math.min(20, Math.max(1, deadline - Date.now())));
-    }
-    return true;
+  drain(timeoutMs: number): Promise<boolean> {
+    return waitUntilDrained(this.file, timeoutMs, () => this.failure !== undefined || this.stopper.signal.aborted);
   }
 
   /** Stops at once: a request in flight is abandoned (its rows stay pending) and the lease is released. */
@@ -162,8 +174,9 @@ export class Relay {
       if (!this.holding) {
         const result = this.lease.tryAcquire();
         if (!result.acquired) {
-          // Another relay delivers; stand by and try again when its lease would run out.
-          const wait = Math.min(this.options.leaseTtlMs / 2, Math.max(50, result.holder.expiresAt - this.options.now()));
+          // Another relay delivers; stand by, looking again now and then: the holder may stop (a zombie
+          // ends when its retry opens the file) or die, and its lease is then free long before it expires.
+          const wait = Math.min(STANDBY_CHECK_MS, this.options.leaseTtlMs / 2, Math.max(50, result.holder.expiresAt - this.options.now()));
           await sleep(wait, undefined, { signal }).catch(() => undefined);
           continue;
         }
@@ -194,6 +207,11 @@ export class Relay {
         });
       } catch (error) {
         if (signal.aborted) return;
+        // The fenced attempt's rows are parked; the file may hold rows of other runs, which go on.
+        if (error instanceof FencedError) {
+          this.recordError(error);
+          continue;
+        }
         throw error;
       }
     }

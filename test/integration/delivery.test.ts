@@ -94,6 +94,35 @@ describe('delivery through the relay', () => {
     );
   });
 
+  it("parks a fenced attempt's rows and goes on delivering the file's other runs", async () => {
+    const { url, events } = await startServer();
+    const path = join(tempDir(), 'outbox.db');
+    const down = 'http://127.0.0.1:9';
+    const options = { path, producer: 'p', server: down, relay: 'manual' as const };
+    // Run A's attempt 1 and run B commit while the server is unreachable.
+    const runA = await openOutbox({ ...options, run: { ...RUN, runId: 'run-a' } });
+    runA.commit((tx) => tx.emit(runA.asset('batch_ready'), { partitionKey: 'a1' }));
+    await runA.close({ timeoutMs: 0 });
+    const runB = await openOutbox({ ...options, run: { ...RUN, runId: 'run-b' } });
+    runB.commit((tx) => tx.emit(runB.asset('batch_ready'), { partitionKey: 'b1' }));
+    await runB.close({ timeoutMs: 0 });
+    // Meanwhile run A's attempt 2 delivered from another machine.
+    const elsewhere = await openOutbox({ path: join(tempDir(), 'other.db'), producer: 'p', server: url, run: { ...RUN, runId: 'run-a', attempt: 2 } });
+    await elsewhere.asset('batch_ready').emit({ partitionKey: 'a1' });
+    await elsewhere.close({ timeoutMs: 0 });
+
+    const relay = await openOutbox({ path, producer: 'p', server: url });
+    expect(await relay.close({ timeoutMs: 10_000 })).toEqual({ pending: 0 });
+    expect((await events()).map((event) => [event.runId, event.partitionKey, event.attempt])).toEqual([
+      ['run-a', 'a1', 2],
+      ['run-b', 'b1', 1],
+    ]);
+    const status = await openOutbox({ path, producer: 'p', server: url, relay: 'manual' });
+    expect(status.status()).toMatchObject({ dead: 1, deadRows: [expect.objectContaining({ partitionKey: 'a1', code: 'fenced', reason: 'fenced by attempt 2' })] });
+    expect(status.status().lastError).toMatchObject({ code: 'fenced' });
+    await status.close({ timeoutMs: 0 });
+  });
+
   it('records the last error while the server is unreachable', async () => {
     const box = await testOutbox({ server: 'http://127.0.0.1:9', retryMinDelayMs: 5, retryMaxDelayMs: 10 });
     box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'b1' }));
