@@ -1,7 +1,9 @@
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { runScript } from '../support/child.js';
+import { seededPlan } from '../support/plan.js';
 import { startServer, type RunningServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
 
@@ -80,4 +82,29 @@ describe('a job killed with SIGKILL', () => {
       });
     }
   });
+
+  it('at random moments of a tight commit loop, round after round, never leaves the checkpoint and the emissions apart', async () => {
+    const rounds = 20;
+    const { plan } = seededPlan('commit-loop kills', fc.array(fc.integer({ min: 30, max: 300 }), { minLength: rounds, maxLength: rounds }));
+    const dir = tempDir();
+    const db = join(dir, 'outbox.db');
+    let reached = 0;
+    for (const [round, killAfterMs] of plan.entries()) {
+      // No server: every commit stays pending, and the loop commits as fast as fsync allows.
+      const killed = await runScript(JOB, ['--db', db, '--server', 'http://127.0.0.1:9', '--data', join(dir, 'data'), '--batches', '1000000'], {
+        onLine: (line, kill) => {
+          if (line.event === 'start') setTimeout(kill, killAfterMs);
+        },
+      });
+      expect(killed.signal, `round ${round}: ${killed.stderr}`).toBe('SIGKILL');
+      const state = readFile(db);
+      // Every batch up to the checkpoint has its emission, and no batch past it has one.
+      expect(state.partitions, `round ${round}, killed after ${killAfterMs} ms`).toEqual(
+        Array.from({ length: state.checkpoint ?? 0 }, (_, i) => partition(i + 1)),
+      );
+      expect(state.checkpoint ?? 0).toBeGreaterThanOrEqual(reached);
+      reached = state.checkpoint ?? 0;
+    }
+    expect(reached, 'the loop got somewhere').toBeGreaterThan(rounds);
+  }, 120_000);
 });

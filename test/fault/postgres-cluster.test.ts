@@ -154,21 +154,25 @@ describe.skipIf(!pgAvailable)(`several server instances on one PostgreSQL${pgSki
     expect(after.events.map((e: { eventId: string }) => e.eventId)).toEqual([lateEvent]);
   });
 
-  it('lets a reader paging by cursor see every event exactly once while two instances write concurrently', async () => {
+  it('lets six readers paging by cursor at once see every event exactly once while two instances write concurrently', async () => {
     const [a, b] = await twoInstances();
-    const writers = 16;
+    const writers = 12;
     const perWriter = 12;
     let writing = true;
-    const seen: string[] = [];
-    const reader = (async () => {
+    // Six readers at once: each read runs the sequencer, so several run at the same moment on both instances.
+    const readers = Array.from({ length: 6 }, async (_, reader) => {
+      const seen: string[] = [];
       let after = 0;
-      for (let idle = 0; writing || idle < 2; ) {
-        const page: any = await (await fetch(`${(after % 2 ? a : b).url}/v1/events?after=${after}&limit=50`)).json();
+      for (let idle = 0, read = 0; writing || idle < 2; read++) {
+        const response = await fetch(`${((reader + read) % 2 ? a : b).url}/v1/events?after=${after}&limit=50`);
+        expect(response.status, `reader ${reader}: ${response.status === 200 ? '' : await response.clone().text()}`).toBe(200);
+        const page: any = await response.json();
         seen.push(...page.events.map((e: { key: string }) => e.key));
         after = page.next;
         idle = page.events.length === 0 && !writing ? idle + 1 : 0;
       }
-    })();
+      return seen;
+    });
     await Promise.all(
       Array.from({ length: writers }, async (_, writer) => {
         for (let request = 0; request < perWriter; request++) {
@@ -179,8 +183,9 @@ describe.skipIf(!pgAvailable)(`several server instances on one PostgreSQL${pgSki
       }),
     );
     writing = false;
-    await reader;
-    expect(seen).toHaveLength(writers * perWriter * 20);
-    expect(new Set(seen).size).toBe(seen.length);
+    for (const seen of await Promise.all(readers)) {
+      expect(seen).toHaveLength(writers * perWriter * 20);
+      expect(new Set(seen).size).toBe(seen.length);
+    }
   });
 });

@@ -1,7 +1,9 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { LeaseLostError, openOutbox, RejectedError } from '../../src/outbox/index.js';
+import { copyFileSync, rmSync } from 'node:fs';
+import { LeaseLostError, openOutbox, RejectedError, StreamStateLostError } from '../../src/outbox/index.js';
+import { startFaultProxy } from '../support/fault-proxy.js';
 import { RUN, testOutbox } from '../support/outbox.js';
 import { startServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
@@ -94,6 +96,21 @@ describe('delivery through the relay', () => {
     );
   });
 
+  it('delivers the rows of several runs sharing a file in commit order, not stream by stream', async () => {
+    const { url, events } = await startServer();
+    const path = join(tempDir(), 'outbox.db');
+    const options = { path, producer: 'p', server: url, relay: 'manual' as const };
+    const runA = await openOutbox({ ...options, run: { ...RUN, runId: 'run-a' } });
+    const runB = await openOutbox({ ...options, run: { ...RUN, runId: 'run-b' } });
+    const commit = (box: typeof runA, partitionKey: string) => box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey }));
+    const order = ['a1', 'a2', 'a3', 'b1', 'b2', 'a4'];
+    for (const partitionKey of order) commit(partitionKey.startsWith('a') ? runA : runB, partitionKey);
+    while ((await runA.relay!.step()) > 0);
+    expect((await events()).map((event) => event.partitionKey)).toEqual(order);
+    await runA.close({ timeoutMs: 0 });
+    await runB.close({ timeoutMs: 0 });
+  });
+
   it("parks a fenced attempt's rows and goes on delivering the file's other runs", async () => {
     const { url, events } = await startServer();
     const path = join(tempDir(), 'outbox.db');
@@ -130,6 +147,48 @@ describe('delivery through the relay', () => {
     expect(box.status().lastError?.message).toMatch(/^could not reach http:\/\/127\.0\.0\.1:9\/v1\/emissions/);
     expect(box.status().oldestPendingAgeMs).toBeGreaterThanOrEqual(0);
   });
+});
+
+describe('a server that lost what it acknowledged', () => {
+  it.each(['restored from an old backup', 'reset to an empty store'] as const)(
+    'is %s: the relay stops with stream_state_lost and marks nothing, rather than resend out of order',
+    async (what) => {
+      const dbPath = join(tempDir(), 'server.db');
+      const backup = join(tempDir(), 'backup.db');
+      let server = await startServer({ db: dbPath });
+      const proxy = await startFaultProxy(server.url);
+      const box = await testOutbox({ server: proxy.url, relay: 'manual' });
+      const ready = box.asset('batch_ready');
+      const restart = async (restoreFrom?: string) => {
+        await server.close();
+        if (restoreFrom !== undefined) {
+          for (const suffix of ['-wal', '-shm']) rmSync(`${dbPath}${suffix}`, { force: true });
+          if (restoreFrom === '') rmSync(dbPath);
+          else copyFileSync(restoreFrom, dbPath);
+        }
+        server = await startServer({ db: dbPath });
+        proxy.setUpstream(server.url);
+      };
+
+      box.commit((tx) => tx.emit(ready, { partitionKey: 'b1' }));
+      expect(await box.relay!.step()).toBe(1);
+      await server.close();
+      copyFileSync(dbPath, backup);
+      await restart();
+      box.commit((tx) => tx.emit(ready, { partitionKey: 'b2' }));
+      expect(await box.relay!.step()).toBe(1);
+      await restart(what === 'reset to an empty store' ? '' : backup);
+
+      const b3 = box.commit((tx) => tx.emit(ready, { partitionKey: 'b3' }));
+      await expect(box.relay!.step()).rejects.toBeInstanceOf(StreamStateLostError);
+      await expect(box.relay!.step()).rejects.toMatchObject({
+        code: 'stream_state_lost',
+        message: expect.stringMatching(/^the server expects seq [12] of stream orders-ingest\/2026-11-30 attempt 1, but this outbox settled every row before seq 3/),
+      });
+      expect(box.status()).toMatchObject({ pending: 1, delivered: 2 });
+      expect(box.file.statements.rowById.get({ id: b3.rowId! })?.state).toBe('pending');
+    },
+  );
 });
 
 describe('the relay lease', () => {

@@ -78,6 +78,22 @@ describe('a zombie and its retry on the same outbox file', () => {
     await retry.close({ timeoutMs: 0 });
   });
 
+  it("delivers attempt 1's leftovers before what attempt 2 commits next, all as attempt 2's, in commit order", async () => {
+    const { url, events } = await startServer();
+    const path = join(tempDir(), 'outbox.db');
+    const first = await open(path, 'http://127.0.0.1:9', 1);
+    for (let batch = 1; batch <= 4; batch++) commitBatch(first, batch);
+    await first.close({ timeoutMs: 0 });
+    const retry = await open(path, url, 2);
+    commitBatch(retry, 5);
+    commitBatch(retry, 6);
+    await drain(retry);
+    expect((await events()).map((event) => [event.partitionKey, event.attempt, event.seq])).toEqual(
+      [1, 2, 3, 4, 5, 6].map((batch) => [`batch-${batch}`, 2, 2 * batch - 1]),
+    );
+    await retry.close({ timeoutMs: 0 });
+  });
+
   it('refuses an older attempt that opens the file after a newer one did', async () => {
     const { url } = await startServer();
     const path = join(tempDir(), 'outbox.db');

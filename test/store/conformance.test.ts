@@ -249,6 +249,17 @@ for (const backend of BACKENDS) {
       expect((await allEvents(url)).map((e) => [e.key, e.attempt])).toEqual([[keys[0], 1], [keys[1], 1], [keys[2], 2]]);
     });
 
+    it('fences a request of an older attempt that holds only checkpoint updates: the mirror never goes back', async () => {
+      const { url } = await startServer({ backend });
+      const checkpoint = (seq: number, batch: number) => ({ seq, key: newKey(), kind: 'checkpoint', name: 'backlog', value: { batch } });
+      await send(url, [item(1, newKey()), checkpoint(2, 1)], attempt(1));
+      await send(url, [item(1, newKey(), { partitionKey: 'batch-2' }), checkpoint(2, 2)], attempt(2));
+      const zombie = await send(url, [checkpoint(3, 1)], attempt(1));
+      expect(zombie.json.results).toEqual([expect.objectContaining({ status: 'fenced', seq: 3, epoch: 2 })]);
+      const state = await (await fetch(`${url}/v1/streams/p/fence-run`)).json();
+      expect(state).toMatchObject({ epoch: 2, checkpoints: { backlog: { batch: 2 } } });
+    });
+
     it('does not move the epoch for a request that delivered nothing', async () => {
       const { url } = await startServer({ backend });
       await send(url, [item(1, newKey())], attempt(1));
@@ -325,6 +336,27 @@ for (const backend of BACKENDS) {
         clock += 10 * DAY;
         expect(await server.server.compact()).toEqual({ dedupeRecords: 0, events: 1, outcomes: 0 });
         expect((await server.events()).map((event) => event.key)).toEqual([fresh, old]);
+      });
+
+      it('keeps the stream outcomes recorded inside the window: a retry there gets its first answer', async () => {
+        const DAY = 24 * 60 * 60 * 1000;
+        let clock = Date.parse('2026-01-01T00:00:00Z');
+        const server = await startServer({ backend, now: () => new Date(clock), compactEveryMs: 0 });
+        const stream = { ...STREAM, runId: 'outcomes' };
+        const old = [item(1, newKey(), { asset: 'unregistered' })];
+        expect((await send(server.url, old, stream)).json.results[0].status).toBe('rejected');
+        clock += 20 * DAY;
+        const fresh = [
+          item(2, newKey()),
+          { seq: 3, key: newKey(), kind: 'checkpoint', name: 'backlog', value: { batch: 2 } },
+          item(4, newKey(), { asset: 'unregistered' }),
+        ];
+        const first = await send(server.url, fresh, stream);
+        expect(first.json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'checkpointed', 'rejected']);
+        clock += 11 * DAY; // the first rejection is 31 days old, the rest 11
+        expect(await server.server.compact()).toEqual({ dedupeRecords: 0, events: 0, outcomes: 1 });
+        const retry = await send(server.url, fresh, stream);
+        expect(retry.json.results).toEqual([{ ...first.json.results[0], status: 'duplicate' }, first.json.results[1], first.json.results[2]]);
       });
     });
   });

@@ -50,6 +50,30 @@ describe('commit', () => {
     expect(box.file.db.prepare('SELECT seq FROM outbox').pluck().all()).toEqual([1]);
   });
 
+  it.each([
+    ['the checkpoint table', "CREATE TRIGGER fail_write BEFORE INSERT ON checkpoints WHEN NEW.value = '{\"batch\":2}' BEGIN SELECT RAISE(ABORT, 'injected failure'); END"],
+    ['the checkpoint update row', "CREATE TRIGGER fail_write BEFORE INSERT ON outbox WHEN NEW.kind = 'checkpoint' AND NEW.checkpoint_value = '{\"batch\":2}' BEGIN SELECT RAISE(ABORT, 'injected failure'); END"],
+    ['the emission row', "CREATE TRIGGER fail_write BEFORE INSERT ON outbox WHEN NEW.partition_key = 'batch-2' BEGIN SELECT RAISE(ABORT, 'injected failure'); END"],
+  ])('writes nothing of a commit whose write to %s fails: never an emission without its checkpoint', async (_what, trigger) => {
+    const box = await testOutbox();
+    const progress = box.checkpoint('backlog', z.object({ batch: z.number() }));
+    const asset = box.asset('batch_ready');
+    const commitBatch = (batch: number) =>
+      box.commit((tx) => {
+        tx.set(progress, { batch });
+        tx.emit(asset, { partitionKey: `batch-${batch}` });
+      });
+    commitBatch(1);
+    box.file.db.exec(trigger);
+    expect(() => commitBatch(2)).toThrow('injected failure');
+    expect(progress.get()).toEqual({ batch: 1 });
+    const rows = box.file.db.prepare('SELECT kind, partition_key, checkpoint_value FROM outbox ORDER BY id').all();
+    expect(rows).toEqual([
+      { kind: 'event', partition_key: 'batch-1', checkpoint_value: null },
+      { kind: 'checkpoint', partition_key: null, checkpoint_value: '{"batch":1}' },
+    ]);
+  });
+
   it('refuses an async callback and writes nothing', async () => {
     const box = await testOutbox();
     const asset = box.asset('batch_ready');
