@@ -13,7 +13,7 @@ const NAMESPACE_BYTES = parseUuid(ONCEBOX_KEY_NAMESPACE);
  * has one JSON form, so JSON.stringify is canonical here.
  */
 function uuidOf(parts: readonly (string | number | null)[]): string {
-  return uuidv5(Buffer.from(JSON.stringify(parts), 'utf8'), NAMESPACE_BYTES);
+  return uuidv5(Buffer.from(JSON.stringify(parts)), NAMESPACE_BYTES);
 }
 
 /** What identifies one logical emission, independently of when or where it was committed. */

@@ -10,17 +10,25 @@ import { afterEach } from 'vitest';
  * - drop-response: pass it on, let the server commit, then cut the connection (a lost acknowledgement);
  * - duplicate: pass it on twice, answer with the second answer (a duplicated delivery);
  * - delay: wait, then forward;
- * - fail-503: answer 503 with Retry-After without passing it on.
+ * - fail-503: answer 503 with Retry-After without passing it on;
+ * - hold: cut the connection, keep the request, and pass it on only at `releaseHeld()`: a request stuck
+ *   in the network that reaches the server late, after the client resent it and went on (reordering).
  */
-export type Fault = 'forward' | 'drop-request' | 'drop-response' | 'duplicate' | 'delay' | 'fail-503';
+export type Fault = 'forward' | 'drop-request' | 'drop-response' | 'duplicate' | 'delay' | 'fail-503' | 'hold';
 
 export interface FaultProxy {
   url: string;
   /** Faults for the next requests, in order; once used up, requests are forwarded. */
   plan(...faults: Fault[]): void;
+  /** Drops the faults not used up yet. */
+  clearPlan(): void;
   /** Requests seen, and requests that reached the server. */
   readonly stats: { requests: number; forwarded: number };
   setUpstream(url: string): void;
+  /** Passes the held requests on now, in the order they came; their answers go nowhere. */
+  releaseHeld(): Promise<void>;
+  /** Forgets the held requests: they were lost after all. */
+  discardHeld(): void;
   close(): Promise<void>;
 }
 
@@ -30,16 +38,22 @@ const proxies: Server[] = [];
 export async function startFaultProxy(upstream: string, options: { delayMs?: number } = {}): Promise<FaultProxy> {
   let target = upstream;
   const queue: Fault[] = [];
+  const held: { url: string; method: string; headers: Record<string, string>; body: Buffer }[] = [];
   const stats = { requests: 0, forwarded: 0 };
 
-  const forward = async (req: IncomingMessage, body: Buffer) => {
-    stats.forwarded++;
+  const headersOf = (req: IncomingMessage) => {
     const headers: Record<string, string> = {};
     for (const name of ['content-type', 'authorization']) {
       const value = req.headers[name];
       if (typeof value === 'string') headers[name] = value;
     }
-    const response = await fetch(new URL(req.url!, target), { method: req.method, headers, body: req.method === 'GET' ? undefined : body });
+    return headers;
+  };
+  const send = (url: string, method: string, headers: Record<string, string>, body: Buffer) =>
+    fetch(new URL(url, target), { method, headers, body: method === 'GET' ? undefined : body });
+  const forward = async (req: IncomingMessage, body: Buffer) => {
+    stats.forwarded++;
+    const response = await send(req.url!, req.method!, headersOf(req), body);
     return { status: response.status, type: response.headers.get('content-type') ?? 'application/json', body: Buffer.from(await response.arrayBuffer()) };
   };
   const reply = (res: ServerResponse, answer: { status: number; type: string; body: Buffer }) => {
@@ -57,6 +71,10 @@ export async function startFaultProxy(upstream: string, options: { delayMs?: num
       try {
         switch (fault) {
           case 'drop-request':
+            req.socket.destroy();
+            return;
+          case 'hold':
+            held.push({ url: req.url!, method: req.method!, headers: headersOf(req), body });
             req.socket.destroy();
             return;
           case 'drop-response':
@@ -89,9 +107,24 @@ export async function startFaultProxy(upstream: string, options: { delayMs?: num
   return {
     url: `http://127.0.0.1:${port}`,
     plan: (...faults) => queue.push(...faults),
+    clearPlan: () => {
+      queue.length = 0;
+    },
     stats,
     setUpstream: (url) => {
       target = url;
+    },
+    discardHeld: () => {
+      held.length = 0;
+    },
+    releaseHeld: async () => {
+      for (const request of held.splice(0)) {
+        stats.forwarded++;
+        await send(request.url, request.method, request.headers, request.body).then(
+          (response) => response.arrayBuffer(),
+          () => undefined, // the server is down: the request is lost after all
+        );
+      }
     },
     close: () => closeServer(server),
   };

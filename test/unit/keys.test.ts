@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { deriveKey, explicitKey, type EmissionIdentity } from '../../src/outbox/keys.js';
+import { checkpointKey, deriveKey, explicitKey, type EmissionIdentity } from '../../src/outbox/keys.js';
 import { RUN, testOutbox } from '../support/outbox.js';
 
 const identity: EmissionIdentity = {
@@ -20,7 +20,16 @@ describe('idempotency keys', () => {
     // A literal on purpose (cross-checked with Python's uuid.uuid5 over the documented name): if the
     // derivation ever changes, re-runs would stop deduplicating against events already stored.
     expect(deriveKey(identity)).toBe('70f43ae5-eb43-5da9-9c6d-dd3cc354e70d');
-    expect(explicitKey('orders-ingest', 'my-key')).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    // The same for an explicit key and a checkpoint update's key (python3: uuid.uuid5(namespace,
+    // json.dumps(parts, separators=(',', ':')))), so that each kind of key stays apart from the others.
+    expect(explicitKey('orders-ingest', 'my-key')).toBe('43b3db19-d738-51e3-b941-ec09b64b8adb');
+    expect(checkpointKey('orders-ingest', { ...RUN, attempt: 2 }, 7)).toBe('0329d44e-d2ac-5457-82ff-fd39763bfc3b');
+    expect(checkpointKey('orders-ingest', { workflow: RUN.workflow, runId: RUN.runId, attempt: 2 }, 7)).toBe('a7af2a59-9f53-5ab9-ac27-f01c1543d589');
+  });
+
+  it('scope an explicit key by producer, so two producers picking the same key do not swallow each other', () => {
+    expect(explicitKey('orders-ingest', 'my-key')).not.toBe(explicitKey('billing', 'my-key'));
+    expect(explicitKey('orders-ingest', 'my-key')).not.toBe(explicitKey('orders-ingest', 'other-key'));
   });
 
   it('are the same in a separate process', () => {

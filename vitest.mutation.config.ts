@@ -1,0 +1,18 @@
+import { defineConfig } from 'vitest/config';
+
+/**
+ * The test run StrykerJS uses to judge each mutant (`npm run mutation`). Only tests that run the code in
+ * their own process can kill a mutant: a child process (the crash tests, the CLI, the demo, the PostgreSQL
+ * cluster of `oncebox server` processes) runs without the active mutant, so those files are left out.
+ * The model test runs fewer cases here: it covers nearly every mutant, and runs once per mutant.
+ */
+export default defineConfig({
+  test: {
+    include: ['test/unit/**/*.test.ts', 'test/store/**/*.test.ts', 'test/property/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/fault/network.test.ts'],
+    exclude: ['test/integration/cli.test.ts', 'test/integration/demo.test.ts', 'test/integration/exports.test.ts', 'test/integration/quickstart.test.ts'],
+    env: { ONCEBOX_RUNS: '15' },
+    pool: 'forks',
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+  },
+});
