@@ -12,7 +12,7 @@ export default {
     'src/dedupe/postgres-store.ts',
     'src/outbox/commit.ts',
     'src/outbox/keys.ts',
-    'src/outbox/relay.ts',
+    'src/outbox/answers.ts',
     'src/outbox/lease.ts',
     'src/outbox/run-attempts.ts',
   ],

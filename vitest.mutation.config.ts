@@ -10,7 +10,7 @@ export default defineConfig({
   test: {
     include: ['test/unit/**/*.test.ts', 'test/store/**/*.test.ts', 'test/property/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/fault/network.test.ts'],
     exclude: ['test/integration/cli.test.ts', 'test/integration/demo.test.ts', 'test/integration/exports.test.ts', 'test/integration/quickstart.test.ts'],
-    env: { ONCEBOX_RUNS: '15' },
+    env: { ONCEBOX_RUNS: '15', ONCEBOX_SEED: '20261130' },
     pool: 'forks',
     testTimeout: 60_000,
     hookTimeout: 60_000,

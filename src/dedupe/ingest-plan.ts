@@ -10,12 +10,17 @@ import type { CheckedCheckpoint, CheckedEvent, CheckedItem, InvalidItem } from '
  * set-based statements.
  */
 export type Placement =
-  /** Final without touching the dedupe table; `record` when it took a stream position. */
-  | { type: 'final'; result: ItemResult; record: boolean }
+  /** Final without touching the dedupe table, and without a stream position: a gap, an unreadable item. */
+  | { type: 'final'; result: ItemResult }
+  /** Refused for good at a stream position it took: recorded, so that a retry gets the same answer. */
+  | { type: 'refused'; result: RefusedResult }
   /** A position the stream already took: answer as the first time. */
   | { type: 'replay'; item: CheckedItem | InvalidItem; seq: number; key: string }
   | { type: 'checkpoint'; item: CheckedCheckpoint }
   | { type: 'event'; item: CheckedEvent };
+
+/** A refusal that took a stream position. */
+export type RefusedResult = Extract<ItemResult, { status: 'rejected' }> & { seq: number; key: string };
 
 export interface IngestPlan {
   placements: Placement[];
@@ -36,17 +41,15 @@ export function planIngest(
       const unplaced = item as InvalidItem;
       return {
         type: 'final',
-        record: false,
         result: { status: 'rejected', seq: null, key: null, code: RejectionCode.InvalidItem, detail: unplaced.detail, field: unplaced.field },
       };
     }
     if (seq <= lastSeq) return { type: 'replay', item, seq, key };
-    if (seq > lastSeq + 1) return { type: 'final', record: false, result: { status: 'gap', seq, key, expectedSeq: lastSeq + 1 } };
+    if (seq > lastSeq + 1) return { type: 'final', result: { status: 'gap', seq, key, expectedSeq: lastSeq + 1 } };
     lastSeq = seq;
     if (!item.valid) {
       return {
-        type: 'final',
-        record: true,
+        type: 'refused',
         result: { status: 'rejected', seq, key, code: RejectionCode.InvalidItem, detail: item.detail, field: item.field },
       };
     }
@@ -54,8 +57,7 @@ export function planIngest(
     if (!isRegistered(item.payload.asset)) {
       const asset = item.payload.asset;
       return {
-        type: 'final',
-        record: true,
+        type: 'refused',
         result: {
           status: 'rejected',
           seq,

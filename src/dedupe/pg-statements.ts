@@ -22,12 +22,25 @@ export function pgParam<T = any>(position: number, type: string): RawBuilder<T> 
   return sql.raw<T>(`$${position}::${type}`);
 }
 
+/** @internal A statement not named yet: `nameStatements` names it after the key it is stored under. */
+export type UnnamedStatement<Row> = Omit<PgStatement<Row>, 'name'>;
+
 /** @internal */
-export function pgStatement<Row = never>(name: string, query: CompiledQuery): PgStatement<Row> {
+export function pgStatement<Row = never>(query: CompiledQuery): UnnamedStatement<Row> {
   if (query.parameters.length > 0) {
-    throw new Error(`pgStatement ${name}: use pgParam() for every value; found inline parameters in ${query.sql}`);
+    throw new Error(`pgStatement: use pgParam() for every value; found inline parameters in ${query.sql}`);
   }
-  return { name: `oncebox_${name}`, text: query.sql };
+  return { text: query.sql };
+}
+
+/**
+ * @internal Names each statement after its key (`oncebox_lockStream`): one name per statement text on
+ * a connection, with no name to keep in step by hand.
+ */
+export function nameStatements<T extends Record<string, UnnamedStatement<unknown>>>(statements: T): { [K in keyof T]: T[K] & { readonly name: string } } {
+  return Object.fromEntries(Object.entries(statements).map(([key, statement]) => [key, { ...statement, name: `oncebox_${key}` }])) as {
+    [K in keyof T]: T[K] & { readonly name: string };
+  };
 }
 
 /** @internal Runs a prepared statement on one connection (inside the caller's transaction). */

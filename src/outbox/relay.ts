@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
-import { FencedError, LeaseLostError, OnceboxError, StreamStateLostError } from '../protocol/errors.js';
+import { FencedError, LeaseLostError, OnceboxError } from '../protocol/errors.js';
 import type { ItemResult } from '../protocol/wire.js';
+import { afterAnswers, applyAnswers } from './answers.js';
 import { encodeBatch } from './batch-encoding.js';
 import { failpoint } from './failpoints.js';
 import { RelayLease } from './lease.js';
@@ -105,9 +106,11 @@ export class Relay {
     const producer = file.getMeta('producer');
     if (producer === undefined) throw new Error(`${file.path}: no producer recorded; open it with openOutbox first`);
     this.producer = producer;
-    this.applyResults = file.db.transaction((rows: readonly OutboxRow[], results: readonly ItemResult[]) =>
-      this.applyInTransaction(rows, results),
-    );
+    this.applyResults = file.db.transaction((rows: readonly OutboxRow[], results: readonly ItemResult[]) => {
+      // Proved inside the transaction that marks rows, so that the proof and the marks commit together.
+      this.lease.confirm();
+      return applyAnswers(file, rows, results, options.now());
+    });
     const stored = file.getMeta('relay_last_error');
     this.lastError = stored === undefined ? undefined : (JSON.parse(stored) as RelayError);
   }
@@ -278,94 +281,10 @@ export class Relay {
     };
     const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);
     failpoint('relay:after-response');
-    const { settled, marked, movedAway, fence } = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
-    if (settled.length > 0) this.options.onSettled?.(settled);
+    const applied = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
+    if (applied.settled.length > 0) this.options.onSettled?.(applied.settled);
     this.pruneNowAndThen();
-    if (fence) {
-      throw new FencedError(
-        fence.attempt,
-        fence.by,
-        `attempt ${fence.attempt} of run ${fence.runId} was fenced by attempt ${fence.by}: a later attempt has delivered, so this one ` +
-          'may deliver nothing more; its pending rows are parked, and this process should stop',
-      );
-    }
-    const gap = results.find((result) => result.status === 'gap');
-    if (gap) {
-      if (gap.expectedSeq < first.seq) {
-        throw new StreamStateLostError(
-          `the server expects seq ${gap.expectedSeq} of stream ${stream.producer}/${stream.runId} attempt ${stream.attempt}, ` +
-            `but this outbox settled every row before seq ${first.seq}; the server's store was reset or restored from an old backup. ` +
-            'The relay stops rather than resend out of order; see docs/operations.md',
-        );
-      }
-      throw new DeliveryError('sequence_gap', `the server expects seq ${gap.expectedSeq} first; resending in order`);
-    }
-    // A later attempt took these rows over while they were in flight: it delivers them as its own.
-    if (marked === 0 && movedAway > 0) return 0;
-    if (marked === 0) {
-      // Answers that settle nothing (items the server could not place) must back off, not spin.
-      throw new DeliveryError('no_progress', `the server settled none of ${batch.length} rows; retrying with backoff`);
-    }
-    return marked;
-  }
-
-  private applyInTransaction(
-    rows: readonly OutboxRow[],
-    results: readonly ItemResult[],
-  ): { settled: SettledRow[]; marked: number; movedAway: number; fence: Fence | undefined } {
-    this.lease.confirm();
-    const s = this.file.statements;
-    const now = this.options.now();
-    const settled: SettledRow[] = [];
-    let marked = 0;
-    let movedAway = 0;
-    let fence: Fence | undefined;
-    const mark = (row: OutboxRow, changes: number) => {
-      marked += changes;
-      if (changes === 0 && s.rowById.get({ id: row.id })?.attempt !== row.attempt) movedAway++;
-      return changes === 1;
-    };
-    results.forEach((result, index) => {
-      const row = rows[index]!;
-      if (result.key !== row.key && result.key !== null) {
-        throw new DeliveryError('bad_response', `result ${index} is for key ${result.key}, not ${row.key}`);
-      }
-      const sent = { id: row.id, attempt: row.attempt, seq: row.seq, now };
-      switch (result.status) {
-        case 'accepted':
-        case 'duplicate': {
-          const duplicate = result.status === 'duplicate';
-          const delivered = { eventId: result.eventId, timestamp: result.timestamp, duplicate: duplicate ? 1 : 0 };
-          if (mark(row, s.markDelivered.run({ ...sent, ...delivered }).changes)) {
-            settled.push({ id: row.id, state: 'delivered', key: row.key, eventId: result.eventId, timestamp: result.timestamp, duplicate });
-          }
-          break;
-        }
-        case 'rejected':
-        case 'conflict': {
-          if (result.seq === null) break;
-          if (mark(row, s.markDead.run({ ...sent, code: result.code, reason: result.detail }).changes)) {
-            settled.push({ id: row.id, state: 'dead', key: row.key, code: result.code, reason: result.detail });
-          }
-          break;
-        }
-        case 'checkpointed':
-          mark(row, s.markDelivered.run({ ...sent, eventId: null, timestamp: null, duplicate: null }).changes);
-          break;
-        case 'fenced':
-          fence ??= { runId: row.run_id, task: row.task === '' ? null : row.task, attempt: row.attempt, by: result.epoch };
-          break;
-        case 'gap':
-          break;
-      }
-    });
-    if (fence) {
-      const reason = `fenced by attempt ${fence.by}`;
-      this.file.runs.recordFence({ runId: fence.runId, task: fence.task ?? '' }, fence.by);
-      const parked = s.parkStream.all({ runId: fence.runId, task: fence.task ?? '', attempt: fence.attempt, code: 'fenced', reason, now }) as { id: number }[];
-      for (const { id } of parked) settled.push({ id, state: 'dead', key: '', code: 'fenced', reason, fence });
-    }
-    return { settled, marked, movedAway, fence };
+    return afterAnswers(stream, batch, results, applied);
   }
 
   private startRenewing(): void {

@@ -63,11 +63,12 @@ export class RunAttempts {
       .transaction(() => {
         const s = this.file.statements;
         this.assertCurrent(run, attempt);
-        const lastWriter = s.highestAttemptWithRows.get({ ...run })?.attempt ?? undefined;
+        // max() always returns one row; its value is null when there is none.
+        const lastWriter = s.highestAttemptWithRows.get({ ...run })!.attempt ?? undefined;
         const opened = s.getRun.get({ ...run })?.opened_by;
         if (opened !== undefined && opened >= attempt) return { lastWriter, adopted: 0 };
         s.openRun.run({ ...run, attempt });
-        let seq = s.lastSeq.get({ ...run, attempt })?.last ?? 0;
+        let seq = s.lastSeq.get({ ...run, attempt })!.last ?? 0;
         const rows = s.undeliveredOfOlderAttempts.all({ ...run, attempt });
         for (const { id } of rows) s.adoptRow.run({ id, attempt, seq: ++seq });
         return { lastWriter, adopted: rows.length };

@@ -94,6 +94,61 @@ for (const backend of BACKENDS) {
       expect((await allEvents(url)).map((event) => event.key)).toEqual([key]);
     });
 
+    it('answers a key repeated within one request as a duplicate of its first item there', async () => {
+      const { url } = await startServer({ backend });
+      const key = newKey();
+      const answer = await send(url, [item(1, key, { partitionKey: 'same' }), item(2, key, { partitionKey: 'same' }), item(3, key, { partitionKey: 'other' })]);
+      const [first, again, other] = answer.json.results;
+      expect(first).toMatchObject({ status: 'accepted', seq: 1 });
+      expect(again).toEqual({ status: 'duplicate', seq: 2, key, eventId: first.eventId, timestamp: first.timestamp });
+      expect(other).toMatchObject({ status: 'conflict', seq: 3, code: 'key_conflict' });
+      expect(await allEvents(url)).toHaveLength(1);
+    });
+
+    it('answers a retry of an item that was a duplicate of another stream as a duplicate again', async () => {
+      const { url } = await startServer({ backend });
+      const key = newKey();
+      const first = await send(url, [item(1, key)], { ...STREAM, runId: 'first' });
+      const second = await send(url, [item(1, key)], { ...STREAM, runId: 'second' });
+      expect(second.json.results[0]).toEqual({ ...first.json.results[0], status: 'duplicate' });
+      expect((await send(url, [item(1, key)], { ...STREAM, runId: 'second' })).json.results).toEqual(second.json.results);
+    });
+
+    it('answers a gap filled later with the item that filled it, on a retry too', async () => {
+      const { url } = await startServer({ backend });
+      const [k1, k2] = [newKey(), newKey()];
+      expect((await send(url, [item(2, k2)])).json.results[0].status).toBe('gap');
+      const filled = await send(url, [item(1, k1), item(2, k2)]);
+      expect(filled.json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'accepted']);
+      expect((await send(url, [item(2, k2)])).json.results[0]).toEqual({ ...filled.json.results[1], status: 'duplicate' });
+    });
+
+    it('stores every field of an event and gives it back as it was sent', async () => {
+      const { url } = await startServer({ backend });
+      const key = newKey();
+      const stream = { producer: 'prod', workflow: 'flow', runId: 'run-7', task: 'load', attempt: 3 };
+      const sent = item(1, key, { partitionKey: 'p-1', partitionDate: '2026-11-30T10:00:00+01:00', extra: { rows: 7, tags: ['a'] } });
+      const receipt = (await send(url, [sent, item(2, newKey(), { partitionKey: 'bare' })], stream)).json.results[0];
+      const [full, bare] = await allEvents(url);
+      expect(full).toEqual({
+        cursor: expect.any(Number),
+        eventId: receipt.eventId,
+        timestamp: receipt.timestamp,
+        key,
+        asset: 'batch_ready',
+        partitionKey: 'p-1',
+        partitionDate: '2026-11-30T10:00:00+01:00',
+        extra: { rows: 7, tags: ['a'] },
+        producer: 'prod',
+        workflow: 'flow',
+        runId: 'run-7',
+        task: 'load',
+        attempt: 3,
+        seq: 1,
+      });
+      expect(bare).toMatchObject({ partitionKey: 'bare', partitionDate: null, extra: null, seq: 2 });
+    });
+
     it('treats key order and whitespace in extra as the same payload', async () => {
       const { url } = await startServer({ backend });
       const key = newKey();
@@ -217,6 +272,18 @@ for (const backend of BACKENDS) {
       const bad = await fetch(`${url}/v1/events?limit=5000`);
       expect(bad.status).toBe(400);
       expect(await bad.json()).toMatchObject({ code: 'invalid_request', field: 'limit' });
+    });
+
+    it('gives cursors that keep growing across writes and reads', async () => {
+      const { url } = await startServer({ backend });
+      await send(url, [item(1, newKey()), item(2, newKey())]);
+      const first: any = await (await fetch(`${url}/v1/events`)).json();
+      await send(url, [item(3, newKey()), item(4, newKey())]);
+      const next: any = await (await fetch(`${url}/v1/events?after=${first.next}`)).json();
+      const cursors = [...first.events, ...next.events].map((event: { cursor: number }) => event.cursor);
+      expect(next.events.map((event: { seq: number }) => event.seq)).toEqual([3, 4]);
+      expect(cursors).toEqual([...cursors].sort((a, b) => a - b));
+      expect(new Set(cursors).size).toBe(4);
     });
 
     it('registers assets through the admin route, and only then accepts them', async () => {

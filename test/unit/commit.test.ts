@@ -9,7 +9,9 @@ import {
   OutboxClosedError,
   type CommitTransaction,
 } from '../../src/outbox/index.js';
-import { testOutbox } from '../support/outbox.js';
+import { deriveKey, explicitKey } from '../../src/outbox/keys.js';
+import { EmissionValidationError } from '../../src/outbox/index.js';
+import { RUN, testOutbox } from '../support/outbox.js';
 import { tempDir } from '../support/temp.js';
 
 describe('commit', () => {
@@ -147,5 +149,97 @@ describe('commit', () => {
     expect(() => leaked!.emit(box.asset('batch_ready'))).toThrow(
       'tx.emit(): this commit has already ended; use tx only inside the commit callback',
     );
+  });
+
+  it('refuses tx.set used after its commit ended, naming the method', async () => {
+    const box = await testOutbox();
+    const progress = box.checkpoint('backlog', z.object({ batch: z.number() }));
+    let leaked: CommitTransaction | undefined;
+    box.commit((tx) => {
+      leaked = tx;
+    });
+    expect(() => leaked!.set(progress, { batch: 1 })).toThrow('tx.set(): this commit has already ended; use tx only inside the commit callback');
+  });
+
+  it("has no key or receipt for an emission until its commit has returned", async () => {
+    const box = await testOutbox();
+    const asset = box.asset('batch_ready');
+    let keyInside: unknown;
+    let receiptInside: Promise<unknown> | undefined;
+    const emission = box.commit((tx) => {
+      const handle = tx.emit(asset, { partitionKey: 'b1' });
+      try {
+        keyInside = handle.key;
+      } catch (error) {
+        keyInside = error;
+      }
+      receiptInside = handle.receipt();
+      receiptInside.catch(() => undefined);
+      return handle;
+    });
+    expect(keyInside).toBeInstanceOf(OutboxClosedError);
+    expect((keyInside as Error).message).toBe('emission.key: the commit has not returned yet');
+    await expect(receiptInside).rejects.toThrow('emission.receipt(): call it after commit() has returned');
+    expect(emission.key).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('derives each key from the identity: partition, occurrence in the commit, checkpoint position, explicit key', async () => {
+    const box = await testOutbox();
+    const progress = box.checkpoint('backlog', z.object({ batch: z.number() }));
+    const asset = box.asset('batch_ready');
+    const identity = { producer: 'orders-ingest', workflow: RUN.workflow, runId: RUN.runId, task: RUN.task, asset: 'batch_ready' };
+    const keys = box.commit((tx) => {
+      tx.set(progress, { batch: 1 });
+      return [
+        tx.emit(asset, { partitionKey: 'p1' }),
+        tx.emit(asset, { partitionKey: 'p1' }),
+        tx.emit(asset, { partitionKey: 'p2' }),
+        tx.emit(asset),
+        tx.emit(asset, { key: 'mine' }),
+      ];
+    }).map((emission) => emission.key);
+    expect(keys).toEqual([
+      deriveKey({ ...identity, partitionKey: 'p1', position: null, occurrence: 0 }),
+      deriveKey({ ...identity, partitionKey: 'p1', position: null, occurrence: 1 }),
+      deriveKey({ ...identity, partitionKey: 'p2', position: null, occurrence: 0 }),
+      deriveKey({ ...identity, partitionKey: null, position: '{"backlog":"{\\"batch\\":1}"}', occurrence: 0 }),
+      explicitKey('orders-ingest', 'mine'),
+    ]);
+    // Without a checkpoint in the commit, an emission without a partition has no position.
+    expect(box.commit((tx) => tx.emit(box.asset('run_done'))).key).toBe(deriveKey({ ...identity, asset: 'run_done', partitionKey: null, position: null, occurrence: 0 }));
+  });
+
+  it('stores each field of an emission, and numbers several checkpoint updates of one commit in turn', async () => {
+    const box = await testOutbox();
+    const a = box.checkpoint('a', z.number());
+    const b = box.checkpoint('b', z.number());
+    box.commit((tx) => {
+      tx.emit(box.asset('batch_ready'), { partitionKey: 'p', partitionDate: '2026-11-30T00:00:00Z', extra: { n: 1 } });
+      tx.set(a, 1);
+      tx.set(b, 2);
+    });
+    box.commit((tx) => tx.set(a, 3));
+    expect(box.file.db.prepare('SELECT seq, kind, asset, partition_key, partition_date, extra, checkpoint_name, checkpoint_value FROM outbox ORDER BY id').all()).toEqual([
+      { seq: 1, kind: 'event', asset: 'batch_ready', partition_key: 'p', partition_date: '2026-11-30T00:00:00Z', extra: '{"n":1}', checkpoint_name: null, checkpoint_value: null },
+      { seq: 2, kind: 'checkpoint', asset: '', partition_key: null, partition_date: null, extra: null, checkpoint_name: 'a', checkpoint_value: '1' },
+      { seq: 3, kind: 'checkpoint', asset: '', partition_key: null, partition_date: null, extra: null, checkpoint_name: 'b', checkpoint_value: '2' },
+      { seq: 4, kind: 'checkpoint', asset: '', partition_key: null, partition_date: null, extra: null, checkpoint_name: 'a', checkpoint_value: '3' },
+    ]);
+  });
+
+  it('refuses an emission that is not an object', async () => {
+    const box = await testOutbox();
+    for (const input of ['batch-1', null, ['x']]) {
+      expect(() => box.commit((tx) => tx.emit(box.asset('batch_ready'), input as never))).toThrow(
+        new EmissionValidationError('emission', 'emission: must be an object such as { partitionKey: "batch-0042" }'),
+      );
+    }
+  });
+
+  it('names the asset alone in a conflict of an emission without a partition', async () => {
+    const box = await testOutbox();
+    const asset = box.asset('run_done');
+    box.commit((tx) => tx.emit(asset, { extra: { n: 1 } }));
+    expect(() => box.commit((tx) => tx.emit(asset, { extra: { n: 2 } }))).toThrow(/^asset "run_done" was committed before with a different payload \(outbox row 1,/);
   });
 });

@@ -1,0 +1,245 @@
+/**
+ * Deliberate bugs, each one plausible, each one breaking a guarantee of docs/guarantees.md, and the
+ * tests that must catch it. `npm run breaks` puts each into a scratch copy of the repository, runs its
+ * tests there and checks that they fail (and pass without the bug); `npm run breaks -- --write` also
+ * rewrites the table in docs/guarantees.md from this list. test/unit/breaks.test.ts checks, on every
+ * `npm test`, that each edit still applies to the code and that the table matches this list.
+ */
+
+export interface Edit {
+  file: string;
+  /** Text that must occur exactly once in the file. */
+  find: string;
+  replace: string;
+}
+
+export interface TestSelection {
+  file: string;
+  /** A test name pattern (vitest -t), or every test of the file. */
+  name?: string;
+}
+
+export interface Break {
+  /** The broken code, as the docs table says it. */
+  what: string;
+  guarantee: string;
+  edits: Edit[];
+  /** Tests of which at least one must fail with the break in place. */
+  caughtBy: TestSelection[];
+  /** Needs PostgreSQL. */
+  postgres?: boolean;
+}
+
+const sqliteStore = 'src/dedupe/sqlite-store.ts';
+const postgresStore = 'src/dedupe/postgres-store.ts';
+const relay = 'src/outbox/relay.ts';
+const answers = 'src/outbox/answers.ts';
+const outboxFile = 'src/outbox/outbox-file.ts';
+const model = 'test/property/outbox-model.test.ts';
+const sameFile = 'test/integration/same-file-retry.test.ts';
+const delivery = 'test/integration/delivery.test.ts';
+const conformance = 'test/store/conformance.test.ts';
+const cluster = 'test/fault/postgres-cluster.test.ts';
+
+const fencing = 'if (stream.attempt < epoch) return fencedResults(items, stream.attempt, epoch);';
+const fencingUnlessCheckpointsOnly =
+  "if (stream.attempt < epoch && items.some((i) => !(i.valid && i.kind === 'checkpoint'))) return fencedResults(items, stream.attempt, epoch);";
+
+export const BREAKS: Break[] = [
+  {
+    what: 'the server stores an event even when its key was already in the dedupe table (no dedupe)',
+    guarantee: 'G3, G4',
+    edits: [{ file: sqliteStore, find: 'if (inserted.changes === 1) {', replace: 'if (inserted.changes >= 0) {' }],
+    caughtBy: [{ file: model }, { file: conformance, name: 'answers a retry with the very same receipt' }],
+  },
+  {
+    what: '`commit()` run without a transaction (each statement on its own)',
+    guarantee: 'G1',
+    edits: [
+      {
+        file: 'src/outbox/outbox.ts',
+        find: 'this.runInTransaction = this.file.db.transaction(<R>(',
+        replace: 'this.runInTransaction = ((run: any) => Object.assign(run, { immediate: run }))(<R>(',
+      },
+    ],
+    caughtBy: [{ file: 'test/fault/crash.test.ts', name: 'inside the commit' }, { file: 'test/unit/commit.test.ts', name: 'writes nothing' }],
+  },
+  {
+    what: 'the local checkpoint written right after COMMIT instead of inside the commit',
+    guarantee: 'G1',
+    edits: [
+      { file: 'src/outbox/commit.ts', find: '    for (const [name, value] of this.checkpoints) s.setCheckpoint.run({ name, value, now });\n', replace: '' },
+      {
+        file: 'src/outbox/commit.ts',
+        find: '  committed(): readonly Emission[] {',
+        replace:
+          '  committed(): readonly Emission[] {\n    for (const [name, value] of this.checkpoints) this.context.file.statements.setCheckpoint.run({ name, value, now: Date.now() });',
+      },
+    ],
+    caughtBy: [{ file: 'test/unit/commit.test.ts', name: 'whose write to the checkpoint table fails' }, { file: 'test/fault/crash.test.ts', name: 'tight commit loop' }],
+  },
+  {
+    what: "the relay's lease check removed",
+    guarantee: 'G7',
+    edits: [{ file: 'src/outbox/lease.ts', find: 'if (renewed.changes === 0) {', replace: 'if (renewed.changes < 0) {' }],
+    caughtBy: [{ file: delivery, name: 'lets one relay deliver at a time' }],
+  },
+  {
+    what: 'the relay marking rows delivered when a request fails (a timeout, a reset)',
+    guarantee: 'G3',
+    edits: [
+      {
+        file: relay,
+        find: 'const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);',
+        replace:
+          "const results: ItemResult[] = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal).catch(() => batch.map((row) => ({ status: 'accepted' as const, seq: row.seq, key: row.key, eventId: '00000000-0000-7000-8000-000000000000', timestamp: new Date(0).toISOString() })));",
+      },
+    ],
+    caughtBy: [{ file: 'test/fault/network.test.ts' }, { file: model }],
+  },
+  {
+    what: "the relay treating a `gap` answer as settled: the row is marked delivered",
+    guarantee: 'G3',
+    edits: [
+      {
+        file: answers,
+        find: "      case 'gap':\n        break;",
+        replace: "      case 'gap':\n        mark(row, s.markDelivered.run({ ...sent, eventId: null, timestamp: null, duplicate: null }).changes);\n        break;",
+      },
+      { file: answers, find: "const gap = results.find((result) => result.status === 'gap');", replace: 'const gap = undefined as { expectedSeq: number } | undefined;' },
+    ],
+    caughtBy: [{ file: delivery, name: 'stream_state_lost' }, { file: model }],
+  },
+  {
+    what: 'pending rows read in `seq` order instead of commit order',
+    guarantee: 'G3',
+    edits: [
+      {
+        file: outboxFile,
+        find: "q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('id').limit(param('limit')),",
+        replace: "q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('seq').limit(param('limit')),",
+      },
+    ],
+    caughtBy: [{ file: delivery, name: 'several runs sharing a file in commit order' }],
+  },
+  {
+    what: "the server's fencing check removed",
+    guarantee: 'G10',
+    edits: [{ file: sqliteStore, find: fencing, replace: '// fencing removed' }],
+    caughtBy: [{ file: model }, { file: 'test/fault/retries.test.ts', name: 'beside a zombie' }, { file: conformance, name: 'fences every item' }],
+  },
+  {
+    what: 'fencing skipped for a request that carries only checkpoint items',
+    guarantee: 'G10, G11',
+    edits: [
+      { file: sqliteStore, find: fencing, replace: fencingUnlessCheckpointsOnly },
+      { file: postgresStore, find: fencing, replace: fencingUnlessCheckpointsOnly },
+    ],
+    caughtBy: [{ file: conformance, name: 'holds only checkpoint updates' }],
+  },
+  {
+    what: 'a commit of an older attempt not checked against the attempts that opened the file',
+    guarantee: 'G10',
+    edits: [{ file: 'src/outbox/outbox.ts', find: '      this.file.runs.assertCurrent(this.runKey!, this.run!.attempt);\n', replace: '' }],
+    caughtBy: [{ file: sameFile, name: 'the lost-emission interleaving' }, { file: model, name: 'the lost-emission interleaving' }],
+  },
+  {
+    what: "a retry opening a file does not take over the older attempts' undelivered rows",
+    guarantee: 'G12',
+    edits: [{ file: 'src/outbox/run-attempts.ts', find: 'for (const { id } of rows) s.adoptRow.run', replace: 'for (const { id } of rows.slice(rows.length)) s.adoptRow.run' }],
+    caughtBy: [{ file: sameFile, name: 'takes over what the zombie committed' }],
+  },
+  {
+    what: 'rows parked by a fence not taken over by a later retry on the same file',
+    guarantee: 'G12',
+    edits: [
+      {
+        file: outboxFile,
+        find: "eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit('fenced'))])]),",
+        replace: "eb('state', '=', sql.lit('pending')),",
+      },
+    ],
+    caughtBy: [{ file: sameFile, name: 'revives rows a fence parked' }],
+  },
+  {
+    what: 'the relay marking a row without checking it is still where it was sent from',
+    guarantee: 'G7, G12',
+    edits: [{ file: outboxFile, find: "const sentRow = { id: param('id'), attempt: param('attempt'), seq: param('seq') };", replace: "const sentRow = { id: param('id') };" }],
+    caughtBy: [{ file: sameFile, name: 'in flight' }],
+  },
+  {
+    what: 'the relay stopping for good when one attempt in its file is fenced',
+    guarantee: 'G7',
+    edits: [{ file: relay, find: '        if (error instanceof FencedError) {\n          this.recordError(error);\n          continue;\n        }\n', replace: '' }],
+    caughtBy: [{ file: delivery, name: "goes on delivering the file's other runs" }],
+  },
+  {
+    what: "the server's ingest run outside a transaction (SQLite)",
+    guarantee: 'G4',
+    edits: [{ file: sqliteStore, find: 'return this.ingestTransaction.immediate(stream, items);', replace: 'return this.ingestInTransaction(stream, items);' }],
+    caughtBy: [{ file: conformance, name: 'fails part-way' }],
+  },
+  {
+    what: 'compaction removing recorded stream outcomes inside the retention window',
+    guarantee: 'G15',
+    edits: [
+      {
+        file: sqliteStore,
+        find: 'const outcomes = await drain(this.statements.compactOutcomes, now - policy.dedupeRetentionMs);',
+        replace: 'const outcomes = await drain(this.statements.compactOutcomes, now);',
+      },
+      {
+        file: postgresStore,
+        find: 'SELECT ctid FROM stream_outcomes WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint',
+        replace: 'SELECT ctid FROM stream_outcomes WHERE created_at < ${now}::bigint',
+      },
+    ],
+    caughtBy: [{ file: conformance, name: 'keeps the stream outcomes recorded inside the window' }],
+  },
+  {
+    what: "the server's ingest run without `BEGIN` (PostgreSQL)",
+    guarantee: 'G4, G13',
+    edits: [{ file: 'src/dedupe/pg-statements.ts', find: "    await client.query('BEGIN');\n", replace: '' }],
+    caughtBy: [{ file: conformance, name: 'fails part-way' }],
+    postgres: true,
+  },
+  {
+    what: 'the PostgreSQL stream row lock (`FOR UPDATE`) removed',
+    guarantee: 'G13',
+    edits: [{ file: postgresStore, find: '.where((eb) => eb.and(ofStream)).forUpdate().compile(),', replace: '.where((eb) => eb.and(ofStream)).compile(),' }],
+    caughtBy: [{ file: cluster, name: 'same instant' }],
+    postgres: true,
+  },
+  {
+    what: 'PostgreSQL cursors given by insertion id, not by the sequencer after commit',
+    guarantee: 'G14',
+    edits: [{ file: postgresStore, find: '    await this.sequenceEvents();\n', replace: '    await sql`UPDATE events SET cursor = id WHERE cursor IS NULL`.execute(this.db);\n' }],
+    caughtBy: [{ file: cluster, name: 'commits after later ones' }],
+    postgres: true,
+  },
+  {
+    what: 'the PostgreSQL cursor sequencer without its advisory lock',
+    guarantee: 'G14',
+    edits: [
+      {
+        file: postgresStore,
+        find: "      await sql`SELECT pg_advisory_xact_lock(${advisoryKey(this.schema, 'sequence')}::bigint)`.execute(trx);\n",
+        replace: '',
+      },
+    ],
+    caughtBy: [{ file: cluster, name: 'six readers' }],
+    postgres: true,
+  },
+];
+
+/** The table of docs/guarantees.md, generated from BREAKS. */
+export function breaksTable(): string {
+  const rows = BREAKS.map((b) => {
+    const tests = b.caughtBy.map((t) => `\`${t.file.replace(/^test\//, '')}\`${t.name ? ` ("${t.name}")` : ''}`).join(', ');
+    return `| ${b.what} | ${b.guarantee} | ${tests} |`;
+  });
+  return ['| broken code | guarantee | tests that fail on it |', '| --- | --- | --- |', ...rows].join('\n');
+}
+
+export const TABLE_START = '<!-- breaks:start (generated by npm run breaks -- --write) -->';
+export const TABLE_END = '<!-- breaks:end -->';

@@ -1,0 +1,134 @@
+/**
+ * npm run breaks [-- --write] [-- --only TEXT]: checks that each deliberate bug of scripts/breaks.ts is
+ * caught. In a scratch copy of the working tree it first runs every named test as the code is (they
+ * must pass), then puts each bug in on its own and runs its tests (at least one must fail). With
+ * --write it also rewrites the table in docs/guarantees.md; `--table` only rewrites the table. Not part
+ * of npm test: the checks take minutes.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { BREAKS, breaksTable, TABLE_END, TABLE_START, type Break, type TestSelection } from './breaks.js';
+
+const { values } = parseArgs({
+  options: { write: { type: 'boolean', default: false }, table: { type: 'boolean', default: false }, only: { type: 'string' } },
+  strict: true,
+});
+const repo = fileURLToPath(new URL('..', import.meta.url));
+const postgres = spawnSync('pg_isready', ['-h', '127.0.0.1', '-p', '5432', '-q']).status === 0;
+
+/** A copy of the working tree (tracked and new files, not ignored ones) sharing node_modules. */
+function scratchCopy(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'oncebox-breaks-'));
+  const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '-z'], { cwd: repo, encoding: 'utf8' }).split('\0').filter(Boolean);
+  for (const file of files) {
+    mkdirSync(dirname(join(dir, file)), { recursive: true });
+    try {
+      cpSync(join(repo, file), join(dir, file));
+    } catch {
+      // Deleted in the working tree but still in the index.
+    }
+  }
+  symlinkSync(join(repo, 'node_modules'), join(dir, 'node_modules'));
+  return dir;
+}
+
+interface Outcome {
+  failed: number;
+  passed: number;
+  error?: string;
+}
+
+function runTests(dir: string, selection: TestSelection): Outcome {
+  const report = join(dir, '.breaks-report.json');
+  rmSync(report, { force: true });
+  const args = ['vitest', 'run', selection.file, '--reporter=json', `--outputFile=${report}`, ...(selection.name ? ['-t', selection.name] : [])];
+  const run = spawnSync('npx', args, { cwd: dir, encoding: 'utf8', env: { ...process.env, ONCEBOX_RUNS: '30' } });
+  try {
+    const json = JSON.parse(readFileSync(report, 'utf8')) as { numFailedTests: number; numPassedTests: number; numFailedTestSuites: number };
+    if (json.numPassedTests + json.numFailedTests === 0) return { failed: 0, passed: 0, error: `no test matched: ${run.stderr.slice(-300)}` };
+    return { failed: json.numFailedTests, passed: json.numPassedTests };
+  } catch {
+    return { failed: 0, passed: 0, error: `no report (exit ${run.status}): ${run.stderr.slice(-300)}` };
+  }
+}
+
+function apply(dir: string, b: Break): (() => void) | string {
+  const originals = new Map<string, string>();
+  for (const edit of b.edits) {
+    const path = join(dir, edit.file);
+    const text = readFileSync(path, 'utf8');
+    if (!originals.has(path)) originals.set(path, text);
+    const count = text.split(edit.find).length - 1;
+    if (count !== 1) {
+      for (const [file, original] of originals) writeFileSync(file, original);
+      return `the edit of ${edit.file} no longer applies (found ${count} times): ${edit.find.slice(0, 80)}`;
+    }
+    writeFileSync(path, text.replace(edit.find, () => edit.replace));
+  }
+  return () => {
+    for (const [file, original] of originals) writeFileSync(file, original);
+  };
+}
+
+function writeTable(): void {
+  const path = join(repo, 'docs/guarantees.md');
+  const text = readFileSync(path, 'utf8');
+  const start = text.indexOf(TABLE_START);
+  const end = text.indexOf(TABLE_END);
+  if (start < 0 || end < start) throw new Error(`docs/guarantees.md has no ${TABLE_START} … ${TABLE_END} section`);
+  writeFileSync(path, `${text.slice(0, start + TABLE_START.length)}\n${breaksTable()}\n${text.slice(end)}`);
+  console.log('docs/guarantees.md: table rewritten');
+}
+
+if (values.table) {
+  writeTable();
+  process.exit(0);
+}
+
+const describe = (t: TestSelection) => `${t.file}${t.name ? ` -t "${t.name}"` : ''}`;
+const chosen = BREAKS.filter((b) => !values.only || b.what.includes(values.only)).filter((b) => {
+  if (b.postgres && !postgres) console.log(`skipped (no PostgreSQL at 127.0.0.1:5432): ${b.what}`);
+  return !b.postgres || postgres;
+});
+const dir = scratchCopy();
+let problems = 0;
+try {
+  const selections = new Map(chosen.flatMap((b) => b.caughtBy).map((t) => [describe(t), t]));
+  for (const [name, selection] of selections) {
+    const outcome = runTests(dir, selection);
+    if (outcome.error || outcome.failed > 0) {
+      problems++;
+      console.log(`BASELINE FAILS  ${name}: ${outcome.error ?? `${outcome.failed} failed`}`);
+    }
+  }
+  for (const b of chosen) {
+    const undo = apply(dir, b);
+    if (typeof undo === 'string') {
+      problems++;
+      console.log(`STALE   ${b.what}: ${undo}`);
+      continue;
+    }
+    try {
+      const results = b.caughtBy.map((t) => ({ t, outcome: runTests(dir, t) }));
+      const catching = results.filter((r) => r.outcome.failed > 0).map((r) => describe(r.t));
+      if (catching.length === 0) {
+        problems++;
+        console.log(`MISSED  ${b.what}: ${results.map((r) => `${describe(r.t)} ${r.outcome.error ?? 'passed'}`).join('; ')}`);
+      } else {
+        console.log(`caught  ${b.what}: ${catching.join(', ')}`);
+      }
+    } finally {
+      undo();
+    }
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+if (values.write) writeTable();
+console.log(problems === 0 ? `breaks: all ${chosen.length} caught` : `breaks: ${problems} problem(s)`);
+process.exit(problems === 0 ? 0 : 1);

@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { PostgresDedupeStore } from '../../src/dedupe/index.js';
+import { checkItem } from '../../src/dedupe/item-check.js';
+import { item, newKey, post, STREAM } from '../support/http.js';
+import { PG_URL, pgAvailable, pgSkipReason, testSchema } from '../support/postgres.js';
+import { startServer } from '../support/server.js';
+
+/**
+ * What only the PostgreSQL store has to get right: several instances over one schema, in this process
+ * (test/fault/postgres-cluster.test.ts runs them as separate server processes).
+ */
+describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one schema${pgSkipReason}`, () => {
+  const twoInstances = async (assets: string[] = ['batch_ready']) => {
+    const schema = testSchema();
+    const a = await startServer({ backend: 'postgres', db: PG_URL, schema, assets });
+    const b = await startServer({ backend: 'postgres', db: PG_URL, schema, assets: [] });
+    return [a, b] as const;
+  };
+  const send = (url: string, items: unknown[], runId = 'r1') =>
+    post(`${url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, runId }, items }));
+
+  it('accepts on one instance an asset registered through the other, and loads assets at start', async () => {
+    const [a, b] = await twoInstances([]);
+    expect((await send(b.url, [item(1, newKey(), { asset: 'late_asset' })])).json.results[0].code).toBe('unknown_asset');
+    expect((await fetch(`${a.url}/v1/assets/late_asset`, { method: 'PUT' })).status).toBe(201);
+    expect((await send(b.url, [item(2, newKey(), { asset: 'late_asset' })])).json.results[0].status).toBe('accepted');
+    const third = await startServer({ backend: 'postgres', db: PG_URL, schema: (a.server.store as PostgresDedupeStore).schema, assets: [] });
+    expect(((await (await fetch(`${third.url}/v1/assets`)).json()) as { assets: string[] }).assets).toEqual(['late_asset']);
+    expect((await send(third.url, [item(1, newKey(), { asset: 'late_asset' })], 'r2')).json.results[0].status).toBe('accepted');
+  });
+
+  it('lets six readers paging at once on both instances see every event once while writers write', async () => {
+    const [a, b] = await twoInstances();
+    let writing = true;
+    const readers = Array.from({ length: 6 }, async (_, reader) => {
+      const seen: string[] = [];
+      let after = 0;
+      for (let idle = 0, read = 0; writing || idle < 2; read++) {
+        const response = await fetch(`${((reader + read) % 2 ? a : b).url}/v1/events?after=${after}&limit=40`);
+        expect(response.status).toBe(200);
+        const page = (await response.json()) as { events: { key: string }[]; next: number };
+        seen.push(...page.events.map((event) => event.key));
+        after = page.next;
+        idle = page.events.length === 0 && !writing ? idle + 1 : 0;
+      }
+      return seen;
+    });
+    await Promise.all(
+      Array.from({ length: 6 }, async (_, writer) => {
+        for (let request = 0; request < 8; request++) {
+          const items = Array.from({ length: 10 }, (_, i) => item(request * 10 + i + 1, newKey()));
+          expect((await send((writer % 2 ? a : b).url, items, `writer-${writer}`)).status).toBe(200);
+        }
+      }),
+    );
+    writing = false;
+    for (const seen of await Promise.all(readers)) {
+      expect(seen).toHaveLength(6 * 8 * 10);
+      expect(new Set(seen).size).toBe(seen.length);
+    }
+  });
+
+  it("opens a schema of any name, quoted where it is used, and 'oncebox' when none is given; close ends its pool", async () => {
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    const odd = `odd "name" ${process.pid}`;
+    const hadDefault = (await admin.query("SELECT 1 FROM information_schema.schemata WHERE schema_name = 'oncebox'")).rowCount === 1;
+    try {
+      for (const schema of [odd, undefined]) {
+        const store = await PostgresDedupeStore.open({ connectionString: PG_URL, ...(schema === undefined ? {} : { schema }) });
+        expect(store.schema).toBe(schema ?? 'oncebox');
+        await store.registerAsset('batch_ready');
+        const results = await store.ingest({ ...STREAM, runId: randomUUID() }, [checkItem(item(1, randomUUID()), 0)]);
+        expect(results[0]).toMatchObject({ status: 'accepted' });
+        await store.close();
+        await expect(store.listAssets()).rejects.toThrow();
+      }
+    } finally {
+      await admin.query(`DROP SCHEMA IF EXISTS "${odd.replaceAll('"', '""')}" CASCADE`);
+      if (!hadDefault) await admin.query('DROP SCHEMA IF EXISTS oncebox CASCADE');
+      await admin.end();
+    }
+  });
+});
