@@ -2,15 +2,16 @@
  * npm run demo: the main job, end to end, on temp files and the embedded SQLite default.
  *
  * It starts `oncebox server` in its own process and runs the batch ingestion job
- * (examples/batch-ingest.ts, 50 batches) as child processes through three failures, one run each:
+ * (examples/batch-ingest.ts, 50 batches) as child processes through four failures, one run each:
  *
  * 1. crash: attempt 1 is SIGKILLed at a random point; attempt 2 reopens its file and resumes;
  * 2. fresh machine: attempt 1 is SIGKILLed and its outbox file deleted; attempt 2 starts on a new file
  *    and resumes from the server's copy of the checkpoint;
- * 3. zombie: attempt 1 keeps running while attempt 2 starts on another machine; attempt 1 is fenced.
+ * 3. zombie: attempt 1 keeps running while attempt 2 starts on another machine; attempt 1 is fenced;
+ * 4. zombie-same: the same, with attempt 2 on the same machine, opening attempt 1's outbox file.
  *
  * For each run it prints every partition with its event count, and at the end a verdict: ok only if
- * every batch of every run is on the server exactly once, in batch order, and the zombie was fenced.
+ * every batch of every run is on the server exactly once, in batch order, and both zombies were fenced.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -99,7 +100,41 @@ async function resumedAttempt(url: string, runId: string, db: string): Promise<s
   return exit.code === 0 ? undefined : `attempt 2 exited ${exit.code}`;
 }
 
-const scenarios: { runId: string; title: string; run: (url: string) => Promise<string | undefined> }[] = [
+interface Scenario {
+  runId: string;
+  title: string;
+  run: (url: string) => Promise<string | undefined>;
+}
+
+/**
+ * Attempt 1 keeps running while attempt 2 starts: on another machine (its own file), or on the same one
+ * (the same file, as a retry on the same worker does). Either way attempt 1 must end fenced.
+ */
+function zombieScenario(runId: string, title: string, sameFile: boolean): Scenario {
+  return {
+    runId,
+    title,
+    run: async (url) => {
+      const startRetryAt = randomBetween(3, 15);
+      let retry: Started | undefined;
+      let fenced: Record<string, unknown> | undefined;
+      const zombie = start('examples/batch-ingest.ts', jobArgs(url, runId, join(dir, `${runId}-1.db`), 1, 100), (line) => {
+        if (line.event === 'committed' && line.batch === startRetryAt) {
+          retry = start('examples/batch-ingest.ts', jobArgs(url, runId, join(dir, `${runId}-${sameFile ? 1 : 2}.db`), 2, 5));
+        }
+        if (line.event === 'fenced') fenced = line;
+      });
+      const zombieExit = await zombie.exit;
+      const retryExit = await retry?.exit;
+      console.log(`  attempt 1  ${fenced ? `stopped with FencedError (fenced by attempt ${String(fenced.by)})` : `exited ${zombieExit.code} without being fenced`}`);
+      console.log(`  attempt 2  started after attempt 1 committed batch ${startRetryAt}${sameFile ? ', on the same file' : ''}, exited ${retryExit?.code}`);
+      if (!fenced || zombieExit.code !== 3) return 'the zombie was not fenced';
+      return retryExit?.code === 0 ? undefined : `attempt 2 exited ${retryExit?.code}`;
+    },
+  };
+}
+
+const scenarios: Scenario[] = [
   {
     runId: 'crash',
     title: 'crash and resume on the same machine',
@@ -117,27 +152,8 @@ const scenarios: { runId: string; title: string; run: (url: string) => Promise<s
       return killed ?? (await resumedAttempt(url, 'fresh', join(dir, 'fresh-2.db')));
     },
   },
-  {
-    runId: 'zombie',
-    title: 'a zombie attempt beside its retry',
-    run: async (url) => {
-      const startRetryAt = randomBetween(3, 15);
-      let retry: Started | undefined;
-      let fenced: Record<string, unknown> | undefined;
-      const zombie = start('examples/batch-ingest.ts', jobArgs(url, 'zombie', join(dir, 'zombie-1.db'), 1, 100), (line) => {
-        if (line.event === 'committed' && line.batch === startRetryAt) {
-          retry = start('examples/batch-ingest.ts', jobArgs(url, 'zombie', join(dir, 'zombie-2.db'), 2, 5));
-        }
-        if (line.event === 'fenced') fenced = line;
-      });
-      const zombieExit = await zombie.exit;
-      const retryExit = await retry?.exit;
-      console.log(`  attempt 1  ${fenced ? `stopped with FencedError (fenced by attempt ${String(fenced.by)})` : `exited ${zombieExit.code} without being fenced`}`);
-      console.log(`  attempt 2  started after attempt 1 committed batch ${startRetryAt}, exited ${retryExit?.code}`);
-      if (!fenced || zombieExit.code !== 3) return 'the zombie was not fenced';
-      return retryExit?.code === 0 ? undefined : `attempt 2 exited ${retryExit?.code}`;
-    },
-  },
+  zombieScenario('zombie', 'a zombie attempt beside its retry on another machine', false),
+  zombieScenario('zombie-same', 'a zombie attempt beside its retry on the same machine, sharing its outbox file', true),
 ];
 
 async function main(): Promise<boolean> {
@@ -169,7 +185,7 @@ async function main(): Promise<boolean> {
   console.log(
     failures.length > 0
       ? `verdict: FAIL ${failures.join('; ')}`
-      : `verdict: ok (${scenarios.length} runs of ${BATCHES} batches, each batch exactly once and in order, through a SIGKILL, a lost outbox file and a fenced zombie)`,
+      : `verdict: ok (${scenarios.length} runs of ${BATCHES} batches, each batch exactly once and in order, through a SIGKILL, a lost outbox file and a fenced zombie on another machine and on the same one)`,
   );
   return failures.length === 0;
 }
