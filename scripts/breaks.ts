@@ -103,8 +103,8 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: answers,
-        find: "      case 'gap':\n        break;",
-        replace: "      case 'gap':\n        mark(row, s.markDelivered.run({ ...sent, eventId: null, timestamp: null, duplicate: null }).changes);\n        break;",
+        find: "      case 'checkpointed':",
+        replace: "      case 'gap':\n        mark(row, s.markDelivered.run({ ...sent, eventId: null, timestamp: null, duplicate: null }).changes);\n        break;\n      case 'checkpointed':",
       },
       { file: answers, find: "const gap = results.find((result) => result.status === 'gap');", replace: 'const gap = undefined as { expectedSeq: number } | undefined;' },
     ],

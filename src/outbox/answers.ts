@@ -30,6 +30,9 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
   const applied: AppliedAnswers = { settled: [], marked: 0, movedAway: 0, fence: undefined };
   const mark = (row: OutboxRow, changes: number): boolean => {
     applied.marked += changes;
+    // A row the mark did not change is settled already (same attempt) or was taken over (another attempt);
+    // none is deleted while pending.
+    // Stryker disable next-line ConditionalExpression,OptionalChaining: a marked row still has the attempt it was sent with
     if (changes === 0 && s.rowById.get({ id: row.id })?.attempt !== row.attempt) applied.movedAway++;
     return changes === 1;
   };
@@ -63,8 +66,7 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
       case 'fenced':
         applied.fence ??= { runId: row.run_id, task: row.task === '' ? null : row.task, attempt: row.attempt, by: result.epoch };
         break;
-      case 'gap':
-        break;
+      // A gap marks nothing: the row is resent, or the relay stops (afterAnswers).
     }
   });
   const { fence } = applied;

@@ -66,7 +66,7 @@ export class RunAttempts {
         // max() always returns one row; its value is null when there is none.
         const lastWriter = s.highestAttemptWithRows.get({ ...run })!.attempt ?? undefined;
         const opened = s.getRun.get({ ...run })?.opened_by;
-        if (opened !== undefined && opened >= attempt) return { lastWriter, adopted: 0 };
+        if ((opened ?? 0) >= attempt) return { lastWriter, adopted: 0 };
         s.openRun.run({ ...run, attempt });
         let seq = s.lastSeq.get({ ...run, attempt })!.last ?? 0;
         const rows = s.undeliveredOfOlderAttempts.all({ ...run, attempt });

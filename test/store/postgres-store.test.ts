@@ -22,12 +22,14 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
     post(`${url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, runId }, items }));
 
   it('accepts on one instance an asset registered through the other, and loads assets at start', async () => {
-    const [a, b] = await twoInstances([]);
+    const [a, b] = await twoInstances();
     expect((await send(b.url, [item(1, newKey(), { asset: 'late_asset' })])).json.results[0].code).toBe('unknown_asset');
     expect((await fetch(`${a.url}/v1/assets/late_asset`, { method: 'PUT' })).status).toBe(201);
-    expect((await send(b.url, [item(2, newKey(), { asset: 'late_asset' })])).json.results[0].status).toBe('accepted');
+    // One asset b knows and one it does not yet: b looks again.
+    const mixed = await send(b.url, [item(2, newKey()), item(3, newKey(), { asset: 'late_asset' })]);
+    expect(mixed.json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'accepted']);
     const third = await startServer({ backend: 'postgres', db: PG_URL, schema: (a.server.store as PostgresDedupeStore).schema, assets: [] });
-    expect(((await (await fetch(`${third.url}/v1/assets`)).json()) as { assets: string[] }).assets).toEqual(['late_asset']);
+    expect(((await (await fetch(`${third.url}/v1/assets`)).json()) as { assets: string[] }).assets).toEqual(['batch_ready', 'late_asset']);
     expect((await send(third.url, [item(1, newKey(), { asset: 'late_asset' })], 'r2')).json.results[0].status).toBe('accepted');
   });
 
@@ -72,6 +74,8 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
         const store = await PostgresDedupeStore.open({ connectionString: PG_URL, ...(schema === undefined ? {} : { schema }) });
         expect(store.schema).toBe(schema ?? 'oncebox');
         await store.registerAsset('batch_ready');
+        // Many at once, so that the pool opens new connections: each must find the schema by itself.
+        expect(await Promise.all(Array.from({ length: 12 }, () => store.listAssets()))).toEqual(Array(12).fill(['batch_ready']));
         const results = await store.ingest({ ...STREAM, runId: randomUUID() }, [checkItem(item(1, randomUUID()), 0)]);
         expect(results[0]).toMatchObject({ status: 'accepted' });
         await store.close();

@@ -125,8 +125,9 @@ describe('afterAnswers', () => {
   const applied = (marked: number, movedAway = 0, fence?: AppliedAnswers['fence']): AppliedAnswers => ({ settled: [], marked, movedAway, fence });
   const gap = (expectedSeq: number): ItemResult[] => [{ status: 'gap', seq: 5, key: 'k', expectedSeq }];
 
-  it('goes on with the count of rows marked', () => {
+  it('goes on with the count of rows marked, some taken over in flight or not', () => {
     expect(afterAnswers(STREAM, rows, [], applied(2))).toBe(2);
+    expect(afterAnswers(STREAM, rows, [], applied(2, 1))).toBe(2);
   });
 
   it('stops this attempt on a fence', () => {

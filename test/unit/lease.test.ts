@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LeaseLostError } from '../../src/outbox/index.js';
 import { RelayLease } from '../../src/outbox/lease.js';
 import { OutboxFile } from '../../src/outbox/outbox-file.js';
@@ -97,5 +97,19 @@ describe('the relay lease', () => {
     expect(lease().tryAcquire()).toMatchObject({ acquired: false });
     plantHolder(file, { pid: deadPid(), host: hostname(), expiresAt: later });
     expect(lease().tryAcquire()).toEqual({ acquired: true });
+  });
+
+  it('is not taken from a process of another user on this host, which signalling cannot reach (EPERM)', () => {
+    const { file, lease } = setup();
+    plantHolder(file, { pid: 424242, host: hostname(), expiresAt: clock + TTL });
+    // Tests run as root, for whom no process is out of reach: the operating system's answer is stood in for.
+    const kill = vi.spyOn(process, 'kill').mockImplementation(() => {
+      throw Object.assign(new Error('kill EPERM'), { code: 'EPERM' });
+    });
+    try {
+      expect(lease().tryAcquire()).toMatchObject({ acquired: false });
+    } finally {
+      kill.mockRestore();
+    }
   });
 });
