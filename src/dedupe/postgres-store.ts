@@ -72,8 +72,8 @@ export class PostgresDedupeStore implements DedupeStore {
       const store = new PostgresDedupeStore(pool, schema, options.now);
       await store.loadAssets();
       return store;
-    } catch (error) {
       // Stryker disable next-line BlockStatement: a pool left open leaks connections, which no test observes
+    } catch (error) {
       await pool.end();
       throw error;
     }
@@ -86,9 +86,7 @@ export class PostgresDedupeStore implements DedupeStore {
 
   async ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): Promise<ItemResult[]> {
     // Assets registered through another instance since this one loaded them.
-    // Stryker disable next-line ConditionalExpression: an invalid item has no kind, so the next test skips it too
-    const unknown = items.some((item) => item.valid && item.kind === 'event' && !this.assets.has(item.payload.asset));
-    // Stryker disable next-line ConditionalExpression: loading the assets again when none is unknown finds the same ones
+    const unknown = items.some((item) => item.kind === 'event' && !this.assets.has(item.payload.asset));
     if (unknown) await this.loadAssets();
     return inTransaction(this.pool, (client) => this.ingestInTransaction(client, stream, items));
   }
@@ -112,11 +110,9 @@ export class PostgresDedupeStore implements DedupeStore {
     const plan = planIngest(items, lastSeqBefore, (asset) => this.assets.has(asset));
 
     // Reads for the retried positions, in two set-based queries.
-    // Stryker disable next-line ConditionalExpression,ArrayDeclaration: reading more positions than the retried ones reads nothing that is used
     const replays = plan.placements.flatMap((p) => (p.type === 'replay' ? [p] : []));
     const outcomes = new Map<number, RecordedOutcome>();
     const records = new Map<string, DedupeRecord>();
-    // Stryker disable next-line ConditionalExpression,EqualityOperator: with no retried position the reads find nothing
     if (replays.length > 0) {
       const rows = await runStatement(client, run.recordedOutcomes, [...ofAttempt, replays.map((p) => p.seq)]);
       for (const row of rows) outcomes.set(row.seq, row);
@@ -127,13 +123,11 @@ export class PostgresDedupeStore implements DedupeStore {
     const events = plan.placements.flatMap((p) => (p.type === 'event' ? [p.item] : []));
     const eventIds = newEventIds(events.length);
     const inserted = new Set<string>();
-    // Stryker disable next-line ConditionalExpression,EqualityOperator: with no new event the insert inserts nothing
     if (events.length > 0) {
       const rows = await runStatement(client, run.insertDedupe, [events.map((e) => e.key), events.map((e) => e.fingerprint), eventIds, ts, now.getTime()]);
       for (const row of rows) inserted.add(row.key);
       // Stryker disable next-line MethodExpression: reading back the keys just inserted reads what this request wrote
       const taken = events.filter((e) => !inserted.has(e.key)).map((e) => e.key);
-      // Stryker disable next-line ConditionalExpression,EqualityOperator: with no key taken the read finds nothing
       if (taken.length > 0) await this.readRecords(client, taken, records);
     }
 
@@ -155,7 +149,6 @@ export class PostgresDedupeStore implements DedupeStore {
         case 'checkpoint': {
           const { item } = placement;
           checkpoints.set(item.name, { value: item.value, seq: item.seq });
-          // Stryker disable next-line StringLiteral: a replayed 'checkpointed' outcome is answered from its status alone
           toRecord.push({ seq: item.seq, key: item.key, status: 'checkpointed', code: '', detail: '', field: null });
           return { status: 'checkpointed', seq: item.seq, key: item.key };
         }
@@ -175,7 +168,6 @@ export class PostgresDedupeStore implements DedupeStore {
       }
     });
 
-    // Stryker disable next-line ConditionalExpression,EqualityOperator: with no new event the insert inserts nothing
     if (newEvents.length > 0) {
       await runStatement(client, run.insertEvents, [
         newEvents.map((e) => e.eventId),
@@ -193,7 +185,6 @@ export class PostgresDedupeStore implements DedupeStore {
         stream.attempt,
       ]);
     }
-    // Stryker disable next-line ConditionalExpression,EqualityOperator: with no outcome to record the insert inserts nothing
     if (toRecord.length > 0) {
       await runStatement(client, run.recordOutcomes, [
         ...ofAttempt,
@@ -211,7 +202,6 @@ export class PostgresDedupeStore implements DedupeStore {
     }
     if (plan.lastSeq !== lastSeqBefore) {
       await runStatement(client, run.saveLastSeq, [...ofAttempt, plan.lastSeq]);
-      // Stryker disable next-line ConditionalExpression,EqualityOperator: writing the epoch it already has changes nothing
       if (stream.attempt > epoch) await runStatement(client, run.raiseEpoch, [...ofStream, stream.attempt, ts]);
     }
     return results;
@@ -230,7 +220,6 @@ export class PostgresDedupeStore implements DedupeStore {
    */
   private async sequenceEvents(): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
-      // Stryker disable next-line StringLiteral: any purpose name gives the schema one sequencer lock
       await sql`SELECT pg_advisory_xact_lock(${advisoryKey(this.schema, 'sequence')}::bigint)`.execute(trx);
       const { last } = await trx.selectFrom('event_cursor').select('last').where('id', '=', 1).executeTakeFirstOrThrow();
       const result = await sql<{ cursor: number }>`
@@ -238,7 +227,6 @@ export class PostgresDedupeStore implements DedupeStore {
         FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM events WHERE cursor IS NULL) AS numbered
         WHERE events.id = numbered.id
         RETURNING events.cursor`.execute(trx);
-      // Stryker disable next-line ConditionalExpression,EqualityOperator: adding 0 changes nothing; the test saves a write
       if (result.rows.length > 0) {
         await trx.updateTable('event_cursor').set({ last: sql`last + ${result.rows.length}` }).where('id', '=', 1).execute();
       }

@@ -256,7 +256,7 @@ export class SqliteDedupeStore implements DedupeStore {
     if (stream.attempt < epoch) return fencedResults(items, stream.attempt, epoch);
     const lastSeqBefore = s.lastSeq.get(streamParams)?.last_seq ?? 0;
     const plan = planIngest(items, lastSeqBefore, (asset) => this.assets.has(asset));
-    // Stryker disable next-line MethodExpression,ConditionalExpression: more ids than events leaves the spare ones unused
+    // Stryker disable next-line MethodExpression: more ids than events leaves the spare ones unused
     const eventIds = newEventIds(plan.placements.filter((p) => p.type === 'event').length);
     // Stryker disable next-line StringLiteral: a replayed 'checkpointed' outcome is answered from its status alone
     const recordOutcome = (seq: number, key: string, status: string, code = '', detail = '', field: string | null = null) =>
@@ -313,7 +313,6 @@ export class SqliteDedupeStore implements DedupeStore {
     });
     if (plan.lastSeq !== lastSeqBefore) {
       s.saveLastSeq.run({ ...streamParams, lastSeq: plan.lastSeq });
-      // Stryker disable next-line ConditionalExpression,EqualityOperator: writing the epoch it already has changes nothing
       if (stream.attempt > epoch) s.saveEpoch.run({ ...streamParams, ts });
     }
     return results;

@@ -32,7 +32,7 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
     applied.marked += changes;
     // A row the mark did not change is settled already (same attempt) or was taken over (another attempt);
     // none is deleted while pending.
-    // Stryker disable next-line ConditionalExpression,OptionalChaining: a marked row still has the attempt it was sent with
+    // Stryker disable next-line OptionalChaining: a row is never deleted while pending
     if (changes === 0 && s.rowById.get({ id: row.id })?.attempt !== row.attempt) applied.movedAway++;
     return changes === 1;
   };

@@ -64,7 +64,6 @@ export class RelayLease {
 
   /** A holder on this machine whose process is gone left its lease behind; no need to wait it out. */
   private holderIsDead(holder: { pid: number; host: string }): boolean {
-    // Stryker disable next-line ConditionalExpression: signalling our own pid finds it alive just the same
     if (holder.host !== this.host || holder.pid === process.pid) return false;
     try {
       process.kill(holder.pid, 0);
