@@ -25,11 +25,13 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
     const [a, b] = await twoInstances();
     expect((await send(b.url, [item(1, newKey(), { asset: 'late_asset' })])).json.results[0].code).toBe('unknown_asset');
     expect((await fetch(`${a.url}/v1/assets/late_asset`, { method: 'PUT' })).status).toBe(201);
+    expect((await send(b.url, [item(2, newKey(), { asset: 'late_asset' })])).json.results[0].status).toBe('accepted');
     // One asset b knows and one it does not yet: b looks again.
-    const mixed = await send(b.url, [item(2, newKey()), item(3, newKey(), { asset: 'late_asset' })]);
+    expect((await fetch(`${a.url}/v1/assets/later_asset`, { method: 'PUT' })).status).toBe(201);
+    const mixed = await send(b.url, [item(3, newKey()), item(4, newKey(), { asset: 'later_asset' })]);
     expect(mixed.json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'accepted']);
     const third = await startServer({ backend: 'postgres', db: PG_URL, schema: (a.server.store as PostgresDedupeStore).schema, assets: [] });
-    expect(((await (await fetch(`${third.url}/v1/assets`)).json()) as { assets: string[] }).assets).toEqual(['batch_ready', 'late_asset']);
+    expect(((await (await fetch(`${third.url}/v1/assets`)).json()) as { assets: string[] }).assets).toEqual(['batch_ready', 'late_asset', 'later_asset']);
     expect((await send(third.url, [item(1, newKey(), { asset: 'late_asset' })], 'r2')).json.results[0].status).toBe('accepted');
   });
 
