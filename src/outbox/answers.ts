@@ -30,8 +30,7 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
   const applied: AppliedAnswers = { settled: [], marked: 0, movedAway: 0, fence: undefined };
   const mark = (row: OutboxRow, changes: number): boolean => {
     applied.marked += changes;
-    // A row the mark did not change is settled already (same attempt) or was taken over (another attempt);
-    // none is deleted while pending.
+    // A row the mark did not change is settled already (same attempt) or was taken over (another attempt).
     // Stryker disable next-line OptionalChaining: a row is never deleted while pending
     if (changes === 0 && s.rowById.get({ id: row.id })?.attempt !== row.attempt) applied.movedAway++;
     return changes === 1;
