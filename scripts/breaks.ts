@@ -197,6 +197,18 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: conformance, name: 'keeps the stream outcomes recorded inside the window' }],
   },
   {
+    what: 'the token checked on the raw URL instead of on the route it reaches',
+    guarantee: 'security',
+    edits: [
+      {
+        file: 'src/dedupe/http-app.ts',
+        find: "if (!request.is404 && request.routeOptions.config.access === 'public') return;",
+        replace: "if (!request.url.startsWith('/v1/')) return;",
+      },
+    ],
+    caughtBy: [{ file: 'test/integration/auth.test.ts', name: '%761' }],
+  },
+  {
     what: "the server's ingest run without `BEGIN` (PostgreSQL)",
     guarantee: 'G4, G13',
     edits: [{ file: 'src/dedupe/pg-statements.ts', find: "    await client.query('BEGIN');\n", replace: '' }],

@@ -24,6 +24,13 @@ const eventQuerySchema = z.strictObject({
 
 const streamQuerySchema = z.strictObject({ task: z.string().min(1).max(200).optional() });
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Who may call the route: 'public' needs no token; every other route, and an unknown path, needs one. */
+    access?: 'public';
+  }
+}
+
 /** The routes of `docs/protocol.md`, over any DedupeStore. */
 export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
   const { store } = options;
@@ -81,8 +88,11 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
 
   if (options.token !== undefined) {
     const expected = Buffer.from(`Bearer ${options.token}`);
+    // Decided after routing, on the route that will serve the request (never on the raw URL, which a
+    // client can spell in many ways), and denying by default: only a route marked public, and no unknown
+    // path, is served without the token.
     app.addHook('onRequest', async (request, reply) => {
-      if (!request.url.startsWith('/v1/')) return;
+      if (!request.is404 && request.routeOptions.config.access === 'public') return;
       const given = Buffer.from(request.headers.authorization ?? '');
       if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
         return sendProblem(reply, problem(401, ProblemCode.Unauthorized, 'send the server token as "Authorization: Bearer <token>"'));
@@ -90,7 +100,7 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     });
   }
 
-  app.get('/healthz', async () => ({ ok: true }));
+  app.get('/healthz', { config: { access: 'public' } }, async () => ({ ok: true }));
 
   app.post('/v1/emissions', async (request, reply) => {
     const parsed = emissionBatchSchema.safeParse(request.body);

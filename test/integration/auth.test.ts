@@ -1,0 +1,95 @@
+import { request as httpRequest } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { item, newKey, STREAM } from '../support/http.js';
+import { startServer } from '../support/server.js';
+
+/**
+ * Request targets exactly as a hostile client writes them, sent byte for byte (fetch would normalise
+ * them first): percent-encoded letters and digits, encoded slashes, double slashes, dot segments, case,
+ * absolute-form targets, and trailing `?` or `;`. Without a token, every one must be refused.
+ */
+function raw(url: string, method: string, target: string, body?: string, headers: Record<string, string> = {}) {
+  const { hostname, port } = new URL(url);
+  return new Promise<{ status: number; type: string; json: any }>((resolve, reject) => {
+    const req = httpRequest(
+      { host: hostname, port, method, path: target, headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...headers } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => {
+          let json: unknown;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = text;
+          }
+          resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), json });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const TOKEN = 'a-long-enough-secret';
+const emission = () => JSON.stringify({ stream: STREAM, items: [item(1, newKey())] });
+
+const corpus: [string, string, (() => string) | undefined][] = [
+  ['GET', '/v1/assets', undefined],
+  ['GET', '/%761/assets', undefined],
+  ['GET', '/v%31/assets', undefined],
+  ['GET', '/%76%31/events', undefined],
+  ['GET', '/v1/%65vents', undefined],
+  ['GET', '/v1%2fassets', undefined],
+  ['GET', '/v1%2Fassets', undefined],
+  ['GET', '//v1/assets', undefined],
+  ['GET', '/v1//assets', undefined],
+  ['GET', '/./v1/assets', undefined],
+  ['GET', '/v1/./assets', undefined],
+  ['GET', '/x/../v1/assets', undefined],
+  ['GET', '/healthz/../v1/assets', undefined],
+  ['GET', '/V1/assets', undefined],
+  ['GET', '/v1/ASSETS', undefined],
+  ['GET', '/v1/assets/', undefined],
+  ['GET', '/v1/assets?', undefined],
+  ['GET', '/v1/assets;', undefined],
+  ['GET', '/v1/assets;x=1', undefined],
+  ['GET', 'http://x/v1/assets', undefined],
+  ['GET', 'http://x/%761/events', undefined],
+  ['GET', '/v1/events?after=0', undefined],
+  ['GET', '/v1/streams/p/r1', undefined],
+  ['GET', '/v1/streams/p/r1?', undefined],
+  ['POST', '/v1/emissions', emission],
+  ['POST', '/%761/emissions', emission],
+  ['POST', '/v%31/emissions', emission],
+  ['POST', '/v1/emissions?', emission],
+  ['POST', '/v1/emissions;', emission],
+  ['POST', 'http://x/v1/emissions', emission],
+  ['PUT', '/v1/assets/stolen', undefined],
+  ['PUT', '/%761/assets/stolen', undefined],
+  ['PUT', '/v1/assets/stolen;', undefined],
+  ['PUT', 'http://x/v1/assets/stolen', undefined],
+];
+
+describe('authentication, decided after routing and denying by default', () => {
+  it.each(corpus)('refuses %s %s without the token, as problem+json', async (method, target, body) => {
+    const { url, server } = await startServer({ token: TOKEN });
+    const answer = await raw(url, method, target, body?.());
+    expect({ status: answer.status, type: answer.type, code: answer.json?.code }).toEqual({
+      status: 401,
+      type: 'application/problem+json; charset=utf-8',
+      code: 'unauthorized',
+    });
+    expect((await server.store.listEvents({ after: 0, limit: 1000 })).events).toEqual([]);
+    expect(await server.store.listAssets()).toEqual(['batch_ready', 'run_done']);
+  });
+
+  it('serves the same targets with the token, and answers health checks without one', async () => {
+    const { url } = await startServer({ token: TOKEN });
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    expect((await raw(url, 'GET', '/%761/assets', undefined, auth)).json).toEqual({ assets: ['batch_ready', 'run_done'] });
+    expect((await raw(url, 'POST', '/v1/emissions', emission(), auth)).json.results[0].status).toBe('accepted');
+    expect((await raw(url, 'GET', '/healthz')).status).toBe(200);
+  });
+});
