@@ -209,6 +209,18 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/integration/auth.test.ts', name: '%761' }],
   },
   {
+    what: 'a partition key with NUL or an unpaired surrogate passed on to the store',
+    guarantee: 'G8',
+    edits: [
+      {
+        file: 'src/protocol/emission.ts',
+        find: "    error: `must be at most ${Limits.maxPartitionKeyLength} characters; use a shorter partition key`,\n  })\n  .refine(isPlainText, { error: PLAIN_TEXT_RULE });",
+        replace: "    error: `must be at most ${Limits.maxPartitionKeyLength} characters; use a shorter partition key`,\n  });",
+      },
+    ],
+    caughtBy: [{ file: conformance, name: 'refuses NUL and unpaired surrogates' }, { file: 'test/unit/emission-validation.test.ts', name: 'partition key with NUL' }],
+  },
+  {
     what: "the server's ingest run without `BEGIN` (PostgreSQL)",
     guarantee: 'G4, G13',
     edits: [{ file: 'src/dedupe/pg-statements.ts', find: "    await client.query('BEGIN');\n", replace: '' }],

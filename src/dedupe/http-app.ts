@@ -3,7 +3,7 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOpt
 import { z } from 'zod';
 import { assetNameSchema, describeFirstIssue } from '../protocol/emission.js';
 import { ProblemCode } from '../protocol/errors.js';
-import { emissionBatchSchema, type EmissionBatchResponse } from '../protocol/wire.js';
+import { emissionBatchSchema, nameSchema, type EmissionBatchResponse } from '../protocol/wire.js';
 import { checkItem } from './item-check.js';
 import { problem, sendProblem } from './problem.js';
 import type { DedupeStore } from './store.js';
@@ -22,7 +22,8 @@ const eventQuerySchema = z.strictObject({
   limit: z.coerce.number().int().min(1).max(1000).default(100),
 });
 
-const streamQuerySchema = z.strictObject({ task: z.string().min(1).max(200).optional() });
+const streamQuerySchema = z.strictObject({ task: nameSchema.optional() });
+const streamParamsSchema = z.strictObject({ producer: nameSchema, runId: nameSchema });
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -43,6 +44,16 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     onConstructorPoisoning: 'ignore',
     // Closing is answered below, as problem+json like every other refusal.
     return503OnClosing: false,
+    // A target the router cannot decode (bad percent-encoding) is refused as problem+json too.
+    frameworkErrors: (error, _request, reply) => {
+      const bad = error.code === 'FST_ERR_BAD_URL';
+      return sendProblem(
+        reply,
+        bad
+          ? problem(400, ProblemCode.InvalidRequest, 'the request target is not a valid URL: check its percent-encoding')
+          : problem(500, ProblemCode.Internal, 'the server failed to handle this request; retry it'),
+      );
+    },
   });
   let closing = false;
   app.addHook('onClose', async () => {
@@ -140,7 +151,12 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
       const { field, message } = describeFirstIssue(parsed.error, { input: request.query, knownKeys: ['task'] });
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
-    const { producer, runId } = request.params;
+    const params = streamParamsSchema.safeParse(request.params);
+    if (!params.success) {
+      const { field, message } = describeFirstIssue(params.error, { input: request.params });
+      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+    }
+    const { producer, runId } = params.data;
     const state = await store.streamState(producer, runId, parsed.data.task ?? null);
     if (!state) {
       const task = parsed.data.task === undefined ? '' : ` task ${parsed.data.task}`;

@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import { Limits } from './limits.js';
+import { isPlainText, PLAIN_TEXT_RULE } from './text.js';
 
 /** Where a value stops being plain JSON, and why. */
 export class NonJsonValue extends Error {
@@ -15,8 +16,9 @@ export class NonJsonValue extends Error {
  * JSON with object keys sorted and no whitespace, so that two payloads that mean the same thing have
  * the same bytes whatever order their keys were written in. One walk both writes the text and checks
  * that the value is plain JSON, throwing NonJsonValue at the first part that is not: NaN, a Date, a
- * class instance, a function, undefined, nesting deeper than `maxDepth`, or a `__proto__` key (which the
- * server's JSON parser refuses outright as prototype poisoning).
+ * class instance, a function, undefined, nesting deeper than `maxDepth`, a `__proto__` key (which the
+ * server's JSON parser refuses outright as prototype poisoning), or a string or key that breaks the
+ * plain-text rule (src/protocol/text.ts).
  */
 export function canonicalJson(value: unknown, path = '', maxDepth: number = Limits.maxExtraDepth): string {
   return write(value, path, 0, maxDepth);
@@ -26,6 +28,8 @@ function write(value: unknown, path: string, depth: number, maxDepth: number): s
   if (value === null) return 'null';
   switch (typeof value) {
     case 'string':
+      if (!isPlainText(value)) throw new NonJsonValue(path, PLAIN_TEXT_RULE);
+      return JSON.stringify(value);
     case 'boolean':
       return JSON.stringify(value);
     case 'number':
@@ -55,6 +59,7 @@ function write(value: unknown, path: string, depth: number, maxDepth: number): s
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i]!;
     if (key === '__proto__') throw new NonJsonValue(`${path}.__proto__`, 'is a reserved key; rename it');
+    if (!isPlainText(key)) throw new NonJsonValue(`${path}.${JSON.stringify(key)}`, `key ${PLAIN_TEXT_RULE}`);
     text += `${i ? ',' : ''}${JSON.stringify(key)}:${write(record[key], `${path}.${key}`, depth + 1, maxDepth)}`;
   }
   return `${text}}`;

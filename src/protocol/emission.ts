@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { canonicalJson, NonJsonValue } from './canonical-json.js';
 import { Limits } from './limits.js';
+import { isPlainText, PLAIN_TEXT_RULE } from './text.js';
 
 /**
  * The rules for an emission's payload, applied by the producer at commit and again by the server on
@@ -26,7 +27,8 @@ export const partitionKeySchema = z
   .min(1, { error: 'must not be empty; leave it out for an event without a partition' })
   .max(Limits.maxPartitionKeyLength, {
     error: `must be at most ${Limits.maxPartitionKeyLength} characters; use a shorter partition key`,
-  });
+  })
+  .refine(isPlainText, { error: PLAIN_TEXT_RULE });
 
 export const partitionDateSchema = z
   .string({ error: 'must be an ISO 8601 date-time string with an offset or Z, e.g. "2026-11-30T00:00:00Z"' })

@@ -1,13 +1,15 @@
 import { z } from 'zod';
 import { Limits } from './limits.js';
 import type { RejectionCode } from './errors.js';
+import { isPlainText, PLAIN_TEXT_RULE } from './text.js';
 
 /** The wire format of `POST /v1/emissions` and `GET /v1/events`. docs/protocol.md describes it for people. */
 
 export const nameSchema = z
   .string()
   .min(1)
-  .max(Limits.maxNameLength, { error: `must be at most ${Limits.maxNameLength} characters` });
+  .max(Limits.maxNameLength, { error: `must be at most ${Limits.maxNameLength} characters` })
+  .refine(isPlainText, { error: PLAIN_TEXT_RULE });
 
 /** Who sends a batch: one producer's stream for one run, at one attempt. */
 export const streamIdentitySchema = z.strictObject({

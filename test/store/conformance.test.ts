@@ -201,6 +201,38 @@ for (const backend of BACKENDS) {
       expect((await send(url, [item(3, keys[3]!)])).json.results[0]).toMatchObject({ status: 'rejected', code: 'sequence_reused' });
     });
 
+    it('refuses NUL and unpaired surrogates item by item, and a stream or path that holds them as a whole, never with a 5xx', async () => {
+      const { url } = await startServer({ backend });
+      const rule = 'must be well-formed Unicode without NUL (\\u0000) or unpaired surrogate halves; remove or replace those characters';
+      const answer = await send(url, [
+        item(1, newKey(), { partitionKey: 'nul\u0000' }),
+        item(2, newKey(), { partitionKey: 'half\ud800' }),
+        item(3, newKey(), { extra: { note: 'x\u0000' } }),
+        { seq: 4, key: newKey(), kind: 'checkpoint', name: 'n\u0000', value: 1 },
+        { seq: 5, key: newKey(), kind: 'checkpoint', name: 'n', value: { s: '\udfff' } },
+        item(6, newKey()),
+      ]);
+      expect(answer.status).toBe(200);
+      expect(answer.json.results.map((r: { status: string; field?: string; detail?: string }) => [r.status, r.field, r.detail?.endsWith(rule) ?? null])).toEqual([
+        ['rejected', 'items[0].partitionKey', true],
+        ['rejected', 'items[1].partitionKey', true],
+        ['rejected', 'items[2].extra.note', true],
+        ['rejected', 'items[3].name', true],
+        ['rejected', 'items[4].value.s', true],
+        ['accepted', undefined, null],
+      ]);
+      for (const stream of [{ ...STREAM, producer: 'p\u0000' }, { ...STREAM, runId: 'r\ud800' }, { ...STREAM, task: 't\u0000' }, { ...STREAM, workflow: '\udc00' }]) {
+        const refused = await send(url, [item(1, newKey())], stream);
+        expect({ status: refused.status, code: refused.json.code, detail: refused.json.detail.endsWith(rule) }).toEqual({ status: 400, code: 'invalid_request', detail: true });
+      }
+      for (const path of ['/v1/streams/p%00/r', '/v1/streams/p/r%00', '/v1/streams/p/r?task=t%00', '/v1/streams/p/%ED%A0%80']) {
+        const refused = await fetch(`${url}${path}`);
+        expect({ path, status: refused.status }).toEqual({ path, status: 400 });
+        expect(await refused.json()).toMatchObject({ code: 'invalid_request' });
+      }
+      expect((await allEvents(url)).map((event) => event.seq)).toEqual([6]);
+    });
+
     it('answers a malformed request with problem+json and a stable code', async () => {
       const { url } = await startServer({ backend, bodyLimit: 4096, maxBatchItems: 3 });
       const cases: [string, Record<string, string>, number, string][] = [

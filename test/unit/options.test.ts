@@ -20,6 +20,8 @@ describe('options', () => {
       "openOutbox: server: is required with relay: 'in-process'; give the server URL, or set relay: 'external' and run `oncebox relay`",
     ],
     [{ durability: 'off' }, 'durability', 'openOutbox: durability: Invalid option: expected one of "full"|"normal"'],
+    [{ run: { ...RUN, runId: 'r\u0000' } }, 'run.runId', 'openOutbox: run.runId: must be well-formed Unicode without NUL (\\u0000) or unpaired surrogate halves; remove or replace those characters'],
+    [{ producer: 'p\ud83d' }, 'producer', 'openOutbox: producer: must be well-formed Unicode without NUL (\\u0000) or unpaired surrogate halves; remove or replace those characters'],
   ])('refuse %j with a message that names it', async (override, field, message) => {
     const opening = openOutbox({ ...base(), ...override } as OutboxOptions);
     await expect(opening).rejects.toBeInstanceOf(OptionsError);

@@ -1,0 +1,15 @@
+/**
+ * The one rule for every string of the protocol, on both sides and in both stores: well-formed UTF-16
+ * (no unpaired surrogate half, which UTF-8 cannot hold: SQLite would store U+FFFD in its place) and no
+ * NUL (PostgreSQL text cannot hold it). A producer refuses such a string at commit; the server refuses
+ * the item that holds it.
+ */
+// In a `u` regex a surrogate pair is one code point, so `\p{Cs}` matches only an unpaired half.
+const NOT_PLAIN = /[\p{Cs}\u0000]/u;
+
+export function isPlainText(text: string): boolean {
+  return !NOT_PLAIN.test(text);
+}
+
+/** Why a string breaks the rule, said the same way wherever it is found. */
+export const PLAIN_TEXT_RULE = 'must be well-formed Unicode without NUL (\\u0000) or unpaired surrogate halves; remove or replace those characters';
