@@ -221,6 +221,18 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: conformance, name: 'refuses NUL and unpaired surrogates' }, { file: 'test/unit/emission-validation.test.ts', name: 'partition key with NUL' }],
   },
   {
+    what: "the server's connection limits left at Node's defaults (no connection cap)",
+    guarantee: 'security',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: '  server.maxConnections = limits.maxConnections;\n', replace: '' }],
+    caughtBy: [{ file: 'test/fault/slow-clients.test.ts', name: 'past the cap' }],
+  },
+  {
+    what: "Node's own refusals (431, 408, 400) answered in Node's words, not problem+json",
+    guarantee: 'G8',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: '    clientErrorHandler: answerClientError,\n', replace: '' }],
+    caughtBy: [{ file: 'test/fault/slow-clients.test.ts', name: 'too large' }],
+  },
+  {
     what: "the server's ingest run without `BEGIN` (PostgreSQL)",
     guarantee: 'G4, G13',
     edits: [{ file: 'src/dedupe/pg-statements.ts', find: "    await client.query('BEGIN');\n", replace: '' }],

@@ -9,6 +9,8 @@ import { printStatus } from './status-command.js';
 const USAGE = `usage:
   oncebox server --db FILE|postgres://… [--port 8787] [--host 127.0.0.1] [--assets FILE] [--token TOKEN]
                  [--durability full|normal] [--schema oncebox] [--dedupe-retention-days 30] [--event-retention-days N]
+                 [--request-timeout-ms 30000] [--headers-timeout-ms 10000] [--keep-alive-timeout-ms 5000]
+                 [--max-connections 512]
   oncebox relay  --db FILE --server URL [--server URL2 …] [--token TOKEN] [--drain]
   oncebox status FILE [--json]
 
@@ -49,6 +51,10 @@ async function serve(args: string[]): Promise<number> {
       schema: { type: 'string' },
       'dedupe-retention-days': { type: 'string', default: '30' },
       'event-retention-days': { type: 'string' },
+      'request-timeout-ms': { type: 'string' },
+      'headers-timeout-ms': { type: 'string' },
+      'keep-alive-timeout-ms': { type: 'string' },
+      'max-connections': { type: 'string' },
     },
   });
   if (!values.db) throw new UsageError("server: --db is required: a SQLite file, or a postgres:// URL");
@@ -63,6 +69,10 @@ async function serve(args: string[]): Promise<number> {
     dedupeRetentionMs: days(values['dedupe-retention-days'], 'dedupe-retention-days'),
     eventRetentionMs: values['event-retention-days'] === undefined ? null : days(values['event-retention-days'], 'event-retention-days'),
     logger: { level: process.env.ONCEBOX_LOG_LEVEL ?? 'warn' },
+    ...wholeNumber(values['request-timeout-ms'], 'request-timeout-ms', 'requestTimeoutMs'),
+    ...wholeNumber(values['headers-timeout-ms'], 'headers-timeout-ms', 'headersTimeoutMs'),
+    ...wholeNumber(values['keep-alive-timeout-ms'], 'keep-alive-timeout-ms', 'keepAliveTimeoutMs'),
+    ...wholeNumber(values['max-connections'], 'max-connections', 'maxConnections'),
   });
   const url = await server.listen({ port, host: values.host });
   console.log(JSON.stringify({ event: 'listening', url, db: withoutPassword(values.db), assets: await server.store.listAssets() }));
@@ -101,6 +111,14 @@ function withoutPassword(db: string): string {
   const url = new URL(db);
   if (url.password) url.password = '***';
   return url.toString();
+}
+
+/** A flag given as a whole number, as the option it sets; nothing when the flag is absent. */
+function wholeNumber<K extends string>(text: string | undefined, flag: string, option: K): Partial<Record<K, number>> {
+  if (text === undefined) return {};
+  const value = Number(text);
+  if (!Number.isInteger(value) || value <= 0) throw new UsageError(`server: --${flag} must be a whole number above 0 (got ${text})`);
+  return { [option]: value } as Partial<Record<K, number>>;
 }
 
 function days(text: string, flag: string): number {

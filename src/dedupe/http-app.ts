@@ -1,9 +1,11 @@
 import { timingSafeEqual } from 'node:crypto';
+import { createServer as createHttpServer, STATUS_CODES, type RequestListener, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { z } from 'zod';
 import { assetNameSchema, describeFirstIssue } from '../protocol/emission.js';
 import { ProblemCode } from '../protocol/errors.js';
-import { emissionBatchSchema, nameSchema, type EmissionBatchResponse } from '../protocol/wire.js';
+import { emissionBatchSchema, nameSchema, PROBLEM_CONTENT_TYPE, type EmissionBatchResponse } from '../protocol/wire.js';
 import { checkItem } from './item-check.js';
 import { problem, sendProblem } from './problem.js';
 import type { DedupeStore } from './store.js';
@@ -14,6 +16,15 @@ export interface HttpAppOptions {
   bodyLimit: number;
   maxBatchItems: number;
   logger: FastifyServerOptions['logger'];
+  connections: ConnectionLimits;
+}
+
+/** What one client may hold of the server: time to send a request, idle time, and its share of sockets. */
+export interface ConnectionLimits {
+  requestTimeoutMs: number;
+  headersTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  maxConnections: number;
 }
 
 const eventQuerySchema = z.strictObject({
@@ -44,6 +55,10 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     onConstructorPoisoning: 'ignore',
     // Closing is answered below, as problem+json like every other refusal.
     return503OnClosing: false,
+    serverFactory: (handler) => limitedServer(handler, options.connections),
+    // Node refuses some requests before any route sees them (headers too large, a request too slow, a
+    // malformed one): those answers are problem+json like every other refusal.
+    clientErrorHandler: answerClientError,
     // A target the router cannot decode (bad percent-encoding) is refused as problem+json too.
     frameworkErrors: (error, _request, reply) => {
       const bad = error.code === 'FST_ERR_BAD_URL';
@@ -178,4 +193,43 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
   });
 
   return app;
+}
+
+/** Node's own refusals, by the code of the parse or timeout error behind them. */
+const CLIENT_ERRORS: Record<string, [number, string, string]> = {
+  HPE_HEADER_OVERFLOW: [431, ProblemCode.InvalidRequest, 'the request headers are too large; send fewer or shorter headers'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, ProblemCode.RequestTimeout, 'the request was not received in time; send it whole, without pauses'],
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: [413, ProblemCode.BodyTooLarge, 'the chunk extensions are too large'],
+};
+
+function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  const [status, code, detail] = CLIENT_ERRORS[error.code ?? ''] ?? [400, ProblemCode.InvalidRequest, 'the request is not valid HTTP/1.1'];
+  // Only when nothing was written yet: a half-written answer must not get a second one.
+  if (socket.writable && socket.bytesWritten === 0) {
+    const body = JSON.stringify(problem(status, code, detail));
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+/**
+ * The HTTP server with the connection limits applied. Node checks the request and header timeouts only
+ * every `connectionsCheckingInterval` (30 s by default), so it is set to a fraction of them: a client
+ * that trickles bytes is cut off close to its deadline.
+ */
+function limitedServer(handler: RequestListener, limits: ConnectionLimits): Server {
+  const server = createHttpServer(
+    {
+      requestTimeout: limits.requestTimeoutMs,
+      headersTimeout: limits.headersTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(limits.headersTimeoutMs / 4))),
+    },
+    handler,
+  );
+  server.maxConnections = limits.maxConnections;
+  return server;
 }

@@ -10,6 +10,7 @@ const TITLES: Record<string, string> = {
   [ProblemCode.BatchTooLarge]: 'Batch too large',
   [ProblemCode.Unauthorized]: 'Unauthorized',
   [ProblemCode.NotFound]: 'Not found',
+  [ProblemCode.RequestTimeout]: 'Request timeout',
   [ProblemCode.ShuttingDown]: 'Shutting down',
   [ProblemCode.Internal]: 'Internal server error',
 };

@@ -28,6 +28,17 @@ const serverOptionsSchema = z.strictObject({
   bodyLimit: z.number().int().min(1024).default(Limits.maxBodyBytes),
   /** @defaultValue 1000 */
   maxBatchItems: z.number().int().min(1).max(100_000).default(Limits.maxBatchItems),
+  /**
+   * How long a client may take to send a whole request, headers and body; a slower one is cut off with
+   * 408, so that it cannot hold a connection open by trickling bytes. @defaultValue 30000
+   */
+  requestTimeoutMs: z.number().int().min(100).default(30_000),
+  /** How long a client may take to send the request headers (at most requestTimeoutMs). @defaultValue 10000 */
+  headersTimeoutMs: z.number().int().min(100).default(10_000),
+  /** How long an idle keep-alive connection stays open. @defaultValue 5000 */
+  keepAliveTimeoutMs: z.number().int().min(100).default(5_000),
+  /** Connections open at once; one past the cap is closed at once, and the others are served. @defaultValue 512 */
+  maxConnections: z.number().int().min(1).default(512),
   /** Fastify's logger setting; off by default, since a library should not print. */
   logger: z.union([z.boolean(), z.record(z.string(), z.unknown())]).default(!!process.env.ONCEBOX_DEBUG),
   /**
@@ -68,6 +79,12 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
     bodyLimit: resolved.bodyLimit,
     maxBatchItems: resolved.maxBatchItems,
     logger: resolved.logger,
+    connections: {
+      requestTimeoutMs: resolved.requestTimeoutMs,
+      headersTimeoutMs: Math.min(resolved.headersTimeoutMs, resolved.requestTimeoutMs),
+      keepAliveTimeoutMs: resolved.keepAliveTimeoutMs,
+      maxConnections: resolved.maxConnections,
+    },
   });
   const retention: RetentionPolicy = {
     dedupeRetentionMs: resolved.dedupeRetentionMs,

@@ -43,6 +43,7 @@ export const ProblemCode = {
   BatchTooLarge: 'batch_too_large',
   Unauthorized: 'unauthorized',
   NotFound: 'not_found',
+  RequestTimeout: 'request_timeout',
   ShuttingDown: 'shutting_down',
   Internal: 'internal',
 } as const;

@@ -1,0 +1,88 @@
+import { connect, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startServer } from '../support/server.js';
+
+/** Clients that try to hold the server with real sockets on loopback: trickling, idling, piling up. */
+const sockets: Socket[] = [];
+afterEach(() => {
+  for (const socket of sockets.splice(0)) socket.destroy();
+});
+
+interface Held {
+  socket: Socket;
+  /** Everything the server sent, once it closed the connection, and when. */
+  closed: Promise<{ text: string; afterMs: number }>;
+}
+
+async function open(url: string): Promise<Held> {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  sockets.push(socket);
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  const started = Date.now();
+  let text = '';
+  socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  socket.on('error', () => undefined);
+  const closed = new Promise<{ text: string; afterMs: number }>((resolve) => socket.once('close', () => resolve({ text, afterMs: Date.now() - started })));
+  return { socket, closed };
+}
+
+/** Writes `text` one byte at a time, `everyMs` apart, until the socket closes. */
+async function trickle(socket: Socket, text: string, everyMs: number): Promise<void> {
+  for (const char of text) {
+    if (socket.destroyed) return;
+    socket.write(char);
+    await sleep(everyMs);
+  }
+}
+
+const limits = { requestTimeoutMs: 1500, headersTimeoutMs: 800, keepAliveTimeoutMs: 500 };
+
+describe('clients that try to hold the server', () => {
+  it('cuts off a body sent one byte at a time when the request timeout runs out, with a 408 problem', async () => {
+    const { url } = await startServer(limits);
+    const held = await open(url);
+    held.socket.write('POST /v1/emissions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n');
+    void trickle(held.socket, `{"stream":${'x'.repeat(190)}`, 100);
+    const { text, afterMs } = await held.closed;
+    expect(afterMs).toBeLessThan(limits.requestTimeoutMs + 2000);
+    expect(text).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    expect(text).toContain('Content-Type: application/problem+json; charset=utf-8');
+    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 408, code: 'request_timeout' });
+  });
+
+  it('cuts off headers sent one byte at a time when the header timeout runs out', async () => {
+    const { url } = await startServer(limits);
+    const held = await open(url);
+    void trickle(held.socket, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ${'y'.repeat(100)}\r\n\r\n`, 50);
+    const { text, afterMs } = await held.closed;
+    expect(afterMs).toBeLessThan(limits.headersTimeoutMs + 2000);
+    expect(text).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+  });
+
+  it('answers headers that are too large, and a request that is not HTTP, with problem+json', async () => {
+    const { url } = await startServer(limits);
+    const huge = await open(url);
+    huge.socket.write(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'z'.repeat(20_000)}\r\n\r\n`);
+    expect((await huge.closed).text).toMatch(/^HTTP\/1\.1 431 Request Header Fields Too Large\r\nContent-Type: application\/problem\+json/);
+    const garbage = await open(url);
+    garbage.socket.write('HELLO THERE\r\n\r\n');
+    const { text } = await garbage.closed;
+    expect(text).toMatch(/^HTTP\/1\.1 400 Bad Request\r\nContent-Type: application\/problem\+json/);
+    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 400, code: 'invalid_request' });
+  });
+
+  it('closes connections past the cap at once, and goes on serving the others', async () => {
+    const { url } = await startServer({ ...limits, headersTimeoutMs: 5000, requestTimeoutMs: 10_000, maxConnections: 4 });
+    const held = await Promise.all(Array.from({ length: 4 }, () => open(url)));
+    const extra = await open(url);
+    const refused = await extra.closed;
+    expect(refused.afterMs).toBeLessThan(1000);
+    // A held connection is served as usual.
+    held[0]!.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    expect((await held[0]!.closed).text).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    // Its place is free again.
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+  });
+});
