@@ -233,6 +233,18 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/fault/slow-clients.test.ts', name: 'too large' }],
   },
   {
+    what: 'a request body parsed however deep it nests',
+    guarantee: 'security',
+    edits: [{ file: 'src/dedupe/json-body.ts', find: '    if (nestingDepth(text, maxDepth) > maxDepth) {', replace: '    if (false) {' }],
+    caughtBy: [{ file: 'test/fault/amplification.test.ts', name: 'deeper than 64 levels' }],
+  },
+  {
+    what: 'GET /v1/events answering a whole page of large events, however large',
+    guarantee: 'security',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: 'return boundedPage(store, parsed.data, options.maxPageBytes);', replace: 'return store.listEvents(parsed.data);' }],
+    caughtBy: [{ file: 'test/fault/amplification.test.ts', name: 'within maxPageBytes' }],
+  },
+  {
     what: "the server's ingest run without `BEGIN` (PostgreSQL)",
     guarantee: 'G4, G13',
     edits: [{ file: 'src/dedupe/pg-statements.ts', find: "    await client.query('BEGIN');\n", replace: '' }],

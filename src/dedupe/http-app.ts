@@ -5,8 +5,12 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOpt
 import { z } from 'zod';
 import { assetNameSchema, describeFirstIssue } from '../protocol/emission.js';
 import { ProblemCode } from '../protocol/errors.js';
+import { Limits } from '../protocol/limits.js';
 import { emissionBatchSchema, nameSchema, PROBLEM_CONTENT_TYPE, type EmissionBatchResponse } from '../protocol/wire.js';
+import { echo } from '../protocol/text.js';
+import { boundedPage } from './event-page.js';
 import { checkItem } from './item-check.js';
+import { RequestProblem, useJsonBodyParser } from './json-body.js';
 import { problem, sendProblem } from './problem.js';
 import type { DedupeStore } from './store.js';
 
@@ -15,6 +19,8 @@ export interface HttpAppOptions {
   token?: string | undefined;
   bodyLimit: number;
   maxBatchItems: number;
+  /** Bytes of JSON in one page of `GET /v1/events`; a page stops early, and `next` says where to go on. */
+  maxPageBytes: number;
   logger: FastifyServerOptions['logger'];
   connections: ConnectionLimits;
 }
@@ -86,8 +92,10 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
 
   // Only JSON is spoken here; a text body is refused as 415 rather than read as a JSON string.
   app.removeContentTypeParser('text/plain');
+  useJsonBodyParser(app, Limits.maxBodyDepth);
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof RequestProblem) return sendProblem(reply, error.problem);
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       return sendProblem(
         reply,
@@ -109,7 +117,7 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
   });
 
   app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, problem(404, ProblemCode.NotFound, `no route for ${request.method} ${request.url.split('?')[0]}`)),
+    sendProblem(reply, problem(404, ProblemCode.NotFound, `no route for ${request.method} ${echo(request.url.split('?')[0]!)}`)),
   );
 
   if (options.token !== undefined) {
@@ -157,7 +165,7 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
       const { field, message } = describeFirstIssue(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit'] });
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
-    return store.listEvents(parsed.data);
+    return boundedPage(store, parsed.data, options.maxPageBytes);
   });
 
   app.get<{ Params: { producer: string; runId: string } }>('/v1/streams/:producer/:runId', async (request, reply) => {

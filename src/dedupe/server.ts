@@ -28,6 +28,8 @@ const serverOptionsSchema = z.strictObject({
   bodyLimit: z.number().int().min(1024).default(Limits.maxBodyBytes),
   /** @defaultValue 1000 */
   maxBatchItems: z.number().int().min(1).max(100_000).default(Limits.maxBatchItems),
+  /** Bytes of JSON in one page of `GET /v1/events`; a page stops early, and `next` says where to go on. @defaultValue 1 MiB */
+  maxPageBytes: z.number().int().min(1024).default(1024 * 1024),
   /**
    * How long a client may take to send a whole request, headers and body; a slower one is cut off with
    * 408, so that it cannot hold a connection open by trickling bytes. @defaultValue 30000
@@ -78,6 +80,7 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
     token: resolved.token,
     bodyLimit: resolved.bodyLimit,
     maxBatchItems: resolved.maxBatchItems,
+    maxPageBytes: resolved.maxPageBytes,
     logger: resolved.logger,
     connections: {
       requestTimeoutMs: resolved.requestTimeoutMs,

@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import { Limits } from './limits.js';
-import { isPlainText, PLAIN_TEXT_RULE } from './text.js';
+import { echo, isPlainText, PLAIN_TEXT_RULE } from './text.js';
 
 /** Where a value stops being plain JSON, and why. */
 export class NonJsonValue extends Error {
@@ -59,8 +59,8 @@ function write(value: unknown, path: string, depth: number, maxDepth: number): s
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i]!;
     if (key === '__proto__') throw new NonJsonValue(`${path}.__proto__`, 'is a reserved key; rename it');
-    if (!isPlainText(key)) throw new NonJsonValue(`${path}.${JSON.stringify(key)}`, `key ${PLAIN_TEXT_RULE}`);
-    text += `${i ? ',' : ''}${JSON.stringify(key)}:${write(record[key], `${path}.${key}`, depth + 1, maxDepth)}`;
+    if (!isPlainText(key)) throw new NonJsonValue(`${path}.${JSON.stringify(echo(key))}`, `key ${PLAIN_TEXT_RULE}`);
+    text += `${i ? ',' : ''}${JSON.stringify(key)}:${write(record[key], `${path}.${echo(key)}`, depth + 1, maxDepth)}`;
   }
   return `${text}}`;
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { canonicalJson, NonJsonValue } from './canonical-json.js';
 import { Limits } from './limits.js';
-import { isPlainText, PLAIN_TEXT_RULE } from './text.js';
+import { echo, isPlainText, MAX_ECHO, PLAIN_TEXT_RULE } from './text.js';
 
 /**
  * The rules for an emission's payload, applied by the producer at commit and again by the server on
@@ -34,7 +34,7 @@ export const partitionDateSchema = z
   .string({ error: 'must be an ISO 8601 date-time string with an offset or Z, e.g. "2026-11-30T00:00:00Z"' })
   .refine(isZonedDateTime, {
     error: (issue) =>
-      `must be an ISO 8601 date-time with an explicit offset or Z, e.g. "2026-11-30T00:00:00Z" (got ${JSON.stringify(issue.input)})`,
+      `must be an ISO 8601 date-time with an explicit offset or Z, e.g. "2026-11-30T00:00:00Z" (got ${JSON.stringify(echo(String(issue.input)))})`,
   });
 
 function isZonedDateTime(text: string): boolean {
@@ -130,7 +130,8 @@ export function describeFirstIssue(
     const unknown = issue.keys[0]!;
     const name = formatPath(base, [unknown]);
     const known = typeof knownKeys === 'function' ? knownKeys(issue.path) : knownKeys;
-    const suggestion = known ? closest(unknown, known) : undefined;
+    // A spelling suggestion costs time in the square of the name's length: only short names get one.
+    const suggestion = known && unknown.length <= MAX_ECHO ? closest(unknown, known) : undefined;
     const hint = suggestion
       ? `did you mean "${suggestion}"?`
       : known
@@ -153,7 +154,7 @@ function formatPath(prefix: string, path: readonly PropertyKey[]): string {
   let text = prefix;
   for (const step of path) {
     if (typeof step === 'number') text += `[${step}]`;
-    else text = text === '' ? String(step) : `${text}.${String(step)}`;
+    else text = text === '' ? echo(String(step)) : `${text}.${echo(String(step))}`;
   }
   return text;
 }

@@ -9,6 +9,8 @@ export const Limits = {
   maxNameLength: 200,
   /** Items in one `POST /v1/emissions`. */
   maxBatchItems: 1000,
+  /** Deepest nesting of a request body: extra's own 32 levels inside the envelope, with room to spare. */
+  maxBodyDepth: 64,
   /** Bytes of one request body. Must fit maxBatchItems items of ordinary size. */
   maxBodyBytes: 8 * 1024 * 1024,
 } as const;

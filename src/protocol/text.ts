@@ -13,3 +13,14 @@ export function isPlainText(text: string): boolean {
 
 /** Why a string breaks the rule, said the same way wherever it is found. */
 export const PLAIN_TEXT_RULE = 'must be well-formed Unicode without NUL (\\u0000) or unpaired surrogate halves; remove or replace those characters';
+
+/** Most characters of a client's own input repeated in an answer. */
+export const MAX_ECHO = 64;
+
+/**
+ * A piece of client input as an answer repeats it: cut to MAX_ECHO characters, so that a huge field name
+ * or value cannot make the answer huge too.
+ */
+export function echo(text: string): string {
+  return text.length <= MAX_ECHO ? text : `${text.slice(0, MAX_ECHO)}… (${text.length} characters)`;
+}

@@ -1,0 +1,30 @@
+import type { EventPage } from '../protocol/wire.js';
+import type { DedupeStore, EventQuery } from './store.js';
+
+/** Rows read from the store at a time while a page is filled. */
+const CHUNK = 100;
+
+/**
+ * A page of events of at most `maxBytes` of JSON (but never empty while events remain): it stops early,
+ * and `next` says where to go on. Read from the store a chunk at a time, so that a page of large events
+ * costs the server at most one chunk beyond what it sends.
+ * @internal
+ */
+export async function boundedPage(store: DedupeStore, query: EventQuery, maxBytes: number): Promise<EventPage> {
+  const events: EventPage['events'] = [];
+  let bytes = 0;
+  let after = query.after;
+  while (events.length < query.limit) {
+    const wanted = Math.min(CHUNK, query.limit - events.length);
+    const chunk = await store.listEvents({ ...query, after, limit: wanted });
+    for (const event of chunk.events) {
+      const size = JSON.stringify(event).length + 1;
+      if (events.length > 0 && bytes + size > maxBytes) return { events, next: events.at(-1)!.cursor };
+      events.push(event);
+      bytes += size;
+    }
+    if (chunk.events.length < wanted) break;
+    after = chunk.next;
+  }
+  return { events, next: events.at(-1)?.cursor ?? query.after };
+}
