@@ -3,11 +3,13 @@ import { z } from 'zod';
 import { openOutbox } from '../src/outbox/index.js';
 
 const server = process.env.ONCEBOX_SERVER ?? 'http://127.0.0.1:8787';
+const token = process.env.ONCEBOX_TOKEN; // the server's token, from the environment, never from the code
 const storage = { writeBatch: async (batch: number) => void batch }; // your idempotent data write
 
 const box = await openOutbox({
   path: process.env.ONCEBOX_OUTBOX ?? '.oncebox/orders-ingest.db',
   server,
+  token,
   producer: 'orders-ingest',
   run: { workflow: 'orders', runId: '2026-11-30', task: 'ingest', attempt: 1 },
 });

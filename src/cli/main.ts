@@ -7,14 +7,15 @@ import { runRelay } from './relay-command.js';
 import { printStatus } from './status-command.js';
 
 const USAGE = `usage:
-  oncebox server --db FILE|postgres://… [--port 8787] [--host 127.0.0.1] [--assets FILE] [--token TOKEN]
+  oncebox server --db FILE|postgres://… [--port 8787] [--host 127.0.0.1] [--assets FILE] [--token-file FILE]
                  [--durability full|normal] [--schema oncebox] [--dedupe-retention-days 30] [--event-retention-days N]
                  [--request-timeout-ms 30000] [--headers-timeout-ms 10000] [--keep-alive-timeout-ms 5000]
                  [--max-connections 512]
-  oncebox relay  --db FILE --server URL [--server URL2 …] [--token TOKEN] [--drain]
+  oncebox relay  --db FILE --server URL [--server URL2 …] [--token-file FILE] [--drain]
   oncebox status FILE [--json]
 
-The token can also come from ONCEBOX_TOKEN. See docs/operations.md.`;
+The token comes from --token-file or ONCEBOX_TOKEN. --token TOKEN works too, but every user of the
+machine can read it in ps. See docs/security.md.`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -47,6 +48,7 @@ async function serve(args: string[]): Promise<number> {
       host: { type: 'string', default: '127.0.0.1' },
       assets: { type: 'string' },
       token: { type: 'string' },
+      'token-file': { type: 'string' },
       durability: { type: 'string', default: 'full' },
       schema: { type: 'string' },
       'dedupe-retention-days': { type: 'string', default: '30' },
@@ -63,7 +65,7 @@ async function serve(args: string[]): Promise<number> {
   const server = await createServer({
     db: values.db,
     assets: values.assets ? readAssets(values.assets) : [],
-    token: values.token ?? process.env.ONCEBOX_TOKEN,
+    token: tokenFrom(values, 'server'),
     durability: values.durability as 'full' | 'normal',
     schema: values.schema,
     dedupeRetentionMs: days(values['dedupe-retention-days'], 'dedupe-retention-days'),
@@ -90,13 +92,14 @@ async function relay(args: string[]): Promise<number> {
       db: { type: 'string' },
       server: { type: 'string', multiple: true },
       token: { type: 'string' },
+      'token-file': { type: 'string' },
       drain: { type: 'boolean', default: false },
     },
   });
   if (!values.db || !values.server?.length) throw new UsageError('relay: --db FILE and --server URL are required');
   const stop = new AbortController();
   void untilSignal().then(() => stop.abort());
-  return runRelay({ db: values.db, servers: values.server, token: values.token ?? process.env.ONCEBOX_TOKEN, drain: values.drain, signal: stop.signal });
+  return runRelay({ db: values.db, servers: values.server, token: tokenFrom(values, 'relay'), drain: values.drain, signal: stop.signal });
 }
 
 async function status(args: string[]): Promise<number> {
@@ -111,6 +114,29 @@ function withoutPassword(db: string): string {
   const url = new URL(db);
   if (url.password) url.password = '***';
   return url.toString();
+}
+
+/**
+ * The token, from --token-file, ONCEBOX_TOKEN or --token, in that order. A token on the command line is
+ * readable by every user of the machine (ps), so it is taken with a warning.
+ */
+function tokenFrom(values: { token?: string | undefined; 'token-file'?: string | undefined }, command: string): string | undefined {
+  if (values['token-file'] !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(values['token-file'], 'utf8');
+    } catch (error) {
+      throw new UsageError(`${command}: --token-file ${values['token-file']} cannot be read: ${(error as Error).message}`);
+    }
+    const token = text.trim();
+    if (token === '') throw new UsageError(`${command}: --token-file ${values['token-file']} is empty; put the token in it`);
+    return token;
+  }
+  if (values.token !== undefined) {
+    console.error(`oncebox ${command}: warning: --token is visible to every user of this machine (ps); use --token-file or ONCEBOX_TOKEN`);
+    return values.token;
+  }
+  return process.env.ONCEBOX_TOKEN;
 }
 
 /** A flag given as a whole number, as the option it sets; nothing when the flag is absent. */

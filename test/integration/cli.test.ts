@@ -59,4 +59,28 @@ describe('the oncebox command', () => {
     expect(missing.stderr).toMatch(/^oncebox: relay: --db FILE and --server URL are required/);
     expect((await runScript(CLI, ['frobnicate'])).stderr).toMatch(/^oncebox: unknown command "frobnicate"/);
   });
+
+  it('takes the token from a file, warns when it is given on the command line, and never prints it', async () => {
+    const dir = tempDir();
+    const token = 'a-secret-that-stays-secret';
+    writeFileSync(join(dir, 'token.txt'), `${token}\n`);
+    const server = startScript(CLI, ['server', '--db', join(dir, 'server.db'), '--port', '0', '--token-file', join(dir, 'token.txt')]);
+    const url = (await server.waitFor((line) => line.event === 'listening')).url as string;
+    expect((await fetch(`${url}/v1/assets`)).status).toBe(401);
+    expect((await fetch(`${url}/v1/assets`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    server.signal('SIGTERM');
+    const done = await server.done;
+    expect(JSON.stringify(done.lines) + done.stderr).not.toContain(token);
+
+    const visible = startScript(CLI, ['server', '--db', join(dir, 'server2.db'), '--port', '0', '--token', token]);
+    await visible.waitFor((line) => line.event === 'listening');
+    visible.signal('SIGTERM');
+    const warned = await visible.done;
+    expect(warned.stderr).toContain('oncebox server: warning: --token is visible to every user of this machine (ps); use --token-file or ONCEBOX_TOKEN');
+    expect(warned.stderr).not.toContain(token);
+
+    const empty = join(dir, 'empty.txt');
+    writeFileSync(empty, '\n');
+    expect((await runScript(CLI, ['server', '--db', join(dir, 's3.db'), '--token-file', empty])).stderr).toContain(`--token-file ${empty} is empty`);
+  });
 });

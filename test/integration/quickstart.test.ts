@@ -25,12 +25,14 @@ describe('the README quickstart', () => {
   });
 
   it('runs against a real server and publishes each batch once, also when run twice', async () => {
-    const { url, events } = await startServer();
-    const env = { ONCEBOX_SERVER: url, ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db') };
+    const token = 'quickstart-token';
+    const { url, server } = await startServer({ token });
+    const env = { ONCEBOX_SERVER: url, ONCEBOX_TOKEN: token, ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db') };
     const first = await runScript('examples/quickstart.ts', [], { env });
     expect(first.code, first.stderr).toBe(0);
     const again = await runScript('examples/quickstart.ts', [], { env });
     expect(again.code, again.stderr).toBe(0);
-    expect((await events()).map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2', 'batch-3', 'done']);
+    const stored = (await server.store.listEvents({ after: 0, limit: 100 })).events;
+    expect(stored.map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2', 'batch-3', 'done']);
   });
 });
