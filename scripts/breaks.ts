@@ -245,6 +245,15 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/fault/amplification.test.ts', name: 'within maxPageBytes' }],
   },
   {
+    what: 'dedupe keys shared by every producer, so one can squat another\'s next key',
+    guarantee: 'G4, security',
+    edits: [
+      { file: sqliteStore, find: "const inserted = s.insertDedupe.run({ producer: stream.producer, key: item.key,", replace: "const inserted = s.insertDedupe.run({ producer: '', key: item.key," },
+      { file: sqliteStore, find: "const existing = s.findDedupe.get({ producer: stream.producer, key: item.key })!;", replace: "const existing = s.findDedupe.get({ producer: '', key: item.key })!;" },
+    ],
+    caughtBy: [{ file: conformance, name: 'scopes keys by producer' }],
+  },
+  {
     what: "the server's ingest run without `BEGIN` (PostgreSQL)",
     guarantee: 'G4, G13',
     edits: [{ file: 'src/dedupe/pg-statements.ts', find: "    await client.query('BEGIN');\n", replace: '' }],

@@ -21,7 +21,7 @@ export interface EventRow {
 /** The tables both stores share, column for column; each adds its own `events` (and PostgreSQL its sequencer). */
 export interface SharedTables {
   assets: { name: string; created_at: string };
-  dedupe: { key: string; fingerprint: string; event_id: string; ts: string; created_at: number };
+  dedupe: { producer: string; key: string; fingerprint: string; event_id: string; ts: string; created_at: number };
   streams: { producer: string; run_id: string; task: string; epoch: number; updated_at: string };
   stream_seqs: { producer: string; run_id: string; task: string; attempt: number; last_seq: number };
   stream_outcomes: {

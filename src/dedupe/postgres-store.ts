@@ -116,7 +116,7 @@ export class PostgresDedupeStore implements DedupeStore {
     if (replays.length > 0) {
       const rows = await runStatement(client, run.recordedOutcomes, [...ofAttempt, replays.map((p) => p.seq)]);
       for (const row of rows) outcomes.set(row.seq, row);
-      await this.readRecords(client, replays.map((p) => p.key), records);
+      await this.readRecords(client, stream.producer, replays.map((p) => p.key), records);
     }
 
     // Insert first, for every new event at once; the keys that came back were ours.
@@ -124,11 +124,11 @@ export class PostgresDedupeStore implements DedupeStore {
     const eventIds = newEventIds(events.length);
     const inserted = new Set<string>();
     if (events.length > 0) {
-      const rows = await runStatement(client, run.insertDedupe, [events.map((e) => e.key), events.map((e) => e.fingerprint), eventIds, ts, now.getTime()]);
+      const rows = await runStatement(client, run.insertDedupe, [events.map((e) => e.key), events.map((e) => e.fingerprint), eventIds, ts, now.getTime(), stream.producer]);
       for (const row of rows) inserted.add(row.key);
       // Stryker disable next-line MethodExpression: reading back the keys just inserted reads what this request wrote
       const taken = events.filter((e) => !inserted.has(e.key)).map((e) => e.key);
-      if (taken.length > 0) await this.readRecords(client, taken, records);
+      if (taken.length > 0) await this.readRecords(client, stream.producer, taken, records);
     }
 
     const newEvents: { item: CheckedEvent; eventId: string }[] = [];
@@ -207,8 +207,8 @@ export class PostgresDedupeStore implements DedupeStore {
     return results;
   }
 
-  private async readRecords(client: pg.PoolClient, keys: string[], into: Map<string, DedupeRecord>): Promise<void> {
-    for (const row of await runStatement(client, this.statements.readRecords, [keys])) {
+  private async readRecords(client: pg.PoolClient, producer: string, keys: string[], into: Map<string, DedupeRecord>): Promise<void> {
+    for (const row of await runStatement(client, this.statements.readRecords, [keys, producer])) {
       into.set(row.key, { fingerprint: row.fingerprint, eventId: row.event_id, ts: row.ts });
     }
   }
@@ -301,8 +301,8 @@ export class PostgresDedupeStore implements DedupeStore {
     // Small batches, each its own short transaction, so that compaction never holds ingestion up.
     const dedupeRecords = await deleteInBatches(policy.batchSize, async () => {
       const result = await sql`
-        DELETE FROM dedupe WHERE key IN (
-          SELECT key FROM dedupe WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
+        DELETE FROM dedupe WHERE ctid IN (
+          SELECT ctid FROM dedupe WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
       return Number(result.numAffectedRows ?? 0);
     });
     const outcomes = await deleteInBatches(policy.batchSize, async () => {
@@ -353,20 +353,22 @@ function ingestStatements(db: Kysely<PgSchema>) {
         .where('seq', '=', sql<number>`ANY(${pgParam(5, 'bigint[]')})`)
         .compile(),
     ),
+    // $1 keys, $2 producer.
     readRecords: pgStatement<{ key: string; fingerprint: string; event_id: string; ts: string }>(
       db
         .selectFrom('dedupe')
         .select(['key', 'fingerprint', 'event_id', 'ts'])
+        .where('producer', '=', pgParam<string>(2, 'text'))
         .where('key', '=', sql<string>`ANY(${pgParam(1, 'uuid[]')})`)
         .compile(),
     ),
-    // $1 keys, $2 fingerprints, $3 event ids, $4 timestamp, $5 created_at (ms).
+    // $1 keys, $2 fingerprints, $3 event ids, $4 timestamp, $5 created_at (ms), $6 producer.
     insertDedupe: pgStatement<{ key: string }>(
       sql`
-        INSERT INTO dedupe (key, fingerprint, event_id, ts, created_at)
-        SELECT d.key, d.fingerprint, d.event_id, ${pgParam(4, 'text')}, ${pgParam(5, 'bigint')}
+        INSERT INTO dedupe (producer, key, fingerprint, event_id, ts, created_at)
+        SELECT ${pgParam(6, 'text')}, d.key, d.fingerprint, d.event_id, ${pgParam(4, 'text')}, ${pgParam(5, 'bigint')}
         FROM unnest(${pgParam(1, 'uuid[]')}, ${pgParam(2, 'text[]')}, ${pgParam(3, 'uuid[]')}) AS d(key, fingerprint, event_id)
-        ON CONFLICT (key) DO NOTHING
+        ON CONFLICT (producer, key) DO NOTHING
         RETURNING key`.compile(db),
     ),
     // $1..$7 one array per column; $8 timestamp; $9..$13 the stream: producer, workflow, run id, task, attempt.

@@ -74,17 +74,18 @@ export class SqliteDedupeStore implements DedupeStore {
         q
           .insertInto('dedupe')
           .values({
+            producer: param('producer'),
             key: param('key'),
             fingerprint: param('fingerprint'),
             event_id: param('eventId'),
             ts: param('ts'),
             created_at: param('createdAt'),
           })
-          .onConflict((oc) => oc.column('key').doNothing()),
+          .onConflict((oc) => oc.columns(['producer', 'key']).doNothing()),
       ),
       findDedupe: prepare<{ fingerprint: string; event_id: string; ts: string }>(
         this.db,
-        q.selectFrom('dedupe').select(['fingerprint', 'event_id', 'ts']).where('key', '=', param('key')),
+        q.selectFrom('dedupe').select(['fingerprint', 'event_id', 'ts']).where((eb) => eb.and({ producer: param('producer'), key: param('key') })),
       ),
       insertEvent: prepare(
         this.db,
@@ -157,12 +158,11 @@ export class SqliteDedupeStore implements DedupeStore {
           .onConflict((oc) => oc.column('name').doNothing()),
       ),
       allAssets: prepare<{ name: string }>(this.db, q.selectFrom('assets').select('name').orderBy('name')),
-      compactDedupe: prepare(
-        this.db,
-        q
-          .deleteFrom('dedupe')
-          .where('key', 'in', (sub) => sub.selectFrom('dedupe').select('key').where('created_at', '<', param('cutoff')).limit(param('limit'))),
-      ),
+      compactDedupe: prepare(this.db, {
+        compile: () =>
+          sql`DELETE FROM dedupe WHERE (producer, key) IN (
+                SELECT producer, key FROM dedupe WHERE created_at < ${param('cutoff')} LIMIT ${param('limit')})`.compile(q),
+      }),
       // Row values in IN: kysely's builder has no typed form for them, so this one is a raw template.
       compactOutcomes: prepare(this.db, {
         compile: () =>
@@ -274,7 +274,7 @@ export class SqliteDedupeStore implements DedupeStore {
         case 'replay': {
           const { item, seq, key } = placement;
           const outcome = s.findOutcome.get({ ...streamParams, seq });
-          const existing = outcome ? undefined : s.findDedupe.get({ key });
+          const existing = outcome ? undefined : s.findDedupe.get({ producer: stream.producer, key });
           return replayResult(item, seq, key, outcome, existing && { fingerprint: existing.fingerprint, eventId: existing.event_id, ts: existing.ts });
         }
         case 'checkpoint': {
@@ -287,7 +287,7 @@ export class SqliteDedupeStore implements DedupeStore {
           const { item } = placement;
           const eventId = eventIds.pop()!;
           // Insert first: the unique key decides who is first, with no window between a check and an insert.
-          const inserted = s.insertDedupe.run({ key: item.key, fingerprint: item.fingerprint, eventId, ts, createdAt: now.getTime() });
+          const inserted = s.insertDedupe.run({ producer: stream.producer, key: item.key, fingerprint: item.fingerprint, eventId, ts, createdAt: now.getTime() });
           if (inserted.changes === 1) {
             s.insertEvent.run({
               ...streamParams,
@@ -304,7 +304,7 @@ export class SqliteDedupeStore implements DedupeStore {
             });
             return { status: 'accepted', seq: item.seq, key: item.key, eventId, timestamp: ts };
           }
-          const existing = s.findDedupe.get({ key: item.key })!;
+          const existing = s.findDedupe.get({ producer: stream.producer, key: item.key })!;
           const result = existingKeyResult(item, { fingerprint: existing.fingerprint, eventId: existing.event_id, ts: existing.ts });
           if (result.status === 'conflict') recordOutcome(result.seq, result.key, result.status, result.code, result.detail);
           return result;

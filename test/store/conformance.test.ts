@@ -84,6 +84,19 @@ for (const backend of BACKENDS) {
       expect(await allEvents(url)).toHaveLength(1);
     });
 
+    it("scopes keys by producer: another producer's key neither answers nor blocks this one's", async () => {
+      const { url } = await startServer({ backend });
+      const key = newKey();
+      const squatted = await send(url, [item(1, key, { partitionKey: 'batch-1', extra: { forged: true } })], { ...STREAM, producer: 'attacker' });
+      expect(squatted.json.results[0].status).toBe('accepted');
+      const real = await send(url, [item(1, key, { partitionKey: 'batch-1' })], { ...STREAM, producer: 'victim' });
+      expect(real.json.results[0]).toMatchObject({ status: 'accepted', key });
+      expect(real.json.results[0].eventId).not.toBe(squatted.json.results[0].eventId);
+      const retry = await send(url, [item(1, key, { partitionKey: 'batch-1' })], { ...STREAM, producer: 'victim', runId: 'r2' });
+      expect(retry.json.results[0]).toEqual({ ...real.json.results[0], status: 'duplicate' });
+      expect((await allEvents(url)).map((event) => [event.producer, event.key])).toEqual([['attacker', key], ['victim', key]]);
+    });
+
     it('reads a key in upper-case hex as the same key, and answers it in lower case', async () => {
       const { url } = await startServer({ backend });
       const key = 'abcdef01-2345-4678-9abc-def012345678';

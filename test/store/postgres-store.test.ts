@@ -107,4 +107,33 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
       message: expect.stringMatching(new RegExp(`^PostgreSQL schema "${schema}" is at version 99, newer than this oncebox knows \\(\\d+\\); upgrade oncebox\\.$`)),
     });
   });
+
+  it("keeps every record through the upgrade to keys scoped by producer, so an old key's retry is still a duplicate", async () => {
+    const { migratePostgres } = await import('../../src/dedupe/postgres-migrate.js');
+    const { serverPostgresMigrations } = await import('../../src/dedupe/migrations/postgres/index.js');
+    const schema = testSchema();
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+    const key = randomUUID();
+    const eventId = randomUUID();
+    const sent = item(1, key);
+    const fingerprint = (checkItem(sent, 0) as { fingerprint: string }).fingerprint;
+    try {
+      await migratePostgres(pool, schema, serverPostgresMigrations.slice(0, 3));
+      await pool.query(`INSERT INTO "${schema}".dedupe (key, fingerprint, event_id, ts, created_at) VALUES ($1, $2, $3, 't0', $4)`, [key, fingerprint, eventId, Date.now()]);
+      await pool.query(
+        `INSERT INTO "${schema}".events (event_id, key, ts, asset, producer, workflow, run_id, task, attempt, seq) VALUES ($1, $2, 't0', 'batch_ready', $3, 'w', 'old', NULL, 1, 1)`,
+        [eventId, key, STREAM.producer],
+      );
+    } finally {
+      await pool.end();
+    }
+    const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
+    try {
+      await store.registerAsset('batch_ready');
+      const [retry] = await store.ingest({ ...STREAM, runId: 'new' }, [checkItem(sent, 0)]);
+      expect(retry).toMatchObject({ status: 'duplicate', eventId, timestamp: 't0' });
+    } finally {
+      await store.close();
+    }
+  });
 });

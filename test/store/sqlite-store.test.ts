@@ -26,3 +26,42 @@ describe('the SQLite store', () => {
     });
   });
 });
+
+describe('the SQLite store upgraded to keys scoped by producer (migration 005)', () => {
+  it("keeps every record, attributed to its event's producer, so an old key's retry is still a duplicate", async () => {
+    const { migrateSqlite } = await import('../../src/sqlite/migrate.js');
+    const { serverSqliteMigrations } = await import('../../src/dedupe/migrations/sqlite/index.js');
+    const { item, post, STREAM } = await import('../support/http.js');
+    const path = join(tempDir(), 'server.db');
+    const db = new Database(path);
+    migrateSqlite(db, serverSqliteMigrations.slice(0, 4), () => new Error('too new'));
+    const key = '11111111-1111-4111-8111-111111111111';
+    const orphan = '22222222-2222-4222-8222-222222222222';
+    db.prepare("INSERT INTO dedupe (key, fingerprint, event_id, ts, created_at) VALUES (?, ?, 'e-1', '2026-11-29T00:00:00.000Z', ?)").run(key, 'will-be-read', Date.now());
+    db.prepare("INSERT INTO dedupe (key, fingerprint, event_id, ts, created_at) VALUES (?, 'f', 'e-gone', 't', ?)").run(orphan, Date.now());
+    db.prepare(
+      `INSERT INTO events (event_id, key, ts, asset, producer, workflow, run_id, task, attempt, seq)
+       VALUES ('e-1', ?, '2026-11-29T00:00:00.000Z', 'batch_ready', ?, 'w', 'old-run', NULL, 1, 1)`,
+    ).run(key, STREAM.producer);
+    db.close();
+    // The fingerprint the store computes for this item, so that the retry below is a true duplicate.
+    const { checkItem } = await import('../../src/dedupe/item-check.js');
+    const sent = item(1, key);
+    const fingerprint = (checkItem(sent, 0) as { fingerprint: string }).fingerprint;
+    const raw = new Database(path);
+    raw.prepare('UPDATE dedupe SET fingerprint = ? WHERE key = ?').run(fingerprint, key);
+    raw.close();
+
+    const server = await createServer({ db: path, assets: ['batch_ready'] });
+    const url = await server.listen();
+    const retry = await post(`${url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, runId: 'new-run' }, items: [sent] }));
+    expect(retry.json.results[0]).toMatchObject({ status: 'duplicate', eventId: 'e-1' });
+    await server.close();
+    const after = new Database(path, { readonly: true });
+    expect(after.prepare('SELECT producer, key FROM dedupe ORDER BY key').all()).toEqual([
+      { producer: STREAM.producer, key },
+      { producer: '', key: orphan },
+    ]);
+    after.close();
+  });
+});

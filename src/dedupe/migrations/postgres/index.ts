@@ -145,4 +145,18 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       ALTER TABLE events ALTER COLUMN key TYPE uuid USING key::uuid, ALTER COLUMN event_id TYPE uuid USING event_id::uuid;
     `,
   },
+  {
+    version: 4,
+    name: '004_dedupe_by_producer',
+    sql: `
+      -- Keys are scoped by producer: one producer's key can neither answer nor block another's, so no
+      -- client can store another producer's next key first. A record is attributed to the producer of its
+      -- event; one whose event retention already removed is kept under no producer (''). The primary key
+      -- is rebuilt: on a large store, upgrade at a quiet time.
+      ALTER TABLE dedupe ADD COLUMN producer text NOT NULL DEFAULT '';
+      UPDATE dedupe d SET producer = e.producer FROM events e WHERE e.event_id = d.event_id;
+      ALTER TABLE dedupe ALTER COLUMN producer DROP DEFAULT;
+      ALTER TABLE dedupe DROP CONSTRAINT dedupe_pkey, ADD PRIMARY KEY (producer, key);
+    `,
+  },
 ];

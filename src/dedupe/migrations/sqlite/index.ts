@@ -116,4 +116,28 @@ export const serverSqliteMigrations: readonly Migration[] = [
       CREATE INDEX stream_outcomes_by_age ON stream_outcomes (created_at);
     `,
   },
+  {
+    version: 5,
+    name: '005_dedupe_by_producer',
+    sql: `
+      -- Keys are scoped by producer: one producer's key can neither answer nor block another's, so no
+      -- client can store another producer's next key first. A record is attributed to the producer of its
+      -- event; one whose event retention already removed is kept under no producer ('').
+      CREATE TABLE dedupe_by_producer (
+        producer TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        ts TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (producer, key)
+      ) WITHOUT ROWID;
+      INSERT INTO dedupe_by_producer (producer, key, fingerprint, event_id, ts, created_at)
+        SELECT coalesce((SELECT e.producer FROM events e WHERE e.event_id = d.event_id), ''), d.key, d.fingerprint, d.event_id, d.ts, d.created_at
+        FROM dedupe d;
+      DROP TABLE dedupe;
+      ALTER TABLE dedupe_by_producer RENAME TO dedupe;
+      CREATE INDEX dedupe_by_age ON dedupe (created_at);
+    `,
+  },
 ];
