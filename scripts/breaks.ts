@@ -41,9 +41,9 @@ const delivery = 'test/integration/delivery.test.ts';
 const conformance = 'test/store/conformance.test.ts';
 const cluster = 'test/fault/postgres-cluster.test.ts';
 
-const fencing = 'if (stream.attempt < epoch) return fencedResults(items, stream.attempt, epoch);';
-const fencingUnlessCheckpointsOnly =
-  "if (stream.attempt < epoch && items.some((i) => !(i.valid && i.kind === 'checkpoint'))) return fencedResults(items, stream.attempt, epoch);";
+const ingestPlan = 'src/dedupe/ingest-plan.ts';
+const fencing = '  if (attempt < epoch) {';
+const fencingUnlessCheckpointsOnly = "  if (attempt < epoch && items.some((i) => !(i.valid && i.kind === 'checkpoint'))) {";
 
 export const BREAKS: Break[] = [
   {
@@ -125,16 +125,13 @@ export const BREAKS: Break[] = [
   {
     what: "the server's fencing check removed",
     guarantee: 'G10',
-    edits: [{ file: sqliteStore, find: fencing, replace: '// fencing removed' }],
+    edits: [{ file: ingestPlan, find: fencing, replace: '  if (false) {' }],
     caughtBy: [{ file: model }, { file: 'test/fault/retries.test.ts', name: 'beside a zombie' }, { file: conformance, name: 'fences every item' }],
   },
   {
     what: 'fencing skipped for a request that carries only checkpoint items',
     guarantee: 'G10, G11',
-    edits: [
-      { file: sqliteStore, find: fencing, replace: fencingUnlessCheckpointsOnly },
-      { file: postgresStore, find: fencing, replace: fencingUnlessCheckpointsOnly },
-    ],
+    edits: [{ file: ingestPlan, find: fencing, replace: fencingUnlessCheckpointsOnly }],
     caughtBy: [{ file: conformance, name: 'holds only checkpoint updates' }],
   },
   {
@@ -252,6 +249,12 @@ export const BREAKS: Break[] = [
       { file: sqliteStore, find: "const existing = s.findDedupe.get({ producer: stream.producer, key: item.key })!;", replace: "const existing = s.findDedupe.get({ producer: '', key: item.key })!;" },
     ],
     caughtBy: [{ file: conformance, name: 'scopes keys by producer' }],
+  },
+  {
+    what: 'any attempt taken, however far above the epoch (one item at attempt 1,000,000 fences a run for good)',
+    guarantee: 'G10, security',
+    edits: [{ file: ingestPlan, find: '  if (attempt > epoch + maxAttemptStep) {', replace: '  if (false) {' }],
+    caughtBy: [{ file: conformance, name: 'refuses an attempt far above' }],
   },
   {
     what: "the server's ingest run without `BEGIN` (PostgreSQL)",

@@ -10,7 +10,7 @@ const USAGE = `usage:
   oncebox server --db FILE|postgres://… [--port 8787] [--host 127.0.0.1] [--assets FILE] [--token-file FILE]
                  [--durability full|normal] [--schema oncebox] [--dedupe-retention-days 30] [--event-retention-days N]
                  [--request-timeout-ms 30000] [--headers-timeout-ms 10000] [--keep-alive-timeout-ms 5000]
-                 [--max-connections 512]
+                 [--max-connections 512] [--max-attempt-step 1000]
   oncebox relay  --db FILE --server URL [--server URL2 …] [--token-file FILE] [--drain]
   oncebox status FILE [--json]
 
@@ -57,6 +57,7 @@ async function serve(args: string[]): Promise<number> {
       'headers-timeout-ms': { type: 'string' },
       'keep-alive-timeout-ms': { type: 'string' },
       'max-connections': { type: 'string' },
+      'max-attempt-step': { type: 'string' },
     },
   });
   if (!values.db) throw new UsageError("server: --db is required: a SQLite file, or a postgres:// URL");
@@ -75,6 +76,7 @@ async function serve(args: string[]): Promise<number> {
     ...wholeNumber(values['headers-timeout-ms'], 'headers-timeout-ms', 'headersTimeoutMs'),
     ...wholeNumber(values['keep-alive-timeout-ms'], 'keep-alive-timeout-ms', 'keepAliveTimeoutMs'),
     ...wholeNumber(values['max-connections'], 'max-connections', 'maxConnections'),
+    ...wholeNumber(values['max-attempt-step'], 'max-attempt-step', 'maxAttemptStep'),
   });
   const url = await server.listen({ port, host: values.host });
   console.log(JSON.stringify({ event: 'listening', url, db: withoutPassword(values.db), assets: await server.store.listAssets() }));

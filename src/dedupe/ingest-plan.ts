@@ -135,10 +135,29 @@ export function existingKeyResult(item: CheckedEvent, existing: DedupeRecord): I
   };
 }
 
-/** The answer to every item of an attempt below the stream's epoch. */
-export function fencedResults(items: readonly (CheckedItem | InvalidItem)[], attempt: number, epoch: number): ItemResult[] {
-  const detail = `fenced by attempt ${epoch}: attempt ${attempt} of this run may deliver nothing more`;
-  return items.map((item) => ({ status: 'fenced', seq: item.seq, key: item.key, code: 'fenced', epoch, detail }));
+/**
+ * The answer to every item of a request whose attempt the stream cannot take, or undefined when it can:
+ * an attempt below the epoch is fenced (a zombie), and one more than `maxAttemptStep` above it is refused,
+ * since taking it would fence every later attempt of the run for good. Neither touches the stream.
+ */
+export function refuseAttempt(
+  items: readonly (CheckedItem | InvalidItem)[],
+  attempt: number,
+  epoch: number,
+  maxAttemptStep: number,
+): ItemResult[] | undefined {
+  if (attempt < epoch) {
+    const detail = `fenced by attempt ${epoch}: attempt ${attempt} of this run may deliver nothing more`;
+    return items.map((item) => ({ status: 'fenced', seq: item.seq, key: item.key, code: 'fenced', epoch, detail }));
+  }
+  if (attempt > epoch + maxAttemptStep) {
+    const detail =
+      `stream.attempt: ${attempt} is more than ${maxAttemptStep} above this run's highest attempt (${epoch}); a retry raises the ` +
+      'attempt by one, and taking this one would fence every later attempt of the run for good. Send the real try number ' +
+      '(or raise the server\'s maxAttemptStep)';
+    return items.map((item) => ({ status: 'rejected', seq: item.seq, key: item.key, code: RejectionCode.AttemptTooHigh, detail, field: 'stream.attempt' }));
+  }
+  return undefined;
 }
 
 /**

@@ -2,12 +2,12 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
 import { deleteInBatches, toStoredEvent, type EventRow, type SharedTables } from './event-row.js';
-import { existingKeyResult, fencedResults, newEventIds, planIngest, replayResult, type DedupeRecord, type RecordedOutcome } from './ingest-plan.js';
+import { existingKeyResult, newEventIds, planIngest, refuseAttempt, replayResult, type DedupeRecord, type RecordedOutcome } from './ingest-plan.js';
 import type { CheckedEvent, CheckedItem, InvalidItem } from './item-check.js';
 import { serverPostgresMigrations } from './migrations/postgres/index.js';
 import { inTransaction, nameStatements, pgParam, pgStatement, runStatement } from './pg-statements.js';
 import { advisoryKey, migratePostgres } from './postgres-migrate.js';
-import type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy } from './store.js';
+import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy } from './store.js';
 
 interface PgSchema extends SharedTables {
   /** `id` is the insertion order; `cursor` is given after commit by the sequencer. */
@@ -24,6 +24,8 @@ export interface PostgresStoreOptions {
   poolSize?: number;
   /** The clock the store stamps events and dedupe records with; injectable for tests. */
   now?: () => Date;
+  /** How far above a stream's epoch a new attempt may be (see refuseAttempt). @defaultValue 1000 */
+  maxAttemptStep?: number;
 }
 
 // bigint columns come back as strings by default; every one of ours fits a double.
@@ -52,6 +54,7 @@ export class PostgresDedupeStore implements DedupeStore {
     private readonly pool: pg.Pool,
     readonly schema: string,
     now: (() => Date) | undefined,
+    private readonly maxAttemptStep: number,
   ) {
     this.db = new Kysely<PgSchema>({ dialect: new PostgresDialect({ pool }) });
     this.statements = ingestStatements(this.db);
@@ -69,7 +72,7 @@ export class PostgresDedupeStore implements DedupeStore {
     });
     try {
       await migratePostgres(pool, schema, serverPostgresMigrations);
-      const store = new PostgresDedupeStore(pool, schema, options.now);
+      const store = new PostgresDedupeStore(pool, schema, options.now, options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP);
       await store.loadAssets();
       return store;
       // Stryker disable next-line BlockStatement: a pool left open leaks connections, which no test observes
@@ -103,7 +106,8 @@ export class PostgresDedupeStore implements DedupeStore {
     const ts = now.toISOString();
     await runStatement(client, run.ensureStream, [...ofStream, ts]);
     const [{ epoch }] = (await runStatement(client, run.lockStream, ofStream)) as [{ epoch: number }];
-    if (stream.attempt < epoch) return fencedResults(items, stream.attempt, epoch);
+    const refusal = refuseAttempt(items, stream.attempt, epoch, this.maxAttemptStep);
+    if (refusal) return refusal;
 
     const [seqRow] = await runStatement(client, run.lastSeq, ofAttempt);
     const lastSeqBefore = seqRow?.last_seq ?? 0;

@@ -6,7 +6,7 @@ import { resolveOptions } from '../protocol/options.js';
 import { buildHttpApp } from './http-app.js';
 import { SqliteDedupeStore } from './sqlite-store.js';
 import { PostgresDedupeStore } from './postgres-store.js';
-import type { CompactionResult, DedupeStore, RetentionPolicy } from './store.js';
+import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type RetentionPolicy } from './store.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -28,6 +28,12 @@ const serverOptionsSchema = z.strictObject({
   bodyLimit: z.number().int().min(1024).default(Limits.maxBodyBytes),
   /** @defaultValue 1000 */
   maxBatchItems: z.number().int().min(1).max(100_000).default(Limits.maxBatchItems),
+  /**
+   * How far above a run's highest attempt a new attempt may be. A retry raises the attempt by one; a
+   * client sending attempt 1,000,000 by mistake (or to harm) would otherwise fence every later attempt
+   * of the run for good. @defaultValue 1000
+   */
+  maxAttemptStep: z.number().int().min(1).default(DEFAULT_MAX_ATTEMPT_STEP),
   /** Bytes of JSON in one page of `GET /v1/events`; a page stops early, and `next` says where to go on. @defaultValue 1 MiB */
   maxPageBytes: z.number().int().min(1024).default(1024 * 1024),
   /**
@@ -72,8 +78,8 @@ export interface OnceboxServer {
 export async function createServer(options: ServerOptions): Promise<OnceboxServer> {
   const resolved = resolveOptions(serverOptionsSchema, options, 'createServer');
   const store: DedupeStore = /^postgres(ql)?:\/\//.test(resolved.db)
-    ? await PostgresDedupeStore.open({ connectionString: resolved.db, schema: resolved.schema, now: resolved.now })
-    : new SqliteDedupeStore({ path: resolved.db, durability: resolved.durability, now: resolved.now });
+    ? await PostgresDedupeStore.open({ connectionString: resolved.db, schema: resolved.schema, now: resolved.now, maxAttemptStep: resolved.maxAttemptStep })
+    : new SqliteDedupeStore({ path: resolved.db, durability: resolved.durability, now: resolved.now, maxAttemptStep: resolved.maxAttemptStep });
   for (const asset of resolved.assets) await store.registerAsset(asset);
   const app = buildHttpApp({
     store,

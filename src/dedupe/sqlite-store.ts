@@ -7,9 +7,9 @@ import { openSqlite, type Durability } from '../sqlite/open.js';
 import { param, prepare, queryBuilder, type Prepared } from '../sqlite/statements.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
 import { deleteInBatches, toStoredEvent, type EventRow, type SharedTables } from './event-row.js';
-import { existingKeyResult, fencedResults, newEventIds, planIngest, replayResult } from './ingest-plan.js';
+import { existingKeyResult, newEventIds, planIngest, refuseAttempt, replayResult } from './ingest-plan.js';
 import { serverSqliteMigrations } from './migrations/sqlite/index.js';
-import type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy } from './store.js';
+import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy } from './store.js';
 
 interface ServerSchema extends SharedTables {
   events: Omit<EventRow, 'cursor'> & { cursor: Generated<number> };
@@ -21,6 +21,8 @@ export interface SqliteStoreOptions {
   durability?: Durability;
   /** The clock the store stamps events and dedupe records with; injectable for tests. */
   now?: () => Date;
+  /** How far above a stream's epoch a new attempt may be (see refuseAttempt). @defaultValue 1000 */
+  maxAttemptStep?: number;
 }
 
 export class ServerSchemaTooNewError extends OnceboxError {
@@ -36,6 +38,7 @@ export class ServerSchemaTooNewError extends OnceboxError {
 export class SqliteDedupeStore implements DedupeStore {
   private readonly db: Database.Database;
   private readonly now: () => Date;
+  private readonly maxAttemptStep: number;
   private readonly assets = new Set<string>();
   private readonly statements;
   private readonly ingestTransaction;
@@ -43,6 +46,7 @@ export class SqliteDedupeStore implements DedupeStore {
   constructor(options: SqliteStoreOptions) {
     this.db = openSqlite(options.path, options.durability ?? 'full');
     this.now = options.now ?? (() => new Date());
+    this.maxAttemptStep = options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP;
     migrateSqlite(this.db, serverSqliteMigrations, (found, known) => new ServerSchemaTooNewError(options.path, found, known));
     const q = queryBuilder<ServerSchema>(this.db);
     // One stream (producer, run, task), and one attempt of it, as bound parameters.
@@ -253,7 +257,8 @@ export class SqliteDedupeStore implements DedupeStore {
     const epoch = s.epoch.get(streamParams)?.epoch ?? 0;
     // Checked in the same transaction that a later attempt's first delivery moves the epoch in, so no
     // item of a zombie is accepted once its retry has delivered anything.
-    if (stream.attempt < epoch) return fencedResults(items, stream.attempt, epoch);
+    const refusal = refuseAttempt(items, stream.attempt, epoch, this.maxAttemptStep);
+    if (refusal) return refusal;
     const lastSeqBefore = s.lastSeq.get(streamParams)?.last_seq ?? 0;
     const plan = planIngest(items, lastSeqBefore, (asset) => this.assets.has(asset));
     // Stryker disable next-line MethodExpression: more ids than events leaves the spare ones unused

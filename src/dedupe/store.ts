@@ -1,6 +1,9 @@
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
 
+/** How far above a stream's epoch a new attempt may be, unless told otherwise. */
+export const DEFAULT_MAX_ATTEMPT_STEP = 1000;
+
 export interface EventQuery {
   asset?: string | undefined;
   /** Return events with a cursor greater than this. */

@@ -31,6 +31,7 @@ export const RejectionCode = {
   UnknownAsset: 'unknown_asset',
   KeyConflict: 'key_conflict',
   SequenceReused: 'sequence_reused',
+  AttemptTooHigh: 'attempt_too_high',
 } as const;
 export type RejectionCode = (typeof RejectionCode)[keyof typeof RejectionCode];
 

@@ -372,6 +372,17 @@ for (const backend of BACKENDS) {
       expect(state).toMatchObject({ epoch: 2, checkpoints: { backlog: { batch: 2 } } });
     });
 
+    it('refuses an attempt far above the epoch without moving it, so that the run can go on', async () => {
+      const { url } = await startServer({ backend, maxAttemptStep: 10 });
+      await send(url, [item(1, newKey())], attempt(1));
+      const far = await send(url, [item(1, newKey())], attempt(1_000_000));
+      expect(far.json.results[0]).toMatchObject({ status: 'rejected', code: 'attempt_too_high', field: 'stream.attempt' });
+      expect((await send(url, [item(2, newKey())], attempt(1))).json.results[0].status).toBe('accepted');
+      expect((await send(url, [item(1, newKey())], attempt(11))).json.results[0].status).toBe('accepted');
+      const state = await (await fetch(`${url}/v1/streams/p/fence-run`)).json();
+      expect(state).toMatchObject({ epoch: 11, attempts: [{ attempt: 1, lastSeq: 2 }, { attempt: 11, lastSeq: 1 }] });
+    });
+
     it('does not move the epoch for a request that delivered nothing', async () => {
       const { url } = await startServer({ backend });
       await send(url, [item(1, newKey())], attempt(1));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { existingKeyResult, fencedResults, newEventIds, planIngest, replayResult } from '../../src/dedupe/ingest-plan.js';
+import { existingKeyResult, newEventIds, planIngest, refuseAttempt, replayResult } from '../../src/dedupe/ingest-plan.js';
 import { checkItem, type CheckedEvent, type CheckedItem, type InvalidItem } from '../../src/dedupe/item-check.js';
 
 /**
@@ -211,8 +211,24 @@ describe('answers to a taken position', () => {
     });
   });
 
+  it('take any attempt from the epoch up to maxAttemptStep above it', () => {
+    expect(refuseAttempt([event(1, 1)], 2, 2, 10)).toBeUndefined();
+    expect(refuseAttempt([event(1, 1)], 12, 2, 10)).toBeUndefined();
+    expect(refuseAttempt([event(1, 1)], 10, 0, 10)).toBeUndefined();
+  });
+
+  it('refuse an attempt more than maxAttemptStep above the epoch, without a place in the stream', () => {
+    const detail =
+      "stream.attempt: 13 is more than 10 above this run's highest attempt (2); a retry raises the attempt by one, and taking this one " +
+      "would fence every later attempt of the run for good. Send the real try number (or raise the server's maxAttemptStep)";
+    expect(refuseAttempt([event(1, 1), checkItem(null, 1)], 13, 2, 10)).toEqual([
+      { status: 'rejected', seq: 1, key: key(1), code: 'attempt_too_high', detail, field: 'stream.attempt' },
+      { status: 'rejected', seq: null, key: null, code: 'attempt_too_high', detail, field: 'stream.attempt' },
+    ]);
+  });
+
   it('fence every item of an older attempt', () => {
-    expect(fencedResults([event(1, 1), checkItem(null, 1)], 1, 2)).toEqual([
+    expect(refuseAttempt([event(1, 1), checkItem(null, 1)], 1, 2, 1000)).toEqual([
       { status: 'fenced', seq: 1, key: key(1), code: 'fenced', epoch: 2, detail: 'fenced by attempt 2: attempt 1 of this run may deliver nothing more' },
       { status: 'fenced', seq: null, key: null, code: 'fenced', epoch: 2, detail: 'fenced by attempt 2: attempt 1 of this run may deliver nothing more' },
     ]);
