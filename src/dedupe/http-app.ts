@@ -65,16 +65,18 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     // Node refuses some requests before any route sees them (headers too large, a request too slow, a
     // malformed one): those answers are problem+json like every other refusal.
     clientErrorHandler: answerClientError,
-    // A target the router cannot decode (bad percent-encoding) is refused as problem+json too.
-    frameworkErrors: (error, _request, reply) => {
-      const bad = error.code === 'FST_ERR_BAD_URL';
-      return sendProblem(
+    // A path segment may be as long as the longest name the protocol takes: the route's own check then
+    // answers a longer one with a message that names the field.
+    routerOptions: { maxParamLength: Limits.maxNameLength + 1 },
+    // What the router refuses before any route (bad percent-encoding, a segment over maxParamLength) is
+    // the client's doing: 400, as problem+json.
+    frameworkErrors: (error, _request, reply) =>
+      sendProblem(
         reply,
-        bad
-          ? problem(400, ProblemCode.InvalidRequest, 'the request target is not a valid URL: check its percent-encoding')
-          : problem(500, ProblemCode.Internal, 'the server failed to handle this request; retry it'),
-      );
-    },
+        error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? problem(414, ProblemCode.InvalidRequest, `a path segment is longer than ${Limits.maxNameLength} characters; use shorter names`)
+          : problem(400, ProblemCode.InvalidRequest, 'the request target is not a valid URL: check its percent-encoding'),
+      ),
   });
   let closing = false;
   app.addHook('onClose', async () => {

@@ -238,6 +238,10 @@ for (const backend of BACKENDS) {
         const refused = await send(url, [item(1, newKey())], stream);
         expect({ status: refused.status, code: refused.json.code, detail: refused.json.detail.endsWith(rule) }).toEqual({ status: 400, code: 'invalid_request', detail: true });
       }
+      for (const [path, status] of [[`/v1/streams/${'p'.repeat(201)}/r`, 400], [`/v1/streams/${'p'.repeat(5000)}/r`, 414], [`/v1/assets/${'a'.repeat(300)}`, 414]] as const) {
+        const refused = await fetch(`${url}${path}`, path.startsWith('/v1/assets') ? { method: 'PUT' } : {});
+        expect({ status: refused.status, type: refused.headers.get('content-type') }).toEqual({ status, type: 'application/problem+json; charset=utf-8' });
+      }
       for (const path of ['/v1/streams/p%00/r', '/v1/streams/p/r%00', '/v1/streams/p/r?task=t%00', '/v1/streams/p/%ED%A0%80']) {
         const refused = await fetch(`${url}${path}`);
         expect({ path, status: refused.status }).toEqual({ path, status: 400 });
