@@ -19,8 +19,12 @@ export const MAX_ECHO = 64;
 
 /**
  * A piece of client input as an answer repeats it: cut to MAX_ECHO characters, so that a huge field name
- * or value cannot make the answer huge too.
+ * or value cannot make the answer huge too, and with NUL and unpaired surrogates shown as U+FFFD, so that
+ * the answer (which the server records for a retry) is plain text itself.
  */
 export function echo(text: string): string {
-  return text.length <= MAX_ECHO ? text : `${text.slice(0, MAX_ECHO)}… (${text.length} characters)`;
+  const shown = text.length <= MAX_ECHO ? text : `${text.slice(0, MAX_ECHO)}… (${text.length} characters)`;
+  return shown.replace(NOT_PLAIN_ALL, '\uFFFD');
 }
+
+const NOT_PLAIN_ALL = /[\p{Cs}\u0000]/gu;

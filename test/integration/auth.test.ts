@@ -1,6 +1,5 @@
-import { request as httpRequest } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { item, newKey, STREAM } from '../support/http.js';
+import { item, newKey, rawRequest, STREAM } from '../support/http.js';
 import { startServer } from '../support/server.js';
 
 /**
@@ -9,27 +8,7 @@ import { startServer } from '../support/server.js';
  * absolute-form targets, and trailing `?` or `;`. Without a token, every one must be refused.
  */
 function raw(url: string, method: string, target: string, body?: string, headers: Record<string, string> = {}) {
-  const { hostname, port } = new URL(url);
-  return new Promise<{ status: number; type: string; json: any }>((resolve, reject) => {
-    const req = httpRequest(
-      { host: hostname, port, method, path: target, headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...headers } },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-        res.on('end', () => {
-          let json: unknown;
-          try {
-            json = JSON.parse(text);
-          } catch {
-            json = text;
-          }
-          resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), json });
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
+  return rawRequest(url, method, target, body, { ...(body ? { 'content-type': 'application/json' } : {}), ...headers });
 }
 
 const TOKEN = 'a-long-enough-secret';

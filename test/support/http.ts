@@ -1,3 +1,5 @@
+import { request as httpRequest } from 'node:http';
+
 /** Posts a raw body to the server and returns status, content type and parsed JSON (or text). */
 export async function post(url: string, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) {
   const response = await fetch(url, { method: 'POST', headers, body });
@@ -22,4 +24,29 @@ export function newKey(): string {
 
 export function item(seq: number, key: string, fields: Record<string, unknown> = {}) {
   return { seq, key, kind: 'event', asset: 'batch_ready', partitionKey: `batch-${seq}`, ...fields };
+}
+
+/**
+ * Sends a request exactly as given, target and body byte for byte (fetch would normalise the target),
+ * and returns status, content type and parsed JSON (or undefined).
+ */
+export function rawRequest(url: string, method: string, target: string, body?: string, headers: Record<string, string> = {}) {
+  const { hostname, port } = new URL(url);
+  return new Promise<{ status: number; type: string; json: any }>((resolve, reject) => {
+    const req = httpRequest({ host: hostname, port, method, path: target, headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => {
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), json });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
 }
