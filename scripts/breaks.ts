@@ -257,6 +257,24 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: conformance, name: 'refuses an attempt far above' }],
   },
   {
+    what: 'the relay stopping for good when it cannot write to its file (a full disk)',
+    guarantee: 'G3',
+    edits: [{ file: relay, find: '      if (!isTransientSqliteError(error)) throw error;\n      // Not recorded', replace: '      throw error;\n      // Not recorded' }],
+    caughtBy: [{ file: 'test/fault/disk-full.test.ts' }],
+  },
+  {
+    what: 'each commit numbering from a count of its own instead of the file\'s last sequence number',
+    guarantee: 'G12',
+    edits: [
+      {
+        file: 'src/outbox/commit.ts',
+        find: "    let nextSeq = (s.lastSeq.get({ runId: run.runId, task: run.task ?? '', attempt: run.attempt })!.last ?? 0) + 1;",
+        replace: '    let nextSeq = ((this.context as { seq?: number }).seq ??= 1);',
+      },
+    ],
+    caughtBy: [{ file: sameFile, name: 'same attempt commit to one file' }],
+  },
+  {
     what: "the server's ingest run without `BEGIN` (PostgreSQL)",
     guarantee: 'G4, G13',
     edits: [{ file: 'src/dedupe/pg-statements.ts', find: "    await client.query('BEGIN');\n", replace: '' }],

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { sql, type Generated } from 'kysely';
-import { SchemaTooNewError, WrongOutboxFileError } from '../protocol/errors.js';
+import { OutboxFileError, SchemaTooNewError, WrongOutboxFileError } from '../protocol/errors.js';
 import { migrateSqlite } from '../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../sqlite/open.js';
 import { param, prepare, queryBuilder } from '../sqlite/statements.js';
@@ -83,14 +83,18 @@ export class OutboxFile {
     readonly path: string,
     readonly durability: Durability,
   ) {
-    this.db = openSqlite(path, durability);
+    try {
+      this.db = openSqlite(path, durability);
+    } catch (error) {
+      throw new OutboxFileError(path, error);
+    }
     try {
       migrateSqlite(this.db, outboxMigrations, (found, known) => new SchemaTooNewError(path, found, known));
+      this.statements = prepareStatements(this.db);
     } catch (error) {
       this.db.close();
-      throw error;
+      throw error instanceof SchemaTooNewError ? error : new OutboxFileError(path, error);
     }
-    this.statements = prepareStatements(this.db);
     this.runs = new RunAttempts(this);
   }
 

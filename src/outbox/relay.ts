@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import { FencedError, LeaseLostError, OnceboxError } from '../protocol/errors.js';
 import type { ItemResult } from '../protocol/wire.js';
-import { afterAnswers, applyAnswers } from './answers.js';
+import { isTransientSqliteError } from '../sqlite/local-errors.js';
+import { afterAnswers, applyAnswers, type AppliedAnswers } from './answers.js';
 import { encodeBatch } from './batch-encoding.js';
 import { failpoint } from './failpoints.js';
 import { RelayLease } from './lease.js';
@@ -175,7 +176,14 @@ export class Relay {
     const signal = this.stopper.signal;
     while (!signal.aborted) {
       if (!this.holding) {
-        const result = this.lease.tryAcquire();
+        let result: ReturnType<RelayLease['tryAcquire']>;
+        try {
+          result = this.lease.tryAcquire();
+        } catch (error) {
+          if (!isTransientSqliteError(error)) throw error;
+          await sleep(this.options.retryMaxDelayMs, undefined, { signal }).catch(() => undefined);
+          continue;
+        }
         if (!result.acquired) {
           // Another relay delivers; stand by, looking again now and then: the holder may stop (a zombie
           // ends when its retry opens the file) or die, and its lease is then free long before it expires.
@@ -267,7 +275,12 @@ export class Relay {
     const now = this.options.now();
     if (now - this.lastPrune < PRUNE_EVERY_MS) return;
     this.lastPrune = now;
-    this.prune();
+    try {
+      this.prune();
+    } catch (error) {
+      // Pruning frees space; it can wait until the file can be written again.
+      if (!isTransientSqliteError(error)) throw error;
+    }
   }
 
   private async deliver(batch: readonly OutboxRow[]): Promise<number> {
@@ -281,7 +294,20 @@ export class Relay {
     };
     const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);
     failpoint('relay:after-response');
-    const applied = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
+    let applied: AppliedAnswers;
+    try {
+      applied = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
+    } catch (error) {
+      if (!isTransientSqliteError(error)) throw error;
+      // Not recorded, so the rows stay pending: the batch is sent again with the same keys, and the
+      // server answers with the receipts it gave, once the file can be written.
+      throw new DeliveryError(
+        'local_storage',
+        `${this.file.path}: could not record the server's answers (${error.code}: ${error.message}); the batch is sent again with the same keys once the file can be written`,
+        {},
+        { cause: error },
+      );
+    }
     if (applied.settled.length > 0) this.options.onSettled?.(applied.settled);
     this.pruneNowAndThen();
     return afterAnswers(stream, batch, results, applied);
@@ -292,6 +318,8 @@ export class Relay {
       try {
         this.file.db.transaction(() => this.lease.confirm()).immediate();
       } catch (error) {
+        // A renewal that could not be written is tried again at the next tick; the lease is still ours.
+        if (isTransientSqliteError(error)) return;
         this.fail(error instanceof OnceboxError ? error : new OnceboxError('relay_failed', String(error)));
       }
     }, Math.max(10, Math.floor(this.options.leaseTtlMs / 3)));

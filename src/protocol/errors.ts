@@ -14,6 +14,7 @@ export const ProducerErrorCode = {
   OutboxClosed: 'outbox_closed',
   SchemaTooNew: 'schema_too_new',
   WrongOutboxFile: 'wrong_outbox_file',
+  OutboxFileUnusable: 'outbox_file_unusable',
   LeaseLost: 'lease_lost',
   Rejected: 'rejected',
   StreamStateLost: 'stream_state_lost',
@@ -129,6 +130,22 @@ export class SchemaTooNewError extends OnceboxError {
 export class WrongOutboxFileError extends OnceboxError {
   constructor(message: string) {
     super(ProducerErrorCode.WrongOutboxFile, message);
+  }
+}
+
+/** The outbox file cannot be opened or read: a missing directory, no permission, not an outbox, corrupt. */
+export class OutboxFileError extends OnceboxError {
+  constructor(
+    readonly file: string,
+    cause: unknown,
+  ) {
+    const reason = cause instanceof Error ? `${(cause as { code?: string }).code ?? cause.name}: ${cause.message}` : String(cause);
+    super(
+      ProducerErrorCode.OutboxFileUnusable,
+      `${file}: cannot use this outbox file (${reason}). Check that the path is right and that its directory exists and is ` +
+        'writable; a file that is not an oncebox outbox, or is damaged, must be moved aside (its pending rows go with it).',
+      { cause },
+    );
   }
 }
 

@@ -94,6 +94,26 @@ describe('a zombie and its retry on the same outbox file', () => {
     await retry.close({ timeoutMs: 0 });
   });
 
+  it('lets two processes of the same attempt commit to one file in turn: each commit numbers after the last', async () => {
+    const { url, events } = await startServer();
+    const path = join(tempDir(), 'outbox.db');
+    const one = await open(path, url, 1);
+    const two = await open(path, url, 1);
+    commitBatch(one, 1);
+    commitBatch(two, 2);
+    commitBatch(one, 3);
+    commitBatch(two, 4);
+    await drain(one);
+    expect((await events()).map((event) => [event.partitionKey, event.seq])).toEqual([
+      ['batch-1', 1],
+      ['batch-2', 3],
+      ['batch-3', 5],
+      ['batch-4', 7],
+    ]);
+    await one.close({ timeoutMs: 0 });
+    await two.close({ timeoutMs: 0 });
+  });
+
   it('refuses an older attempt that opens the file after a newer one did', async () => {
     const { url } = await startServer();
     const path = join(tempDir(), 'outbox.db');

@@ -1,7 +1,8 @@
 import Database from 'better-sqlite3';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openOutbox, SchemaTooNewError } from '../../src/outbox/index.js';
+import { OutboxFileError, openOutbox, SchemaTooNewError } from '../../src/outbox/index.js';
 import { outboxMigrations } from '../../src/outbox/migrations.js';
 import { migrateSqlite, type Migration } from '../../src/sqlite/migrate.js';
 import { RUN } from '../support/outbox.js';
@@ -88,6 +89,24 @@ describe('migrations', () => {
       code: 'schema_too_new',
       message: `${path}: schema version 99 is newer than this oncebox knows (${outboxMigrations.length}). A newer oncebox wrote this file; upgrade oncebox rather than opening it with an older one.`,
     });
+  });
+
+  it.each([
+    ['in a directory that does not exist', (dir: string) => join(dir, 'missing', 'outbox.db'), /Cannot open database because the directory does not exist/],
+    ['that is not a database', (dir: string) => {
+      const path = join(dir, 'outbox.db');
+      writeFileSync(path, Buffer.alloc(8192, 7));
+      return path;
+    }, /SQLITE_NOTADB: file is not a database/],
+  ])('refuse a file %s with a typed error that names it and the cause', async (_what, pathIn, cause) => {
+    const path = pathIn(tempDir());
+    const opening = openOutbox({ path, producer: 'p', run: RUN, server: 'http://127.0.0.1:9', relay: 'manual' });
+    await expect(opening).rejects.toBeInstanceOf(OutboxFileError);
+    await expect(opening).rejects.toMatchObject({ code: 'outbox_file_unusable', file: path });
+    const message = await opening.catch((error: Error) => error.message);
+    expect(message.startsWith(`${path}: cannot use this outbox file (`)).toBe(true);
+    expect(message).toMatch(cause);
+    expect(message).toMatch(/must be moved aside/);
   });
 
   it('refuse a migration list that is not numbered 1, 2, 3 …', () => {
