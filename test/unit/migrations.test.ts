@@ -103,7 +103,7 @@ describe('migrations', () => {
     const opening = openOutbox({ path, producer: 'p', run: RUN, server: 'http://127.0.0.1:9', relay: 'manual' });
     await expect(opening).rejects.toBeInstanceOf(OutboxFileError);
     await expect(opening).rejects.toMatchObject({ code: 'outbox_file_unusable', file: path });
-    const message = await opening.catch((error: Error) => error.message);
+    const message = await opening.then(() => '', (error: Error) => error.message);
     expect(message.startsWith(`${path}: cannot use this outbox file (`)).toBe(true);
     expect(message).toMatch(cause);
     expect(message).toMatch(/must be moved aside/);
