@@ -38,6 +38,8 @@ const outboxFile = 'src/outbox/outbox-file.ts';
 const model = 'test/property/outbox-model.test.ts';
 const sameFile = 'test/integration/same-file-retry.test.ts';
 const delivery = 'test/integration/delivery.test.ts';
+const scopedTokens = 'test/integration/scoped-tokens.test.ts';
+const tokens = 'src/dedupe/tokens.ts';
 const conformance = 'test/store/conformance.test.ts';
 const cluster = 'test/fault/postgres-cluster.test.ts';
 
@@ -198,12 +200,57 @@ export const BREAKS: Break[] = [
     guarantee: 'security',
     edits: [
       {
-        file: 'src/dedupe/http-app.ts',
-        find: "if (!request.is404 && request.routeOptions.config.access === 'public') return;",
-        replace: "if (!request.url.startsWith('/v1/')) return;",
+        file: 'src/dedupe/auth.ts',
+        find: "    if (access === 'public') return;",
+        replace: "    if (!request.url.startsWith('/v1/')) return;",
       },
     ],
     caughtBy: [{ file: 'test/integration/auth.test.ts', name: '%761' }],
+  },
+  {
+    what: "a publish token's producer not checked against the stream it writes",
+    guarantee: 'security',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: 'if (!producerAllowed(grant, stream.producer)) {', replace: 'if (!producerAllowed(grant, grant.producers)) {' }],
+    caughtBy: [{ file: scopedTokens, name: 'cross-producer attack' }],
+  },
+  {
+    what: "a token's scope not checked against the route it reaches",
+    guarantee: 'security',
+    edits: [{ file: 'src/dedupe/auth.ts', find: "  if (grant.scope === 'admin' || access === 'any') return true;", replace: '  return true;' }],
+    caughtBy: [
+      { file: scopedTokens, name: 'lets each scope do what it grants' },
+      { file: 'test/integration/auth.test.ts', name: 'wrong scope' },
+    ],
+  },
+  {
+    what: "a publish token's asset list not applied to the items it sends",
+    guarantee: 'security',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: '(asset) => assetAllowed(grant, asset), allowed)', replace: '() => true, allowed)' }],
+    caughtBy: [{ file: scopedTokens, name: 'item by item' }],
+  },
+  {
+    what: 'a revoked token still let in',
+    guarantee: 'security',
+    edits: [{ file: tokens, find: 'return row && row.revoked_at === null ? grantOfRow(row) : undefined;', replace: 'return row ? grantOfRow(row) : undefined;' }],
+    caughtBy: [{ file: scopedTokens, name: 'revoked' }, { file: 'test/unit/tokens.test.ts', name: 'forget' }],
+  },
+  {
+    what: 'a server whose every token was revoked opened to anyone',
+    guarantee: 'security',
+    edits: [{ file: tokens, find: "const row = await this.db.selectFrom('tokens').select('id').limit(1).executeTakeFirst();", replace: "const row = await this.db.selectFrom('tokens').select('id').where('revoked_at', 'is', null).limit(1).executeTakeFirst();" }],
+    caughtBy: [{ file: scopedTokens, name: 'revoked' }, { file: 'test/unit/tokens.test.ts', name: 'keeps asking' }],
+  },
+  {
+    what: 'tokens stored as they are rather than hashed',
+    guarantee: 'security',
+    edits: [{ file: tokens, find: "  return createHash('sha256').update(token).digest('hex');", replace: '  return token;' }],
+    caughtBy: [{ file: scopedTokens, name: 'keeps only a hash' }],
+  },
+  {
+    what: 'the rate limit counted per client address rather than per token',
+    guarantee: 'security',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: 'keyGenerator: (request) => request.principal,', replace: 'keyGenerator: (request) => request.ip,' }],
+    caughtBy: [{ file: scopedTokens, name: 'each token on its own' }],
   },
   {
     what: 'a partition key with NUL or an unpaired surrogate passed on to the store',

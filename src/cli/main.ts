@@ -1,18 +1,24 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { isPostgresUrl } from '../dedupe/open-store.js';
 import { createServer } from '../dedupe/server.js';
 import { OnceboxError } from '../protocol/errors.js';
 import { runRelay } from './relay-command.js';
 import { printStatus } from './status-command.js';
+import { createToken, listTokens, revokeToken } from './token-command.js';
 
 const USAGE = `usage:
   oncebox server --db FILE|postgres://… [--port 8787] [--host 127.0.0.1] [--assets FILE] [--token-file FILE]
                  [--durability full|normal] [--schema oncebox] [--dedupe-retention-days 30] [--event-retention-days N]
                  [--request-timeout-ms 30000] [--headers-timeout-ms 10000] [--keep-alive-timeout-ms 5000]
-                 [--max-connections 512] [--max-attempt-step 1000]
+                 [--max-connections 512] [--max-attempt-step 1000] [--rate-limit 1000/10000|off]
   oncebox relay  --db FILE --server URL [--server URL2 …] [--token-file FILE] [--drain]
   oncebox status FILE [--json]
+  oncebox token create --db FILE|postgres://… --scope publish|read|admin [--producers NAME|PREFIX*]
+                       [--assets A,B] [--reads events,streams] [--note TEXT] [--out FILE] [--schema S] [--json]
+  oncebox token list   --db FILE|postgres://… [--schema S] [--json]
+  oncebox token revoke ID --db FILE|postgres://… [--schema S] [--json]
 
 The token comes from --token-file or ONCEBOX_TOKEN. --token TOKEN works too, but every user of the
 machine can read it in ps. See docs/security.md.`;
@@ -26,6 +32,8 @@ async function main(argv: string[]): Promise<number> {
       return relay(rest);
     case 'status':
       return status(rest);
+    case 'token':
+      return token(rest);
     case undefined:
     case 'help':
     case '--help':
@@ -58,6 +66,7 @@ async function serve(args: string[]): Promise<number> {
       'keep-alive-timeout-ms': { type: 'string' },
       'max-connections': { type: 'string' },
       'max-attempt-step': { type: 'string' },
+      'rate-limit': { type: 'string' },
     },
   });
   if (!values.db) throw new UsageError("server: --db is required: a SQLite file, or a postgres:// URL");
@@ -77,6 +86,7 @@ async function serve(args: string[]): Promise<number> {
     ...wholeNumber(values['keep-alive-timeout-ms'], 'keep-alive-timeout-ms', 'keepAliveTimeoutMs'),
     ...wholeNumber(values['max-connections'], 'max-connections', 'maxConnections'),
     ...wholeNumber(values['max-attempt-step'], 'max-attempt-step', 'maxAttemptStep'),
+    ...(values['rate-limit'] === undefined ? {} : { rateLimit: rateLimitFrom(values['rate-limit']) }),
   });
   const url = await server.listen({ port, host: values.host });
   console.log(JSON.stringify({ event: 'listening', url, db: withoutPassword(values.db), assets: await server.store.listAssets() }));
@@ -110,9 +120,53 @@ async function status(args: string[]): Promise<number> {
   return printStatus(positionals[0]!, values.json);
 }
 
+async function token(args: string[]): Promise<number> {
+  const [action, ...rest] = args;
+  const { values, positionals } = parseArgs({
+    args: rest,
+    strict: true,
+    allowPositionals: action === 'revoke',
+    options: {
+      db: { type: 'string' },
+      schema: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      scope: { type: 'string' },
+      producers: { type: 'string' },
+      assets: { type: 'string' },
+      reads: { type: 'string' },
+      note: { type: 'string' },
+      out: { type: 'string' },
+    },
+  });
+  const { db, schema, json, ...grant } = values;
+  if (!db) throw new UsageError(`token ${action ?? ''}: --db is required: the server's SQLite file or postgres:// URL`);
+  const given = Object.keys(grant);
+  if (action !== 'create' && given.length > 0) throw new UsageError(`token ${action ?? ''}: --${given[0]} is an option of token create only`);
+  const where = { db, schema, json };
+  switch (action) {
+    case 'create':
+      return createToken({ ...where, ...grant });
+    case 'list':
+      return listTokens(where);
+    case 'revoke':
+      if (positionals.length !== 1) throw new UsageError('token revoke: give exactly one token ID (oncebox token list shows them)');
+      return revokeToken(positionals[0]!, where);
+    default:
+      throw new UsageError(`token: say create, list or revoke (got ${action === undefined ? 'nothing' : `"${action}"`})`);
+  }
+}
+
+/** --rate-limit MAX[/WINDOW_MS], or off. */
+function rateLimitFrom(text: string): false | { max: number; windowMs: number } {
+  if (text === 'off') return false;
+  const match = /^(\d+)(?:\/(\d+))?$/.exec(text);
+  if (!match || Number(match[1]) < 1) throw new UsageError(`server: --rate-limit must be MAX or MAX/WINDOW_MS (such as 1000/10000), or off (got ${text})`);
+  return { max: Number(match[1]), windowMs: match[2] === undefined ? 10_000 : Number(match[2]) };
+}
+
 /** The --db value as it may be printed: a PostgreSQL URL loses its password. */
 function withoutPassword(db: string): string {
-  if (!/^postgres(ql)?:\/\//.test(db)) return db;
+  if (!isPostgresUrl(db)) return db;
   const url = new URL(db);
   if (url.password) url.password = '***';
   return url.toString();

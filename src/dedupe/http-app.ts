@@ -1,6 +1,6 @@
-import { timingSafeEqual } from 'node:crypto';
 import { createServer as createHttpServer, STATUS_CODES, type RequestListener, type Server } from 'node:http';
 import type { Socket } from 'node:net';
+import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { z } from 'zod';
 import { assetNameSchema, describeFirstIssue } from '../protocol/emission.js';
@@ -9,20 +9,29 @@ import { Limits } from '../protocol/limits.js';
 import { emissionBatchSchema, nameSchema, PROBLEM_CONTENT_TYPE, type EmissionBatchResponse } from '../protocol/wire.js';
 import { echo } from '../protocol/text.js';
 import { boundedPage } from './event-page.js';
-import { checkItem } from './item-check.js';
-import { RequestProblem, useJsonBodyParser } from './json-body.js';
-import { problem, sendProblem } from './problem.js';
+import { forbidden, useAuth, type Authenticator } from './auth.js';
+import { checkItem, refuseOutOfScope } from './item-check.js';
+import { useJsonBodyParser } from './json-body.js';
+import { problem, RequestProblem, sendProblem } from './problem.js';
 import type { DedupeStore } from './store.js';
+import { assetAllowed, describeGrant, producerAllowed, tokenRequestSchema } from './tokens.js';
 
 export interface HttpAppOptions {
   store: DedupeStore;
-  token?: string | undefined;
+  auth: Authenticator;
+  /** Requests one token may make per window; false for no limit. A server without tokens has none. */
+  rateLimit: RateLimit | false;
   bodyLimit: number;
   maxBatchItems: number;
   /** Bytes of JSON in one page of `GET /v1/events`; a page stops early, and `next` says where to go on. */
   maxPageBytes: number;
   logger: FastifyServerOptions['logger'];
   connections: ConnectionLimits;
+}
+
+export interface RateLimit {
+  max: number;
+  windowMs: number;
 }
 
 /** What one client may hold of the server: time to send a request, idle time, and its share of sockets. */
@@ -41,13 +50,6 @@ const eventQuerySchema = z.strictObject({
 
 const streamQuerySchema = z.strictObject({ task: nameSchema.optional() });
 const streamParamsSchema = z.strictObject({ producer: nameSchema, runId: nameSchema });
-
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** Who may call the route: 'public' needs no token; every other route, and an unknown path, needs one. */
-    access?: 'public';
-  }
-}
 
 /** The routes of `docs/protocol.md`, over any DedupeStore. */
 export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
@@ -122,29 +124,45 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     sendProblem(reply, problem(404, ProblemCode.NotFound, `no route for ${request.method} ${echo(request.url.split('?')[0]!)}`)),
   );
 
-  if (options.token !== undefined) {
-    const expected = Buffer.from(`Bearer ${options.token}`);
-    // Decided after routing, on the route that will serve the request (never on the raw URL, which a
-    // client can spell in many ways), and denying by default: only a route marked public, and no unknown
-    // path, is served without the token.
-    app.addHook('onRequest', async (request, reply) => {
-      if (!request.is404 && request.routeOptions.config.access === 'public') return;
-      const given = Buffer.from(request.headers.authorization ?? '');
-      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-        return sendProblem(reply, problem(401, ProblemCode.Unauthorized, 'send the server token as "Authorization: Bearer <token>"'));
-      }
+  useAuth(app, options.auth);
+  if (options.rateLimit !== false) {
+    // Counted per token after the auth hook (the plugin hooks each route, and route hooks run after the
+    // app's): a token's burst never slows another token's producers down.
+    void app.register(rateLimit, {
+      max: options.rateLimit.max,
+      timeWindow: options.rateLimit.windowMs,
+      keyGenerator: (request) => request.principal,
+      // A server without tokens has no one to count against (every client on one host shares an address).
+      allowList: (request) => request.principal === '',
+      errorResponseBuilder: (_request, context) =>
+        new RequestProblem(
+          problem(429, ProblemCode.RateLimited, `more than ${context.max} requests in ${options.rateLimit === false ? 0 : options.rateLimit.windowMs} ms from this token; retry after ${context.after}`),
+        ),
     });
   }
+  // Routes go in after the plugins above have loaded, so that the rate limit hooks every one of them.
+  void app.register(async (routes) => addRoutes(routes, options));
+  return app;
+}
 
+function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
+  const { store } = options;
   app.get('/healthz', { config: { access: 'public' } }, async () => ({ ok: true }));
 
-  app.post('/v1/emissions', async (request, reply) => {
+  app.post('/v1/emissions', { config: { access: 'publish' } }, async (request, reply) => {
     const parsed = emissionBatchSchema.safeParse(request.body);
     if (!parsed.success) {
       const { field, message } = describeFirstIssue(parsed.error, { input: request.body, knownKeys: ['stream', 'items'] });
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
     const { stream, items } = parsed.data;
+    const { grant } = request;
+    if (!producerAllowed(grant, stream.producer)) {
+      return sendProblem(
+        reply,
+        forbidden(`stream.producer: this token publishes only as producers matching "${grant.producers}", not as "${echo(stream.producer)}"`, 'stream.producer'),
+      );
+    }
     if (items.length > options.maxBatchItems) {
       return sendProblem(
         reply,
@@ -156,21 +174,28 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
         ),
       );
     }
-    const results = await store.ingest(stream, items.map(checkItem));
+    const allowed = grant.assets?.join(', ') ?? '';
+    const checked = items.map((item, index) => refuseOutOfScope(checkItem(item, index), (asset) => assetAllowed(grant, asset), allowed));
+    const results = await store.ingest(stream, checked);
     const body: EmissionBatchResponse = { results };
     return body;
   });
 
-  app.get('/v1/events', async (request, reply) => {
+  app.get('/v1/events', { config: { access: 'events' } }, async (request, reply) => {
     const parsed = eventQuerySchema.safeParse(request.query);
     if (!parsed.success) {
       const { field, message } = describeFirstIssue(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit'] });
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
+    const { asset } = parsed.data;
+    const { grant } = request;
+    if (grant.assets !== null && (asset === undefined || !assetAllowed(grant, asset))) {
+      return sendProblem(reply, forbidden(`asset: this token reads only the events of ${grant.assets.join(', ')}; ask for one of them with ?asset=`, 'asset'));
+    }
     return boundedPage(store, parsed.data, options.maxPageBytes);
   });
 
-  app.get<{ Params: { producer: string; runId: string } }>('/v1/streams/:producer/:runId', async (request, reply) => {
+  app.get<{ Params: { producer: string; runId: string } }>('/v1/streams/:producer/:runId', { config: { access: 'streams' } }, async (request, reply) => {
     const parsed = streamQuerySchema.safeParse(request.query);
     if (!parsed.success) {
       const { field, message } = describeFirstIssue(parsed.error, { input: request.query, knownKeys: ['task'] });
@@ -182,6 +207,9 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
     const { producer, runId } = params.data;
+    if (!producerAllowed(request.grant, producer)) {
+      return sendProblem(reply, forbidden(`producer: this token reads only the streams of producers matching "${request.grant.producers}"`, 'producer'));
+    }
     const state = await store.streamState(producer, runId, parsed.data.task ?? null);
     if (!state) {
       const task = parsed.data.task === undefined ? '' : ` task ${parsed.data.task}`;
@@ -190,9 +218,9 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     return state;
   });
 
-  app.get('/v1/assets', async () => ({ assets: await store.listAssets() }));
+  app.get('/v1/assets', { config: { access: 'events' } }, async () => ({ assets: await store.listAssets() }));
 
-  app.put<{ Params: { name: string } }>('/v1/assets/:name', async (request, reply) => {
+  app.put<{ Params: { name: string } }>('/v1/assets/:name', { config: { access: 'admin' } }, async (request, reply) => {
     const parsed = assetNameSchema.safeParse(request.params.name);
     if (!parsed.success) {
       const { message } = describeFirstIssue(parsed.error, { input: request.params.name, prefix: 'name' });
@@ -202,7 +230,24 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     return reply.status(created ? 201 : 200).send({ name: parsed.data, created });
   });
 
-  return app;
+  app.post('/v1/tokens', { config: { access: 'admin' } }, async (request, reply) => {
+    const parsed = tokenRequestSchema.safeParse(request.body);
+    if (!parsed.success) {
+      const { field, message } = describeFirstIssue(parsed.error, { input: request.body, knownKeys: ['scope', 'producers', 'assets', 'reads', 'note'] });
+      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+    }
+    const created = await store.tokens.create(parsed.data);
+    return reply.status(201).send({ ...created.info, token: created.token, allows: describeGrant(created.info) });
+  });
+
+  app.get('/v1/tokens', { config: { access: 'admin' } }, async () => ({ tokens: await store.tokens.list() }));
+
+  app.delete<{ Params: { id: string } }>('/v1/tokens/:id', { config: { access: 'admin' } }, async (request, reply) => {
+    const revoked = await store.tokens.revoke(request.params.id);
+    if (!revoked) return sendProblem(reply, problem(404, ProblemCode.NotFound, `no token ${echo(request.params.id)}; oncebox token list shows the ids`));
+    options.auth.forget();
+    return revoked;
+  });
 }
 
 /** Node's own refusals, by the code of the parse or timeout error behind them. */

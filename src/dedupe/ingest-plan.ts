@@ -49,7 +49,7 @@ export function planIngest(
     if (!item.valid) {
       return {
         type: 'refused',
-        result: { status: 'rejected', seq, key, code: RejectionCode.InvalidItem, detail: item.detail, field: item.field },
+        result: { status: 'rejected', seq, key, code: item.code ?? RejectionCode.InvalidItem, detail: item.detail, field: item.field },
       };
     }
     if (item.kind === 'checkpoint') return { type: 'checkpoint', item };

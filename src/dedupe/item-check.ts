@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { canonicalJson, NonJsonValue, payloadFingerprint } from '../protocol/canonical-json.js';
 import { describeFirstIssue, emissionPayloadSchema, type EmissionPayload } from '../protocol/emission.js';
+import { RejectionCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
 import { itemPositionSchema, nameSchema } from '../protocol/wire.js';
 
@@ -33,6 +34,8 @@ export type InvalidItem = {
   kind?: undefined;
   field: string;
   detail: string;
+  /** Why it is refused, when not for its shape (the code an invalid shape gets). */
+  code?: RejectionCode;
 } & ({ seq: number; key: string } | { seq: null; key: null });
 
 const payloadSchema = emissionPayloadSchema();
@@ -89,4 +92,21 @@ function checkCheckpoint(
     return invalid(`${where}.value`, `${where}.value: must be at most ${Limits.maxExtraBytes} bytes as JSON; keep checkpoints small`);
   }
   return { valid: true, kind: 'checkpoint', ...placed, name: parsed.data.name, value };
+}
+
+/**
+ * An event the request's token may not publish (its asset is not in the token's list) is refused on its
+ * own, as `forbidden`, like an event of an unknown asset: the other items of the batch go on.
+ */
+export function refuseOutOfScope(item: CheckedItem | InvalidItem, mayPublishTo: (asset: string) => boolean, allowed: string): CheckedItem | InvalidItem {
+  if (item.kind !== 'event' || mayPublishTo(item.payload.asset)) return item;
+  const asset = item.payload.asset;
+  return {
+    valid: false,
+    seq: item.seq,
+    key: item.key,
+    field: 'asset',
+    code: RejectionCode.Forbidden,
+    detail: `asset: this token may not publish to "${asset}" (it may publish to ${allowed}); use a token that lists "${asset}"`,
+  };
 }

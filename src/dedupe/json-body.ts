@@ -1,14 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { ProblemCode } from '../protocol/errors.js';
-import type { Problem } from '../protocol/wire.js';
-import { problem } from './problem.js';
-
-/** A request refused before any route saw it, with the problem to answer. */
-export class RequestProblem extends Error {
-  constructor(readonly problem: Problem) {
-    super(problem.detail);
-  }
-}
+import { problem, RequestProblem } from './problem.js';
 
 /**
  * The JSON body parser, with two checks before any parsing, each linear in the body's size: the body is

@@ -7,6 +7,7 @@ import type { CheckedEvent, CheckedItem, InvalidItem } from './item-check.js';
 import { serverPostgresMigrations } from './migrations/postgres/index.js';
 import { inTransaction, nameStatements, pgParam, pgStatement, runStatement } from './pg-statements.js';
 import { advisoryKey, migratePostgres } from './postgres-migrate.js';
+import { TokenRegistry } from './tokens.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy } from './store.js';
 
 interface PgSchema extends SharedTables {
@@ -49,6 +50,7 @@ export class PostgresDedupeStore implements DedupeStore {
   private readonly statements: ReturnType<typeof ingestStatements>;
   private readonly now: () => Date;
   private assets = new Set<string>();
+  readonly tokens: TokenRegistry;
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -59,6 +61,7 @@ export class PostgresDedupeStore implements DedupeStore {
     this.db = new Kysely<PgSchema>({ dialect: new PostgresDialect({ pool }) });
     this.statements = ingestStatements(this.db);
     this.now = now ?? (() => new Date());
+    this.tokens = new TokenRegistry(new Kysely({ dialect: new PostgresDialect({ pool }) }), this.now);
   }
 
   /** Connects, migrates the schema (safely beside other instances doing the same) and loads the assets. */

@@ -9,6 +9,8 @@ const TITLES: Record<string, string> = {
   [ProblemCode.BodyTooLarge]: 'Request body too large',
   [ProblemCode.BatchTooLarge]: 'Batch too large',
   [ProblemCode.Unauthorized]: 'Unauthorized',
+  [ProblemCode.Forbidden]: 'Forbidden',
+  [ProblemCode.RateLimited]: 'Too many requests',
   [ProblemCode.NotFound]: 'Not found',
   [ProblemCode.RequestTimeout]: 'Request timeout',
   [ProblemCode.ShuttingDown]: 'Shutting down',
@@ -29,4 +31,11 @@ export function problem(status: number, code: string, detail: string, field?: st
 
 export function sendProblem(reply: FastifyReply, body: Problem): FastifyReply {
   return reply.status(body.status).type(PROBLEM_CONTENT_TYPE).send(body);
+}
+
+/** A request refused outside a route handler (a body parser, a hook, a plugin), with the problem to answer. */
+export class RequestProblem extends Error {
+  constructor(readonly problem: Problem) {
+    super(problem.detail);
+  }
 }

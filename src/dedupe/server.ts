@@ -3,9 +3,9 @@ import { z } from 'zod';
 import { assetNameSchema } from '../protocol/emission.js';
 import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
+import { Authenticator } from './auth.js';
 import { buildHttpApp } from './http-app.js';
-import { SqliteDedupeStore } from './sqlite-store.js';
-import { PostgresDedupeStore } from './postgres-store.js';
+import { openDedupeStore } from './open-store.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type RetentionPolicy } from './store.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -20,8 +20,20 @@ const serverOptionsSchema = z.strictObject({
     .optional(),
   /** Assets to register at start; more can be added with `PUT /v1/assets/:name`. */
   assets: z.array(assetNameSchema).default([]),
-  /** When set, every `/v1/` request must carry `Authorization: Bearer <token>`. */
+  /**
+   * A single admin token, as in earlier versions; scoped tokens (`oncebox token create`) are kept in the
+   * store. Once either exists, every request but `/healthz` must carry `Authorization: Bearer <token>`.
+   */
   token: z.string().min(8, { error: 'must be at least 8 characters' }).optional(),
+  /** How long a token's grant is trusted before the store is asked again; a revocation takes this long to reach other instances. @defaultValue 2000 */
+  tokenCacheMs: z.number().int().min(0).max(60_000).default(2000),
+  /**
+   * Requests one token may make per window; more get 429 with Retry-After, which the relay honours.
+   * false turns it off; a server without tokens has no limit. @defaultValue 1000 per 10 s
+   */
+  rateLimit: z
+    .union([z.literal(false), z.strictObject({ max: z.number().int().min(1), windowMs: z.number().int().min(100) })])
+    .default({ max: 1000, windowMs: 10_000 }),
   /** @defaultValue 'full': every acknowledged batch survives a power cut. */
   durability: z.enum(['full', 'normal']).default('full'),
   /** @defaultValue 8 MiB */
@@ -77,13 +89,12 @@ export interface OnceboxServer {
 
 export async function createServer(options: ServerOptions): Promise<OnceboxServer> {
   const resolved = resolveOptions(serverOptionsSchema, options, 'createServer');
-  const store: DedupeStore = /^postgres(ql)?:\/\//.test(resolved.db)
-    ? await PostgresDedupeStore.open({ connectionString: resolved.db, schema: resolved.schema, now: resolved.now, maxAttemptStep: resolved.maxAttemptStep })
-    : new SqliteDedupeStore({ path: resolved.db, durability: resolved.durability, now: resolved.now, maxAttemptStep: resolved.maxAttemptStep });
+  const store = await openDedupeStore(resolved);
   for (const asset of resolved.assets) await store.registerAsset(asset);
   const app = buildHttpApp({
     store,
-    token: resolved.token,
+    auth: new Authenticator({ legacyToken: resolved.token, tokens: store.tokens, cacheMs: resolved.tokenCacheMs }),
+    rateLimit: resolved.rateLimit,
     bodyLimit: resolved.bodyLimit,
     maxBatchItems: resolved.maxBatchItems,
     maxPageBytes: resolved.maxPageBytes,

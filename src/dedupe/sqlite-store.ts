@@ -9,6 +9,7 @@ import type { CheckedItem, InvalidItem } from './item-check.js';
 import { deleteInBatches, toStoredEvent, type EventRow, type SharedTables } from './event-row.js';
 import { existingKeyResult, newEventIds, planIngest, refuseAttempt, replayResult } from './ingest-plan.js';
 import { serverSqliteMigrations } from './migrations/sqlite/index.js';
+import { TokenRegistry } from './tokens.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy } from './store.js';
 
 interface ServerSchema extends SharedTables {
@@ -42,6 +43,7 @@ export class SqliteDedupeStore implements DedupeStore {
   private readonly assets = new Set<string>();
   private readonly statements;
   private readonly ingestTransaction;
+  readonly tokens: TokenRegistry;
 
   constructor(options: SqliteStoreOptions) {
     this.db = openSqlite(options.path, options.durability ?? 'full');
@@ -49,6 +51,7 @@ export class SqliteDedupeStore implements DedupeStore {
     this.maxAttemptStep = options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP;
     migrateSqlite(this.db, serverSqliteMigrations, (found, known) => new ServerSchemaTooNewError(options.path, found, known));
     const q = queryBuilder<ServerSchema>(this.db);
+    this.tokens = new TokenRegistry(queryBuilder(this.db), this.now);
     // One stream (producer, run, task), and one attempt of it, as bound parameters.
     const ofStream = { producer: param('producer'), run_id: param('runId'), task: param('task') };
     const ofAttempt = { ...ofStream, attempt: param('attempt') };

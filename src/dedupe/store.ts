@@ -1,5 +1,6 @@
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
+import type { TokenRegistry } from './tokens.js';
 
 /** How far above a stream's epoch a new attempt may be, unless told otherwise. */
 export const DEFAULT_MAX_ATTEMPT_STEP = 1000;
@@ -36,6 +37,8 @@ export interface CompactionResult {
  * of `ingest` in one transaction: either every result it returns is durable, or none is.
  */
 export interface DedupeStore {
+  /** The scoped access tokens kept in this store. */
+  readonly tokens: TokenRegistry;
   ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): Promise<ItemResult[]>;
   listEvents(query: EventQuery): Promise<EventPage>;
   /** Epoch, sequence numbers and mirrored checkpoints of one stream; undefined when it never delivered. */

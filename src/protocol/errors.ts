@@ -33,6 +33,8 @@ export const RejectionCode = {
   KeyConflict: 'key_conflict',
   SequenceReused: 'sequence_reused',
   AttemptTooHigh: 'attempt_too_high',
+  /** The token that sent the item may not publish to its asset. */
+  Forbidden: 'forbidden',
 } as const;
 export type RejectionCode = (typeof RejectionCode)[keyof typeof RejectionCode];
 
@@ -44,6 +46,9 @@ export const ProblemCode = {
   BodyTooLarge: 'body_too_large',
   BatchTooLarge: 'batch_too_large',
   Unauthorized: 'unauthorized',
+  /** A valid token, asking for something outside its scope. */
+  Forbidden: 'forbidden',
+  RateLimited: 'rate_limited',
   NotFound: 'not_found',
   RequestTimeout: 'request_timeout',
   ShuttingDown: 'shutting_down',

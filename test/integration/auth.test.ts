@@ -64,6 +64,25 @@ describe('authentication, decided after routing and denying by default', () => {
     expect(await server.store.listAssets()).toEqual(['batch_ready', 'run_done']);
   });
 
+  it.each(corpus)('refuses %s %s with a token of the wrong scope, as 403 problem+json', async (method, target, body) => {
+    const { url, server } = await startServer({ token: TOKEN });
+    // A reader may not write, and a publisher of another producer may neither read nor write p's streams.
+    const wrong = await server.store.tokens.create(method === 'GET' ? { scope: 'publish', producers: 'q' } : { scope: 'read' });
+    const answer = await raw(url, method, target, body?.(), { authorization: `Bearer ${wrong.token}` });
+    // Where the target reaches no route at all, the answer is the 404 an admin gets (asked on a server of
+    // its own, which it may change); everywhere else, 403.
+    const probe = await startServer({ token: TOKEN });
+    const asAdmin = await raw(probe.url, method, target, body?.(), { authorization: `Bearer ${TOKEN}` });
+    const reachesRoute = !(asAdmin.status === 404 && /^no route/.test(asAdmin.json?.detail));
+    expect({ status: answer.status, type: answer.type, code: answer.json?.code }).toEqual(
+      reachesRoute
+        ? { status: 403, type: 'application/problem+json; charset=utf-8', code: 'forbidden' }
+        : { status: 404, type: 'application/problem+json; charset=utf-8', code: 'not_found' },
+    );
+    expect((await server.store.listEvents({ after: 0, limit: 1000 })).events).toEqual([]);
+    expect(await server.store.listAssets()).toEqual(['batch_ready', 'run_done']);
+  });
+
   it('serves the same targets with the token, and answers health checks without one', async () => {
     const { url } = await startServer({ token: TOKEN });
     const auth = { authorization: `Bearer ${TOKEN}` };

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openOutbox } from '../../src/outbox/index.js';
@@ -83,4 +83,65 @@ describe('the oncebox command', () => {
     writeFileSync(empty, '\n');
     expect((await runScript(CLI, ['server', '--db', join(dir, 's3.db'), '--token-file', empty])).stderr).toContain(`--token-file ${empty} is empty`);
   });
+
+  it('creates, lists and revokes scoped tokens; the secret is shown once, and a relay publishes with one', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'server.db');
+    const tokenFile = join(dir, 'relay.token');
+    const created = await runScript(CLI, ['token', 'create', '--db', db, '--scope', 'publish', '--producers', 'orders-*', '--assets', 'batch_ready', '--out', tokenFile, '--note', 'nightly']);
+    expect(created.code).toBe(0);
+    const secret = readFileSync(tokenFile, 'utf8').trim();
+    expect(secret).toMatch(/^obx_[0-9a-f]{16}_/);
+    expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
+    expect(created.lines.map((l) => l.text).join('\n')).not.toContain(secret);
+    const id = secret.split('_')[1]!;
+    expect(created.lines[0]!.text).toBe(`created token ${id}: publish as producers matching "orders-*", to assets batch_ready`);
+    // The file is never overwritten: it may hold another token.
+    const again = await runScript(CLI, ['token', 'create', '--db', db, '--scope', 'read', '--out', tokenFile]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(`token create: --out ${tokenFile} exists (it may hold another token); name a new file`);
+    expect(readFileSync(tokenFile, 'utf8').trim()).toBe(secret);
+
+    const printed = await runScript(CLI, ['token', 'create', '--db', db, '--scope', 'read', '--reads', 'events', '--json']);
+    const reader = printed.lines[0] as { id: string; token: string; scope: string; reads: string[] };
+    expect(reader).toMatchObject({ scope: 'read', reads: ['events'], assets: null });
+
+    const listed = await runScript(CLI, ['token', 'list', '--db', db]);
+    const text = listed.lines.map((l) => l.text).join('\n');
+    expect(text).toContain(`${id}  live`);
+    expect(text).toContain('(nightly)');
+    expect(text).not.toContain(secret);
+    expect(text).not.toContain(reader.token);
+
+    const server = startScript(CLI, ['server', '--db', db, '--port', '0', '--assets', writeAssets(dir)]);
+    const url = (await server.waitFor((line) => line.event === 'listening')).url as string;
+    const path = join(dir, 'outbox.db');
+    const box = await openOutbox({ path, producer: 'orders-ingest', run: RUN, relay: 'external' });
+    box.asset('batch_ready').emit({ partitionKey: 'batch-1' });
+    const relay = await runScript(CLI, ['relay', '--db', path, '--server', url, '--token-file', tokenFile, '--drain']);
+    expect(relay.code).toBe(0);
+    expect((await fetch(`${url}/v1/events`, { headers: { authorization: `Bearer ${reader.token}` } })).status).toBe(200);
+    expect((await fetch(`${url}/v1/events`, { headers: { authorization: `Bearer ${secret}` } })).status).toBe(403);
+    await box.close();
+
+    const revoked = await runScript(CLI, ['token', 'revoke', reader.id, '--db', db]);
+    expect(revoked.lines[0]!.text).toMatch(new RegExp(`^revoked ${reader.id}  revoked `));
+    await new Promise((resolve) => setTimeout(resolve, 2100)); // the server trusts a grant for 2 s
+    expect((await fetch(`${url}/v1/events`, { headers: { authorization: `Bearer ${reader.token}` } })).status).toBe(401);
+    server.signal('SIGTERM');
+    expect((await server.done).code).toBe(0);
+
+    const missing = await runScript(CLI, ['token', 'revoke', 'nope', '--db', db]);
+    expect({ code: missing.code, stderr: missing.stderr.trim() }).toEqual({ code: 1, stderr: 'oncebox token revoke: no token nope; oncebox token list shows the ids' });
+    const bad = await runScript(CLI, ['token', 'create', '--db', db, '--scope', 'publish']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('token create: --producers: a publish token needs the producer it publishes as (or a prefix ending in *)');
+    expect((await runScript(CLI, ['token', 'list', '--db', db, '--scope', 'read'])).stderr).toContain('--scope is an option of token create only');
+  });
 });
+
+function writeAssets(dir: string): string {
+  const path = join(dir, 'assets.txt');
+  writeFileSync(path, 'batch_ready\n');
+  return path;
+}

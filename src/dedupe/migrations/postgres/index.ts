@@ -159,4 +159,23 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       ALTER TABLE dedupe DROP CONSTRAINT dedupe_pkey, ADD PRIMARY KEY (producer, key);
     `,
   },
+  {
+    version: 5,
+    name: '005_tokens',
+    sql: `
+      -- Scoped access tokens. Only a SHA-256 of each secret is kept: a copy of this database lets nobody
+      -- in. A revoked token keeps its row, so that its id is never given out again and the list shows it.
+      CREATE TABLE tokens (
+        id text PRIMARY KEY,
+        hash text NOT NULL UNIQUE,
+        scope text NOT NULL,
+        producers text NOT NULL,
+        assets text,
+        reads text NOT NULL,
+        note text NOT NULL,
+        created_at text NOT NULL,
+        revoked_at text
+      );
+    `,
+  },
 ];

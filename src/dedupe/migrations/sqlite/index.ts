@@ -140,4 +140,23 @@ export const serverSqliteMigrations: readonly Migration[] = [
       CREATE INDEX dedupe_by_age ON dedupe (created_at);
     `,
   },
+  {
+    version: 6,
+    name: '006_tokens',
+    sql: `
+      -- Scoped access tokens. Only a SHA-256 of each secret is kept: a copy of this file lets nobody in.
+      -- A revoked token keeps its row, so that its id is never given out again and the list shows it.
+      CREATE TABLE tokens (
+        id TEXT PRIMARY KEY,
+        hash TEXT NOT NULL UNIQUE,
+        scope TEXT NOT NULL,
+        producers TEXT NOT NULL,
+        assets TEXT,
+        reads TEXT NOT NULL,
+        note TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT
+      ) WITHOUT ROWID;
+    `,
+  },
 ];

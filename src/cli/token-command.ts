@@ -1,0 +1,128 @@
+import { closeSync, openSync, rmSync, writeSync } from 'node:fs';
+import { openDedupeStore } from '../dedupe/open-store.js';
+import type { DedupeStore } from '../dedupe/store.js';
+import { describeGrant, tokenRequestSchema, type TokenInfo } from '../dedupe/tokens.js';
+import { describeFirstIssue } from '../protocol/emission.js';
+import { OptionsError } from '../protocol/errors.js';
+
+export interface TokenCommandOptions {
+  db: string;
+  schema?: string | undefined;
+  json: boolean;
+}
+
+export interface CreateTokenOptions extends TokenCommandOptions {
+  scope?: string | undefined;
+  producers?: string | undefined;
+  /** Comma-separated. */
+  assets?: string | undefined;
+  /** Comma-separated: events, streams. */
+  reads?: string | undefined;
+  note?: string | undefined;
+  /** A new file to write the token to (readable by its owner only), rather than printing it. */
+  out?: string | undefined;
+}
+
+/**
+ * `oncebox token create`: stores a scoped token and shows its secret this once. Only a hash of it is
+ * kept, so a lost token cannot be shown again: revoke it and create another.
+ */
+export async function createToken(options: CreateTokenOptions): Promise<number> {
+  const request = tokenRequestSchema.safeParse({
+    scope: options.scope,
+    ...(options.producers === undefined ? {} : { producers: options.producers }),
+    ...(options.assets === undefined ? {} : { assets: commaList(options.assets) }),
+    ...(options.reads === undefined ? {} : { reads: commaList(options.reads) }),
+    ...(options.note === undefined ? {} : { note: options.note }),
+  });
+  if (!request.success) {
+    const { field, message } = describeFirstIssue(request.error, { input: options });
+    throw new OptionsError(field, `token create: --${message}`);
+  }
+  // The file is made before the token, so that a token is never created whose secret has nowhere to go.
+  const out = options.out === undefined ? undefined : newSecretFile(options.out);
+  return withStore(options, async (store) => {
+    let created;
+    try {
+      created = await store.tokens.create(request.data);
+    } catch (error) {
+      if (options.out !== undefined) rmSync(options.out);
+      throw error;
+    }
+    const { token, info } = created;
+    if (out !== undefined) {
+      writeSync(out, `${token}\n`);
+      closeSync(out);
+    }
+    const shown = options.out === undefined ? { token } : { tokenFile: options.out };
+    if (options.json) {
+      console.log(JSON.stringify({ ...info, ...shown }));
+    } else {
+      console.log(`created token ${info.id}: ${describeGrant(info)}`);
+      console.log(
+        options.out === undefined
+          ? `${token}\nThis is the only time the token is shown: keep it in a file only its user can read, and pass it with --token-file.`
+          : `wrote it to ${options.out} (mode 0600); pass that file with --token-file.`,
+      );
+    }
+    return 0;
+  });
+}
+
+export async function listTokens(options: TokenCommandOptions): Promise<number> {
+  return withStore(options, async (store) => {
+    const tokens = await store.tokens.list();
+    if (options.json) {
+      console.log(JSON.stringify({ tokens }));
+    } else if (tokens.length === 0) {
+      console.log('no tokens; oncebox token create makes one');
+    } else {
+      for (const token of tokens) console.log(describeToken(token));
+    }
+    return 0;
+  });
+}
+
+export async function revokeToken(id: string, options: TokenCommandOptions): Promise<number> {
+  return withStore(options, async (store) => {
+    const revoked = await store.tokens.revoke(id);
+    if (!revoked) {
+      console.error(`oncebox token revoke: no token ${id}; oncebox token list shows the ids`);
+      return 1;
+    }
+    console.log(options.json ? JSON.stringify(revoked) : `revoked ${describeToken(revoked)}`);
+    return 0;
+  });
+}
+
+function describeToken(token: TokenInfo): string {
+  const state = token.revokedAt === null ? 'live' : `revoked ${token.revokedAt}`;
+  const note = token.note === '' ? '' : ` (${token.note})`;
+  return `${token.id}  ${state}  created ${token.createdAt}  ${describeGrant(token)}${note}`;
+}
+
+async function withStore(options: TokenCommandOptions, work: (store: DedupeStore) => Promise<number>): Promise<number> {
+  const store = await openDedupeStore({ db: options.db, schema: options.schema });
+  try {
+    return await work(store);
+  } finally {
+    await store.close();
+  }
+}
+
+/** A new file only its owner can read; an existing one is never overwritten, as it may hold another token. */
+function newSecretFile(path: string): number {
+  try {
+    return openSync(path, 'wx', 0o600);
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code === 'EEXIST' ? 'exists (it may hold another token); name a new file' : (error as Error).message;
+    throw new OptionsError('out', `token create: --out ${path} ${reason}`);
+  }
+}
+
+function commaList(text: string): string[] {
+  return text
+    .split(',')
+    .map((part) => part.trim())
+    .filter(Boolean);
+}

@@ -1,0 +1,194 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { z } from 'zod';
+import { assetNameSchema } from '../protocol/emission.js';
+import { Limits } from '../protocol/limits.js';
+import { isPlainText, PLAIN_TEXT_RULE } from '../protocol/text.js';
+
+/**
+ * Scoped access tokens. A token is `obx_<id>_<secret>`; the store keeps its id, its grant and a SHA-256
+ * of the whole token, never the token itself, so a copy of the database lets nobody in. The secret is
+ * 256 random bits: a fast hash is enough, as nobody can guess one to check against a stolen hash.
+ */
+
+export type TokenScope = 'publish' | 'read' | 'admin';
+export type ReadTarget = 'events' | 'streams';
+
+/** What one token may do. */
+export interface TokenGrant {
+  scope: TokenScope;
+  /**
+   * The producers a publish token may publish as, or whose stream state a read token may read: one name,
+   * a prefix ending in `*` (`ingest-*`), or `*` for all.
+   */
+  producers: string;
+  /** The assets a publish token may emit to, or a read token may read; null for all. */
+  assets: string[] | null;
+  /** What a read token may read; empty for other scopes. */
+  reads: ReadTarget[];
+}
+
+/** A stored token as `token list` shows it: never the secret. */
+export interface TokenInfo extends TokenGrant {
+  id: string;
+  note: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+/** The grant of the single `--token` of earlier versions, and of a server with no token at all. */
+export const ADMIN_GRANT: TokenGrant = Object.freeze({ scope: 'admin', producers: '*', assets: null, reads: [] });
+
+const TOKEN_SHAPE = /^obx_([0-9a-f]{16})_[A-Za-z0-9_-]{43}$/;
+
+const producerPatternSchema = z
+  .string()
+  .min(1)
+  .max(Limits.maxNameLength, { error: `must be at most ${Limits.maxNameLength} characters` })
+  .refine(isPlainText, { error: PLAIN_TEXT_RULE })
+  .refine((pattern) => !pattern.slice(0, -1).includes('*'), {
+    error: 'must be a producer name, a prefix ending in * (such as "ingest-*"), or * for every producer',
+  });
+
+/** What `token create` (and `POST /v1/tokens`) takes. */
+export const tokenRequestSchema = z
+  .strictObject({
+    scope: z.enum(['publish', 'read', 'admin'], { error: 'must be "publish", "read" or "admin"' }),
+    producers: producerPatternSchema.optional(),
+    assets: z.array(assetNameSchema).min(1, { error: 'must name at least one asset; leave it out for every asset' }).max(1000).optional(),
+    reads: z.array(z.enum(['events', 'streams'], { error: 'must be "events" or "streams"' })).min(1).optional(),
+    note: z.string().max(200, { error: 'must be at most 200 characters' }).refine(isPlainText, { error: PLAIN_TEXT_RULE }).default(''),
+  })
+  .superRefine((request, ctx) => {
+    if (request.scope === 'publish' && request.producers === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['producers'], message: 'a publish token needs the producer it publishes as (or a prefix ending in *)' });
+    }
+    if (request.scope !== 'read' && request.reads !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['reads'], message: 'only a read token has reads' });
+    }
+    if (request.scope === 'admin' && (request.producers !== undefined || request.assets !== undefined)) {
+      ctx.addIssue({ code: 'custom', path: [request.producers !== undefined ? 'producers' : 'assets'], message: 'an admin token may do everything; it takes no producers or assets' });
+    }
+  });
+export type TokenRequest = z.input<typeof tokenRequestSchema>;
+
+/** The grant a valid request describes, with its defaults: a read token reads events and streams of every producer. */
+export function grantOf(request: z.output<typeof tokenRequestSchema>): TokenGrant {
+  if (request.scope === 'admin') return { ...ADMIN_GRANT };
+  return {
+    scope: request.scope,
+    producers: request.producers ?? '*',
+    assets: request.assets ? [...new Set(request.assets)].sort() : null,
+    reads: request.scope === 'read' ? [...new Set<ReadTarget>(request.reads ?? ['events', 'streams'])].sort() : [],
+  };
+}
+
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+/** The id part of a token of ours, or undefined for anything else (such as a `--token` of old). */
+export function tokenId(token: string): string | undefined {
+  return TOKEN_SHAPE.exec(token)?.[1];
+}
+
+export function producerAllowed(grant: TokenGrant, producer: string): boolean {
+  const pattern = grant.producers;
+  return pattern.endsWith('*') ? producer.startsWith(pattern.slice(0, -1)) : producer === pattern;
+}
+
+export function assetAllowed(grant: TokenGrant, asset: string): boolean {
+  return grant.assets === null || grant.assets.includes(asset);
+}
+
+/** One line that says what a grant allows, for refusals and `token list`. */
+export function describeGrant(grant: TokenGrant): string {
+  const assets = grant.assets === null ? 'every asset' : `assets ${grant.assets.join(', ')}`;
+  switch (grant.scope) {
+    case 'admin':
+      return 'admin: everything';
+    case 'publish':
+      return `publish as producers matching "${grant.producers}", to ${assets}`;
+    case 'read':
+      return `read ${grant.reads.join(' and ')} (events of ${assets}; streams of producers matching "${grant.producers}")`;
+  }
+}
+
+export interface TokenRow {
+  id: string;
+  hash: string;
+  scope: string;
+  producers: string;
+  assets: string | null;
+  reads: string;
+  note: string;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+/** The tokens table, the same in both stores, through kysely. */
+export class TokenRegistry {
+  constructor(
+    private readonly db: Kysely<{ tokens: TokenRow }>,
+    private readonly now: () => Date,
+  ) {}
+
+  /** Stores a new token and returns it: the only time its secret exists anywhere. */
+  async create(request: TokenRequest): Promise<{ token: string; info: TokenInfo }> {
+    const parsed = tokenRequestSchema.parse(request);
+    const grant = grantOf(parsed);
+    const id = randomBytes(8).toString('hex');
+    const token = `obx_${id}_${randomBytes(32).toString('base64url')}`;
+    const row: TokenRow = {
+      id,
+      hash: hashToken(token),
+      scope: grant.scope,
+      producers: grant.producers,
+      assets: grant.assets === null ? null : JSON.stringify(grant.assets),
+      reads: JSON.stringify(grant.reads),
+      note: parsed.note,
+      created_at: this.now().toISOString(),
+      revoked_at: null,
+    };
+    await this.db.insertInto('tokens').values(row).execute();
+    return { token, info: infoOf(row) };
+  }
+
+  /** The grant of a live token, by the token itself; undefined when unknown or revoked. */
+  async grantFor(token: string): Promise<TokenGrant | undefined> {
+    if (tokenId(token) === undefined) return undefined;
+    const row = await this.db.selectFrom('tokens').selectAll().where('hash', '=', hashToken(token)).executeTakeFirst();
+    return row && row.revoked_at === null ? grantOfRow(row) : undefined;
+  }
+
+  async list(): Promise<TokenInfo[]> {
+    const rows = await this.db.selectFrom('tokens').selectAll().orderBy('created_at').orderBy('id').execute();
+    return rows.map(infoOf);
+  }
+
+  /** Whether any token was ever created: from then on the server asks every client for one. */
+  async any(): Promise<boolean> {
+    const row = await this.db.selectFrom('tokens').select('id').limit(1).executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** Revokes a token by id and returns it; undefined when there is no such token. Revoking twice keeps the first time. */
+  async revoke(id: string): Promise<TokenInfo | undefined> {
+    await this.db.updateTable('tokens').set({ revoked_at: this.now().toISOString() }).where('id', '=', id).where('revoked_at', 'is', null).execute();
+    const row = await this.db.selectFrom('tokens').selectAll().where('id', '=', id).executeTakeFirst();
+    return row && infoOf(row);
+  }
+}
+
+function grantOfRow(row: TokenRow): TokenGrant {
+  return {
+    scope: row.scope as TokenScope,
+    producers: row.producers,
+    assets: row.assets === null ? null : (JSON.parse(row.assets) as string[]),
+    reads: JSON.parse(row.reads) as ReadTarget[],
+  };
+}
+
+function infoOf(row: TokenRow): TokenInfo {
+  return { id: row.id, ...grantOfRow(row), note: row.note, createdAt: row.created_at, revokedAt: row.revoked_at };
+}

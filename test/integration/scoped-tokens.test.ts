@@ -1,0 +1,266 @@
+import { existsSync, readFileSync } from 'node:fs';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import type { TokenRequest } from '../../src/dedupe/tokens.js';
+import { openOutbox } from '../../src/outbox/index.js';
+import { item, newKey, rawRequest } from '../support/http.js';
+import { RUN } from '../support/outbox.js';
+import { PG_URL, pgAvailable, pgSkipReason } from '../support/postgres.js';
+import { startServer, type Backend, type RunningServer } from '../support/server.js';
+import { tempDir } from '../support/temp.js';
+import { join } from 'node:path';
+
+const PROBLEM = 'application/problem+json; charset=utf-8';
+const VICTIM = { producer: 'victim', workflow: 'w', runId: 'r1', task: null, attempt: 1 };
+
+async function call(url: string, method: string, target: string, token: string | undefined, body?: unknown) {
+  const headers: Record<string, string> = {};
+  if (token !== undefined) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  return rawRequest(url, method, target, body === undefined ? undefined : JSON.stringify(body), headers);
+}
+
+async function tokenFor(running: RunningServer, request: TokenRequest): Promise<string> {
+  return (await running.server.store.tokens.create(request)).token;
+}
+
+/** Everything the store holds of one stream and its keys: an attack must leave all of it as it was. */
+async function snapshot(running: RunningServer, producer: string) {
+  const { store } = running.server;
+  return {
+    state: await store.streamState(producer, 'r1', null),
+    events: (await store.listEvents({ after: 0, limit: 1000 })).events.filter((event) => event.producer === producer),
+    assets: await store.listAssets(),
+  };
+}
+
+const BACKENDS: Backend[] = ['sqlite', 'postgres'];
+
+for (const backend of BACKENDS) {
+  const skip = backend === 'postgres' && !pgAvailable;
+  describe.skipIf(skip)(`scoped tokens: ${backend}${backend === 'postgres' ? pgSkipReason : ''}`, () => {
+    it('lets each scope do what it grants and refuses the rest with 403 forbidden', async () => {
+      const running = await startServer({ backend });
+      const { url } = running;
+      const tokens = {
+        admin: await tokenFor(running, { scope: 'admin' }),
+        publish: await tokenFor(running, { scope: 'publish', producers: 'victim' }),
+        prefix: await tokenFor(running, { scope: 'publish', producers: 'vic*', assets: ['batch_ready'] }),
+        other: await tokenFor(running, { scope: 'publish', producers: 'mallory' }),
+        events: await tokenFor(running, { scope: 'read', reads: ['events'] }),
+        eventsOfOne: await tokenFor(running, { scope: 'read', reads: ['events'], assets: ['run_done'] }),
+        streams: await tokenFor(running, { scope: 'read', reads: ['streams'], producers: 'victim' }),
+      };
+      let seq = 0;
+      const publish = () => ({ stream: VICTIM, items: [item(++seq, newKey())] });
+      // [method, target, body, token name, expected status]
+      const matrix: [string, string, (() => unknown) | undefined, keyof typeof tokens, number][] = [
+        ['POST', '/v1/emissions', publish, 'admin', 200],
+        ['POST', '/v1/emissions', publish, 'publish', 200],
+        ['POST', '/v1/emissions', publish, 'prefix', 200],
+        ['POST', '/v1/emissions', publish, 'other', 403],
+        ['POST', '/v1/emissions', publish, 'events', 403],
+        ['POST', '/v1/emissions', publish, 'streams', 403],
+        ['GET', '/v1/events', undefined, 'admin', 200],
+        ['GET', '/v1/events', undefined, 'events', 200],
+        ['GET', '/v1/events?asset=run_done', undefined, 'eventsOfOne', 200],
+        ['GET', '/v1/events', undefined, 'eventsOfOne', 403],
+        ['GET', '/v1/events?asset=batch_ready', undefined, 'eventsOfOne', 403],
+        ['GET', '/v1/events', undefined, 'publish', 403],
+        ['GET', '/v1/events', undefined, 'streams', 403],
+        ['GET', '/v1/assets', undefined, 'events', 200],
+        ['GET', '/v1/assets', undefined, 'publish', 403],
+        ['GET', '/v1/streams/victim/r1', undefined, 'admin', 200],
+        ['GET', '/v1/streams/victim/r1', undefined, 'publish', 200],
+        ['GET', '/v1/streams/victim/r1', undefined, 'prefix', 200],
+        ['GET', '/v1/streams/victim/r1', undefined, 'streams', 200],
+        ['GET', '/v1/streams/victim/r1', undefined, 'other', 403],
+        ['GET', '/v1/streams/victim/r1', undefined, 'events', 403],
+        ['PUT', '/v1/assets/new_one', undefined, 'admin', 201],
+        ['PUT', '/v1/assets/other_one', undefined, 'publish', 403],
+        ['PUT', '/v1/assets/other_one', undefined, 'events', 403],
+        ['GET', '/v1/tokens', undefined, 'admin', 200],
+        ['GET', '/v1/tokens', undefined, 'publish', 403],
+        ['POST', '/v1/tokens', () => ({ scope: 'admin' }), 'publish', 403],
+        ['POST', '/v1/tokens', () => ({ scope: 'admin' }), 'events', 403],
+        ['GET', '/v1/nothing-here', undefined, 'events', 404],
+      ];
+      const answers = [];
+      for (const [method, target, body, who, expected] of matrix) {
+        const answer = await call(url, method, target, tokens[who], body?.());
+        answers.push({ method, target, who, status: answer.status, code: answer.status === 403 ? answer.json?.code : undefined });
+        if (answer.status === 403) expect(answer.type).toBe(PROBLEM);
+        expect.soft(answer.status, `${method} ${target} with ${who}`).toBe(expected);
+      }
+      expect(answers.filter((a) => a.status === 403).every((a) => a.code === 'forbidden')).toBe(true);
+      expect(await running.server.store.listAssets()).toEqual(['batch_ready', 'new_one', 'run_done']);
+    });
+
+    it('refuses every cross-producer attack with 403 and leaves the victim as it was', async () => {
+      const running = await startServer({ backend });
+      const { url } = running;
+      const victimToken = await tokenFor(running, { scope: 'publish', producers: 'victim' });
+      const mallory = await tokenFor(running, { scope: 'publish', producers: 'mallory' });
+      const nextKey = newKey();
+      const delivered = await call(url, 'POST', '/v1/emissions', victimToken, {
+        stream: VICTIM,
+        items: [item(1, newKey()), { seq: 2, key: newKey(), kind: 'checkpoint', name: 'progress', value: { batch: 1 } }],
+      });
+      expect(delivered.json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'checkpointed']);
+      const before = await snapshot(running, 'victim');
+
+      const attacks = {
+        fence: { stream: { ...VICTIM, attempt: 1000 }, items: [item(3, newKey())] },
+        'overwrite the checkpoint': {
+          stream: { ...VICTIM, attempt: 2 },
+          items: [{ seq: 1, key: newKey(), kind: 'checkpoint', name: 'progress', value: { batch: 99 } }],
+        },
+        'squat the next key': { stream: VICTIM, items: [item(3, nextKey, { partitionKey: 'forged' })] },
+      };
+      for (const [what, body] of Object.entries(attacks)) {
+        const answer = await call(url, 'POST', '/v1/emissions', mallory, body);
+        expect({ what, status: answer.status, code: answer.json?.code, field: answer.json?.field }).toEqual({
+          what,
+          status: 403,
+          code: 'forbidden',
+          field: 'stream.producer',
+        });
+      }
+      expect((await call(url, 'GET', '/v1/streams/victim/r1', mallory)).status).toBe(403);
+      expect((await call(url, 'GET', '/v1/events', mallory)).status).toBe(403);
+      expect((await call(url, 'PUT', '/v1/assets/mallorys', mallory)).status).toBe(403);
+      // Under its own name, the key squats nothing: keys are scoped by producer.
+      const own = await call(url, 'POST', '/v1/emissions', mallory, {
+        stream: { ...VICTIM, producer: 'mallory' },
+        items: [item(1, nextKey, { partitionKey: 'forged' })],
+      });
+      expect(own.json.results[0].status).toBe('accepted');
+
+      expect(await snapshot(running, 'victim')).toEqual(before);
+      // The victim's own next emission, with the key mallory used, goes in as its own.
+      const next = await call(url, 'POST', '/v1/emissions', victimToken, { stream: VICTIM, items: [item(3, nextKey)] });
+      expect(next.json.results[0]).toMatchObject({ status: 'accepted', seq: 3 });
+      expect((await running.server.store.streamState('victim', 'r1', null))?.checkpoints).toEqual({ progress: { batch: 1 } });
+    });
+
+    it('refuses, item by item, an event to an asset the publish token does not list', async () => {
+      const running = await startServer({ backend });
+      const token = await tokenFor(running, { scope: 'publish', producers: 'victim', assets: ['batch_ready'] });
+      const body = { stream: VICTIM, items: [item(1, newKey()), item(2, newKey(), { asset: 'run_done' }), item(3, newKey())] };
+      const first = await call(running.url, 'POST', '/v1/emissions', token, body);
+      expect(first.json.results.map((r: { status: string; code?: string }) => r.code ?? r.status)).toEqual(['accepted', 'forbidden', 'accepted']);
+      expect(first.json.results[1].detail).toMatch(/may not publish to "run_done" \(it may publish to batch_ready\)/);
+      // A retry gets the same answers.
+      const again = await call(running.url, 'POST', '/v1/emissions', token, body);
+      expect(again.json.results.map((r: { status: string; code?: string }) => r.code ?? r.status)).toEqual(['duplicate', 'forbidden', 'duplicate']);
+      expect((await running.server.store.listEvents({ after: 0, limit: 10 })).events.map((e) => e.seq)).toEqual([1, 3]);
+    });
+
+    it('keeps only a hash of each token, and a revoked token is refused', async () => {
+      const running = await startServer({ backend, tokenCacheMs: 0 });
+      const { token, info } = await running.server.store.tokens.create({ scope: 'read', note: 'dashboards' });
+      const secret = token.split('_')[2]!;
+      const stored = backend === 'sqlite' ? sqliteBytes(running.dbPath) : await dumpTokens(running);
+      expect(stored).toContain(info.id);
+      expect(stored).not.toContain(secret);
+      expect((await call(running.url, 'GET', '/v1/events', token)).status).toBe(200);
+
+      const admin = await tokenFor(running, { scope: 'admin' });
+      const revoked = await call(running.url, 'DELETE', `/v1/tokens/${info.id}`, admin);
+      expect(revoked.json).toMatchObject({ id: info.id, revokedAt: expect.any(String) });
+      const refused = await call(running.url, 'GET', '/v1/events', token);
+      expect({ status: refused.status, code: refused.json.code }).toEqual({ status: 401, code: 'unauthorized' });
+      expect(JSON.stringify(refused.json)).not.toContain(secret);
+      // Revoking every token does not open the server.
+      await running.server.store.tokens.revoke(admin.split('_')[1]!);
+      expect((await call(running.url, 'GET', '/v1/events', undefined)).status).toBe(401);
+      expect((await call(running.url, 'DELETE', '/v1/tokens/0000000000000000', admin)).status).toBe(401);
+    });
+  });
+}
+
+/** The database file and its write-ahead log, where recent writes are until a checkpoint. */
+function sqliteBytes(path: string): string {
+  return [path, `${path}-wal`].map((file) => (existsSync(file) ? readFileSync(file).toString('latin1') : '')).join('');
+}
+
+async function dumpTokens(running: RunningServer): Promise<string> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    const schema = (running.server.store as unknown as { schema: string }).schema;
+    const rows = await client.query(`SELECT * FROM "${schema}".tokens`);
+    return JSON.stringify(rows.rows);
+  } finally {
+    await client.end();
+  }
+}
+
+describe('tokens across instances and requests', () => {
+  it('sees a token revoked elsewhere once its cache time has passed', async () => {
+    const running = await startServer({ tokenCacheMs: 300 });
+    const { token, info } = await running.server.store.tokens.create({ scope: 'read' });
+    expect((await call(running.url, 'GET', '/v1/events', token)).status).toBe(200);
+    // Revoked in the store directly, as `oncebox token revoke` on another machine does.
+    await running.server.store.tokens.revoke(info.id);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect((await call(running.url, 'GET', '/v1/events', token)).status).toBe(401);
+  });
+
+  it('starts asking for a token once the first one is created', async () => {
+    const running = await startServer({ tokenCacheMs: 0 });
+    expect((await call(running.url, 'GET', '/v1/events', undefined)).status).toBe(200);
+    await running.server.store.tokens.create({ scope: 'read' });
+    expect((await call(running.url, 'GET', '/v1/events', undefined)).status).toBe(401);
+  });
+
+  it('keeps the single --token of earlier versions as an admin token beside scoped ones', async () => {
+    const running = await startServer({ token: 'the-old-shared-one' });
+    const read = await tokenFor(running, { scope: 'read' });
+    expect((await call(running.url, 'PUT', '/v1/assets/x1', 'the-old-shared-one')).status).toBe(201);
+    expect((await call(running.url, 'PUT', '/v1/assets/x2', read)).status).toBe(403);
+    expect((await call(running.url, 'GET', '/v1/events', read)).status).toBe(200);
+    expect((await call(running.url, 'GET', '/v1/events', 'the-old-shared-onE')).status).toBe(401);
+  });
+
+  it('limits the requests of each token on its own, with 429 problem+json and Retry-After', async () => {
+    const running = await startServer({ rateLimit: { max: 3, windowMs: 60_000 } });
+    const first = await tokenFor(running, { scope: 'read' });
+    const second = await tokenFor(running, { scope: 'read' });
+    const statuses = [];
+    for (let i = 0; i < 4; i++) statuses.push((await call(running.url, 'GET', '/v1/events', first)).status);
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    const response = await fetch(`${running.url}/v1/events`, { headers: { authorization: `Bearer ${first}` } });
+    expect(response.status).toBe(429);
+    expect(response.headers.get('content-type')).toBe(PROBLEM);
+    expect(Number(response.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(await response.json()).toMatchObject({ status: 429, code: 'rate_limited' });
+    expect((await call(running.url, 'GET', '/v1/events', second)).status).toBe(200);
+  });
+
+  it('counts nothing on a server without tokens, where there is no one to count against', async () => {
+    const running = await startServer({ rateLimit: { max: 2, windowMs: 60_000 } });
+    const statuses = [];
+    for (let i = 0; i < 5; i++) statuses.push((await call(running.url, 'GET', '/v1/events', undefined)).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200]);
+  });
+
+  it('delivers everything through a rate limit, waiting as Retry-After says', async () => {
+    const running = await startServer({ rateLimit: { max: 2, windowMs: 1000 } });
+    const token = await tokenFor(running, { scope: 'publish', producers: 'orders-ingest' });
+    const box = await openOutbox({
+      path: join(tempDir(), 'outbox.db'),
+      producer: 'orders-ingest',
+      run: RUN,
+      server: running.url,
+      token,
+      batchMaxRows: 1,
+    });
+    const receipts = [];
+    for (let i = 1; i <= 6; i++) receipts.push(box.asset('batch_ready').emit({ partitionKey: `batch-${i}` }));
+    const delivered = await Promise.all(receipts);
+    expect(new Set(delivered.map((r) => r.eventId)).size).toBe(6);
+    expect((await running.server.store.listEvents({ after: 0, limit: 10 })).events.map((e) => e.partitionKey)).toEqual([1, 2, 3, 4, 5, 6].map((i) => `batch-${i}`));
+    await box.close();
+  });
+});
