@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { openOutbox } from '../src/outbox/index.js';
 
 const server = process.env.ONCEBOX_SERVER ?? 'http://127.0.0.1:8787';
-const token = process.env.ONCEBOX_TOKEN; // the server's token, from the environment, never from the code
+const token = process.env.ONCEBOX_TOKEN; // the job's token, from the environment, never from the code
 const storage = { writeBatch: async (batch: number) => void batch }; // your idempotent data write
 
 const box = await openOutbox({

@@ -197,7 +197,7 @@ export const BREAKS: Break[] = [
   },
   {
     what: 'the token checked on the raw URL instead of on the route it reaches',
-    guarantee: 'security',
+    guarantee: 'G17',
     edits: [
       {
         file: 'src/dedupe/auth.ts',
@@ -209,13 +209,13 @@ export const BREAKS: Break[] = [
   },
   {
     what: "a publish token's producer not checked against the stream it writes",
-    guarantee: 'security',
+    guarantee: 'G17',
     edits: [{ file: 'src/dedupe/http-app.ts', find: 'if (!producerAllowed(grant, stream.producer)) {', replace: 'if (!producerAllowed(grant, grant.producers)) {' }],
     caughtBy: [{ file: scopedTokens, name: 'cross-producer attack' }],
   },
   {
     what: "a token's scope not checked against the route it reaches",
-    guarantee: 'security',
+    guarantee: 'G17',
     edits: [{ file: 'src/dedupe/auth.ts', find: "  if (grant.scope === 'admin' || access === 'any') return true;", replace: '  return true;' }],
     caughtBy: [
       { file: scopedTokens, name: 'lets each scope do what it grants' },
@@ -224,25 +224,25 @@ export const BREAKS: Break[] = [
   },
   {
     what: "a publish token's asset list not applied to the items it sends",
-    guarantee: 'security',
+    guarantee: 'G17',
     edits: [{ file: 'src/dedupe/http-app.ts', find: '(asset) => assetAllowed(grant, asset), allowed)', replace: '() => true, allowed)' }],
     caughtBy: [{ file: scopedTokens, name: 'item by item' }],
   },
   {
     what: 'a revoked token still let in',
-    guarantee: 'security',
+    guarantee: 'G17',
     edits: [{ file: tokens, find: 'return row && row.revoked_at === null ? grantOfRow(row) : undefined;', replace: 'return row ? grantOfRow(row) : undefined;' }],
     caughtBy: [{ file: scopedTokens, name: 'revoked' }, { file: 'test/unit/tokens.test.ts', name: 'forget' }],
   },
   {
     what: 'a server whose every token was revoked opened to anyone',
-    guarantee: 'security',
+    guarantee: 'G17',
     edits: [{ file: tokens, find: "const row = await this.db.selectFrom('tokens').select('id').limit(1).executeTakeFirst();", replace: "const row = await this.db.selectFrom('tokens').select('id').where('revoked_at', 'is', null).limit(1).executeTakeFirst();" }],
-    caughtBy: [{ file: scopedTokens, name: 'revoked' }, { file: 'test/unit/tokens.test.ts', name: 'keeps asking' }],
+    caughtBy: [{ file: scopedTokens, name: 'after a restart with every token revoked' }, { file: 'test/unit/tokens.test.ts', name: 'keeps asking' }],
   },
   {
     what: 'tokens stored as they are rather than hashed',
-    guarantee: 'security',
+    guarantee: 'G17',
     edits: [{ file: tokens, find: "  return createHash('sha256').update(token).digest('hex');", replace: '  return token;' }],
     caughtBy: [{ file: scopedTokens, name: 'keeps only a hash' }],
   },

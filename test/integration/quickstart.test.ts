@@ -25,8 +25,9 @@ describe('the README quickstart', () => {
   });
 
   it('runs against a real server and publishes each batch once, also when run twice', async () => {
-    const token = 'quickstart-token';
-    const { url, server } = await startServer({ token });
+    // As in the README: the server holds an admin token, and the job a publish token of its own producer.
+    const { url, server } = await startServer({ token: 'quickstart-admin-token' });
+    const { token } = await server.store.tokens.create({ scope: 'publish', producers: 'orders-ingest', assets: ['batch_ready'] });
     const env = { ONCEBOX_SERVER: url, ONCEBOX_TOKEN: token, ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db') };
     const first = await runScript('examples/quickstart.ts', [], { env });
     expect(first.code, first.stderr).toBe(0);

@@ -207,11 +207,15 @@ describe('tokens across instances and requests', () => {
     expect((await call(running.url, 'GET', '/v1/events', token)).status).toBe(401);
   });
 
-  it('starts asking for a token once the first one is created', async () => {
+  it('starts asking for a token once the first one is created, and keeps asking after a restart with every token revoked', async () => {
     const running = await startServer({ tokenCacheMs: 0 });
     expect((await call(running.url, 'GET', '/v1/events', undefined)).status).toBe(200);
-    await running.server.store.tokens.create({ scope: 'read' });
+    const { info } = await running.server.store.tokens.create({ scope: 'read' });
     expect((await call(running.url, 'GET', '/v1/events', undefined)).status).toBe(401);
+    await running.server.store.tokens.revoke(info.id);
+    await running.close();
+    const restarted = await startServer({ db: running.dbPath });
+    expect((await call(restarted.url, 'GET', '/v1/events', undefined)).status).toBe(401);
   });
 
   it('keeps the single --token of earlier versions as an admin token beside scoped ones', async () => {

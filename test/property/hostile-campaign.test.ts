@@ -103,8 +103,17 @@ function encodeURIComponentLoose(value: string): string {
   return Array.from(value, (char) => (/^[\w.~-]$/.test(char) ? char : [...Buffer.from(char)].map((b) => `%${b.toString(16).padStart(2, '0')}`).join(''))).join('');
 }
 
-function send(url: string, r: { method: string; path: string; contentType: string | undefined; body: string }) {
+/** Who sends a request: mostly tokens that reach the store, sometimes none, a made-up one or a revoked one. */
+type Credential = 'admin' | 'publish' | 'read' | 'none' | 'garbage' | 'revoked';
+const credentialArb = fc.oneof(
+  { arbitrary: fc.constant<Credential>('admin'), weight: 4 },
+  { arbitrary: fc.constant<Credential>('publish'), weight: 3 },
+  { arbitrary: fc.constantFrom<Credential>('read', 'none', 'garbage', 'revoked'), weight: 3 },
+);
+
+function send(url: string, r: { method: string; path: string; contentType: string | undefined; body: string }, token: string | undefined) {
   const headers: Record<string, string> = r.contentType === undefined ? {} : { 'content-type': r.contentType };
+  if (token !== undefined) headers.authorization = `Bearer ${token}`;
   return rawRequest(url, r.method, r.path, r.method === 'GET' || r.method === 'DELETE' ? undefined : r.body, headers);
 }
 
@@ -113,8 +122,19 @@ for (const backend of BACKENDS) {
   describe.skipIf(backend === 'postgres' && !pgAvailable)(`a hostile-input campaign against the ${backend} store${backend === 'postgres' ? pgSkipReason : ''}`, () => {
     it(`answers ${REQUESTS} generated requests below 500, refusals as problem+json, and a refused request changes nothing (seed ${SEED})`, async () => {
       console.log(`hostile campaign (${backend}): seed ${SEED}, ${REQUESTS} requests (ONCEBOX_SEED=${SEED} to replay)`);
-      const { url, server } = await startServer({ backend });
-      // What a request changed: the events stored since the last look, and the assets.
+      const { url, server } = await startServer({ backend, rateLimit: false });
+      const { tokens } = server.store;
+      const revoked = await tokens.create({ scope: 'admin' });
+      await tokens.revoke(revoked.info.id);
+      const tokenOf: Record<Credential, string | undefined> = {
+        admin: (await tokens.create({ scope: 'admin' })).token,
+        publish: (await tokens.create({ scope: 'publish', producers: 'p', assets: ['batch_ready'] })).token,
+        read: (await tokens.create({ scope: 'read' })).token,
+        none: undefined,
+        garbage: `obx_0123456789abcdef_${'x'.repeat(43)}`,
+        revoked: revoked.token,
+      };
+      // What a request changed: the events stored since the last look (and by which producers), and the assets.
       let cursor = 0;
       let assets = (await server.store.listAssets()).join(',');
       const changes = async () => {
@@ -123,17 +143,26 @@ for (const backend of BACKENDS) {
         const now = (await server.store.listAssets()).join(',');
         const changed = { newEvents: page.events.length, assetsChanged: now !== assets };
         assets = now;
-        return changed;
+        return { ...changed, producers: new Set(page.events.map((event) => event.producer)) };
       };
       await fc.assert(
-        fc.asyncProperty(requestArb, async (r) => {
-          const answer = await send(url, r);
-          expect(answer.status, JSON.stringify(r).slice(0, 300)).toBeLessThan(500);
-          const changed = await changes();
+        fc.asyncProperty(requestArb, credentialArb, async (r, who) => {
+          const answer = await send(url, r, tokenOf[who]);
+          const what = `${who}: ${JSON.stringify(r).slice(0, 300)}`;
+          expect(answer.status, what).toBeLessThan(500);
+          const { producers, ...changed } = await changes();
           if (answer.status >= 400) {
-            expect(answer.type, JSON.stringify(r).slice(0, 300)).toBe('application/problem+json; charset=utf-8');
+            expect(answer.type, what).toBe('application/problem+json; charset=utf-8');
             expect(PROBLEM_CODES.has(answer.json?.code), answer.json?.code).toBe(true);
             expect(changed, 'a refused request changed the store').toEqual({ newEvents: 0, assetsChanged: false });
+          }
+          const healthCheck = answer.status === 200 && answer.json?.ok === true;
+          // Without a live token only the router's own refusals (a bad target: 400, 414) come before the 401.
+          if (['none', 'garbage', 'revoked'].includes(who) && !healthCheck) expect([400, 401, 414], what).toContain(answer.status);
+          if (who === 'read') expect(changed, 'a read token changed the store').toEqual({ newEvents: 0, assetsChanged: false });
+          if (who === 'publish') {
+            expect([...producers].filter((producer) => producer !== 'p'), 'a publish token wrote as another producer').toEqual([]);
+            expect(changed.assetsChanged, 'a publish token registered an asset').toBe(false);
           }
           for (const result of answer.json?.results ?? []) {
             if (result.status === 'rejected') expect(REJECTION_CODES.has(result.code), result.code).toBe(true);
