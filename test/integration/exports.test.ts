@@ -15,7 +15,7 @@ describe('package exports', () => {
       console.log(JSON.stringify({
         producer: ['openOutbox', 'FencedError', 'KeyConflictError', 'RejectedError', 'deriveKey'].filter((name) => typeof producer[name] === 'function'),
         producerLeaksServer: 'createServer' in producer,
-        server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore'].filter((name) => typeof server[name] === 'function'),
+        server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore', 'openDedupeStore', 'TokenRegistry'].filter((name) => typeof server[name] === 'function'),
         protocol: ['canonicalJson', 'payloadFingerprint'].filter((name) => typeof protocol[name] === 'function'),
         deep,
       }));`;
@@ -23,7 +23,7 @@ describe('package exports', () => {
     expect(JSON.parse(output)).toEqual({
       producer: ['openOutbox', 'FencedError', 'KeyConflictError', 'RejectedError', 'deriveKey'],
       producerLeaksServer: false,
-      server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore'],
+      server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore', 'openDedupeStore', 'TokenRegistry'],
       protocol: ['canonicalJson', 'payloadFingerprint'],
       deep: 'ERR_PACKAGE_PATH_NOT_EXPORTED',
     });
