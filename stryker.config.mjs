@@ -10,6 +10,8 @@ export default {
     'src/dedupe/item-check.ts',
     'src/dedupe/sqlite-store.ts',
     'src/dedupe/postgres-store.ts',
+    'src/dedupe/tokens.ts',
+    'src/dedupe/auth.ts',
     'src/outbox/commit.ts',
     'src/outbox/keys.ts',
     'src/outbox/answers.ts',
