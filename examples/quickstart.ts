@@ -13,6 +13,7 @@ const box = await openOutbox({
   producer: 'orders-ingest',
   run: { workflow: 'orders', runId: '2026-11-30', task: 'ingest', attempt: 1 },
 });
+box.on('delivered', (rows) => rows.forEach((row) => console.log(`stored ${row.key} as event ${row.eventId}`)));
 const batchReady = box.asset('batch_ready');
 const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
 
@@ -25,7 +26,11 @@ for (let batch = (progress.get()?.batch ?? 0) + 1; batch <= 3; batch++) {
   }); // durable here; the relay is woken at once and delivers in commit order
 }
 
-// An immediate emission resolves once the server has stored it:
-const receipt = await batchReady.emit({ partitionKey: 'done' });
-console.log(receipt); // { eventId, timestamp, duplicate }
-await box.close(); // drains what is pending (10 s by default)
+box.commit((tx) => tx.emit(batchReady, { partitionKey: 'done' }));
+
+const { pending, dead, lastError } = await box.close(); // waits up to 10 s for delivery, then says what is left
+if (pending > 0 || dead > 0) {
+  // Nothing is lost: pending rows stay in the file, and the next run (or `oncebox relay`) delivers them.
+  console.error(`not delivered yet: ${pending} pending, ${dead} dead; last error: ${lastError?.message ?? 'none'}`);
+  process.exitCode = 1;
+}

@@ -20,7 +20,7 @@ export interface RelayCommandOptions {
 
 /** `oncebox relay`: delivers an outbox file that a job (opened with relay: 'external') commits to. */
 export async function runRelay(options: RelayCommandOptions): Promise<number> {
-  const file = new OutboxFile(options.db, 'full');
+  const file = new OutboxFile(options.db, 'full', false);
   const relay = new Relay(file, {
     ...RELAY_DEFAULTS,
     transport: new HttpTransport({ servers: options.servers, token: options.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs }),

@@ -8,7 +8,7 @@ export function printStatus(path: string, json: boolean): number {
     console.error(`oncebox status: ${path}: no such file`);
     return 1;
   }
-  const file = new OutboxFile(path, 'full');
+  const file = new OutboxFile(path, 'full', false);
   try {
     const status = readStatus(file);
     if (json) {

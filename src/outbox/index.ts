@@ -7,3 +7,4 @@ export type { RelayError } from './relay.js';
 export { ONCEBOX_KEY_NAMESPACE, deriveKey, explicitKey, type EmissionIdentity } from './keys.js';
 export * from '../protocol/errors.js';
 export type { Receipt, StoredEvent, EventPage } from '../protocol/wire.js';
+export type { OutboxLogger, OutboxEventMap, DeliveredNotice, DeadNotice, FencedNotice, DeliveryProblem } from './reporter.js';

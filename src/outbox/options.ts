@@ -3,6 +3,7 @@ import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
 import { nameSchema } from '../protocol/wire.js';
 import { RELAY_DEFAULTS } from './relay.js';
+import type { OutboxLogger } from './reporter.js';
 
 export const runContextSchema = z.strictObject({
   /** The workflow (DAG, flow) this run belongs to. */
@@ -78,6 +79,20 @@ const outboxOptionsSchema = z
     resume: z.enum(['fresh-file', 'server-newer', 'never']).default('fresh-file'),
     /** How long a retry on a fresh machine keeps trying to read its run's state before failing. @defaultValue 30000 */
     resumeTimeoutMs: z.number().int().min(0).default(30_000),
+    /**
+     * Where the outbox logs what a user must act on (delivery failing, dead rows, fences, rows left pending
+     * at close): any pino-compatible logger. @defaultValue warnings and errors as JSON lines on stderr
+     */
+    logger: z
+      .custom<OutboxLogger>(
+        (value) => typeof value === 'object' && value !== null && ['info', 'warn', 'error'].every((level) => typeof (value as Record<string, unknown>)[level] === 'function'),
+        { error: 'must be a pino-compatible logger: an object with info, warn and error methods' },
+      )
+      .optional(),
+    /** How long delivery may fail before it is logged and reported as an 'error' event. @defaultValue 5000 */
+    reportAfterMs: z.number().int().min(0).default(5000),
+    /** One cause is logged again at most this often, with the count of repeats in between. @defaultValue 60000 */
+    logRepeatMs: z.number().int().min(0).default(60_000),
     /** The relay's clock (ms since epoch), for tests of lease expiry. */
     now: z.custom<() => number>((value) => typeof value === 'function', { error: 'must be a function returning ms since epoch' }).optional(),
   })

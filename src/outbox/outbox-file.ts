@@ -1,3 +1,5 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { sql, type Generated } from 'kysely';
 import { OutboxFileError, SchemaTooNewError, WrongOutboxFileError } from '../protocol/errors.js';
@@ -79,11 +81,18 @@ export class OutboxFile {
   /** The attempts of each run that opened this file or were fenced, and the rule that older ones may not commit. */
   readonly runs: RunAttempts;
 
+  /**
+   * @param create whether a missing file (and its folder) is created: a job's outbox is; a file that the
+   *   relay or a tool is pointed at must exist, or a misspelt path would quietly become an empty outbox.
+   */
   constructor(
     readonly path: string,
     readonly durability: Durability,
+    create = true,
   ) {
     try {
+      if (create) mkdirSync(dirname(path), { recursive: true });
+      else if (!existsSync(path)) throw Object.assign(new Error('no such file; check the path (it is never created here)'), { code: 'ENOENT' });
       this.db = openSqlite(path, durability);
     } catch (error) {
       throw new OutboxFileError(path, error);
@@ -202,6 +211,10 @@ function prepareStatements(db: Database.Database) {
     hasPending: prepare<{ id: number }>(
       db,
       q.selectFrom('outbox').select('id').where('state', '=', sql.lit('pending')).limit(sql.lit(1)),
+    ),
+    countPending: prepare<{ count: number }>(
+      db,
+      q.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('count')).where('state', '=', sql.lit('pending')),
     ),
     markDelivered: prepare(
       db,

@@ -18,6 +18,7 @@ import { Relay, waitUntilDrained, type RelayError } from './relay.js';
 import type { Fence, RunKey } from './run-attempts.js';
 import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
+import { defaultLogger, Reporter, type OutboxEventMap, type OutboxLogger } from './reporter.js';
 import { HttpTransport } from './transport.js';
 
 /** How often a receipt promise checks the file while another process's relay does the delivering. */
@@ -52,8 +53,12 @@ export interface CloseOptions {
 }
 
 export interface CloseResult {
-  /** Rows still pending at close; the next relay on this file delivers them. */
+  /** Emissions and checkpoint updates still pending at close; the next relay on this file delivers them. */
   pending: number;
+  /** Emissions parked as dead in the file: each needs `oncebox dead retry` or `discard`. */
+  dead: number;
+  /** The relay's last delivery error, if delivery ever failed. */
+  lastError: RelayError | null;
 }
 
 /** An open outbox: the producer's side of oncebox. Create it with `openOutbox`. */
@@ -65,6 +70,8 @@ export class Outbox {
   readonly run: RunContext | undefined;
   private readonly options: ResolvedOutboxOptions & { servers: string[] };
   private readonly waiters = new ReceiptWaiters();
+  private readonly reporter: Reporter;
+  private readonly logger: OutboxLogger;
   private readonly commitContext: CommitContext | undefined;
   private readonly runInTransaction;
   /** This run's stream in the file, when opened with a run context. */
@@ -83,6 +90,14 @@ export class Outbox {
     this.producer = options.producer;
     this.run = options.run;
     this.file = new OutboxFile(options.path, options.durability);
+    this.logger = options.logger ?? defaultLogger();
+    this.reporter = new Reporter({
+      logger: this.logger,
+      failingAfterMs: options.reportAfterMs,
+      repeatMs: options.logRepeatMs,
+      pending: () => (this.closed && !this.file.db.open ? 0 : (this.file.statements.countPending.get()?.count ?? 0)),
+      now: options.now ?? Date.now,
+    });
     try {
       this.file.bindProducer(options.producer);
       if (options.run) {
@@ -113,6 +128,7 @@ export class Outbox {
               pruneDeliveredAfterMs: options.pruneDeliveredAfterMs,
               now: options.now ?? Date.now,
               onSettled: (rows) => this.waiters.settle(rows),
+              reporter: this.reporter,
             });
     } catch (error) {
       this.file.close();
@@ -152,6 +168,21 @@ export class Outbox {
       });
     }
     if (this.options.relay === 'in-process') this.relay!.start();
+  }
+
+  /**
+   * Listens to what the relay of this process sees: `delivered` (receipts, in batches), `dead` (an
+   * emission refused for good), `fenced` (a later attempt delivered; this process should stop), and
+   * `error` (delivery has been failing for `reportAfterMs`, or the relay stopped). Each is also logged.
+   */
+  on<E extends keyof OutboxEventMap>(event: E, listener: (...args: OutboxEventMap[E]) => void): this {
+    this.reporter.events.on(event, listener as never);
+    return this;
+  }
+
+  off<E extends keyof OutboxEventMap>(event: E, listener: (...args: OutboxEventMap[E]) => void): this {
+    this.reporter.events.off(event, listener as never);
+    return this;
   }
 
   /** The file's path. */
@@ -228,7 +259,18 @@ export class Outbox {
     // With relay: 'external', `oncebox relay` delivers from another process: wait for it just the same.
     if (this.options.relay === 'external') await waitUntilDrained(this.file, timeoutMs);
     await this.relay?.stop();
-    const pending = this.status().pending;
+    const status = this.status();
+    const result: CloseResult = { pending: status.pending + status.pendingCheckpoints, dead: status.dead, lastError: status.lastError };
+    if (result.pending > 0 || result.dead > 0) {
+      // The job is about to end: say what it leaves behind, once, where its operator will look.
+      this.logger.warn(
+        { code: 'closed_with_work_left', path: this.path, ...result },
+        `oncebox: ${this.path} closed with ${result.pending} row(s) pending and ${result.dead} dead` +
+          (result.pending > 0 ? '; the next relay on this file delivers the pending ones' : '') +
+          (result.dead > 0 ? '; see `oncebox dead list`' : '') +
+          (result.lastError ? `; last error: ${result.lastError.message}` : ''),
+      );
+    }
     clearInterval(this.pollTimer);
     this.waiters.rejectAll(
       new OutboxClosedError(
@@ -236,7 +278,7 @@ export class Outbox {
       ),
     );
     this.file.close();
-    return { pending };
+    return result;
   }
 
   private receiptOf(emission: Emission): Promise<Receipt> {

@@ -9,6 +9,7 @@ import { failpoint } from './failpoints.js';
 import { RelayLease } from './lease.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
 import type { Fence } from './run-attempts.js';
+import type { Reporter } from './reporter.js';
 import { DeliveryError, type HttpTransport } from './transport.js';
 
 export interface RelayOptions {
@@ -30,6 +31,8 @@ export interface RelayOptions {
   now: () => number;
   /** Told about every row the relay settled, with its final state; for receipt promises. */
   onSettled?: (rows: readonly SettledRow[]) => void;
+  /** Logs and events for failures, dead rows and fences. */
+  reporter?: Reporter;
 }
 
 export type SettledRow =
@@ -211,6 +214,7 @@ export class Relay {
           onFailedAttempt: async ({ error }) => {
             if (!(error instanceof DeliveryError)) return;
             this.recordError(error);
+            this.options.reporter?.deliveryFailed(error);
             if (error.details.status === 413 && this.maxRows > 1) this.maxRows = Math.max(1, Math.floor(this.maxRows / 2));
             const retryAfter = error.details.retryAfterMs;
             if (retryAfter !== undefined) await sleep(Math.min(retryAfter, 60_000), undefined, { signal }).catch(() => undefined);
@@ -294,6 +298,7 @@ export class Relay {
     };
     const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);
     failpoint('relay:after-response');
+    this.options.reporter?.deliverySucceeded();
     let applied: AppliedAnswers;
     try {
       applied = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
@@ -308,7 +313,11 @@ export class Relay {
         { cause: error },
       );
     }
-    if (applied.settled.length > 0) this.options.onSettled?.(applied.settled);
+    if (applied.settled.length > 0) {
+      this.options.onSettled?.(applied.settled);
+      this.options.reporter?.settled(applied.settled);
+    }
+    if (applied.fence) this.options.reporter?.fenced({ runId: applied.fence.runId, attempt: applied.fence.attempt, by: applied.fence.by });
     this.pruneNowAndThen();
     return afterAnswers(stream, batch, results, applied);
   }
@@ -336,6 +345,7 @@ export class Relay {
     if (this.stopper.signal.aborted) return;
     this.failure = error;
     this.recordError(error);
+    this.options.reporter?.stopped(error);
     this.stopper.abort(error);
     this.notify();
     clearInterval(this.renewTimer);

@@ -65,7 +65,7 @@ describe.skipIf(!pgAvailable)(`several server instances on one PostgreSQL${pgSki
     });
     const ready = box.asset('batch_ready');
     for (let batch = 1; batch <= 30; batch++) box.commit((tx) => tx.emit(ready, { partitionKey: `batch-${batch}` }));
-    expect(await box.close({ timeoutMs: 30_000 })).toEqual({ pending: 0 });
+    expect(await box.close({ timeoutMs: 30_000 })).toMatchObject({ pending: 0, dead: 0 });
     const events = await allEvents(b.url);
     expect(events.map((e) => e.partitionKey)).toEqual(Array.from({ length: 30 }, (_, i) => `batch-${i + 1}`));
     expect(events.map((e) => e.seq)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));

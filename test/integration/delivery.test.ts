@@ -84,12 +84,12 @@ describe('delivery through the relay', () => {
     const ready = first.asset('batch_ready');
     for (let i = 1; i <= 5; i++) first.commit((tx) => tx.emit(ready, { partitionKey: `b${i}` }));
     const receipt = first.commit((tx) => tx.emit(ready, { partitionKey: 'b6' })).receipt();
-    expect(await first.close({ timeoutMs: 200 })).toEqual({ pending: 6 });
+    expect(await first.close({ timeoutMs: 200 })).toMatchObject({ pending: 6, dead: 0, lastError: { code: 'network' } });
     await expect(receipt).rejects.toMatchObject({ code: 'outbox_closed' });
 
     const { url, events } = await startServer();
     const second = await openOutbox({ path, producer: 'p', run: { ...RUN, attempt: 2 }, server: url });
-    expect(await second.close({ timeoutMs: 10_000 })).toEqual({ pending: 0 });
+    expect(await second.close({ timeoutMs: 10_000 })).toMatchObject({ pending: 0, dead: 0 });
     // Attempt 2 took the leftovers over: they go out first, in commit order, as its own.
     expect((await events()).map((event) => [event.partitionKey, event.attempt])).toEqual(
       [1, 2, 3, 4, 5, 6].map((i) => [`b${i}`, 2]),
@@ -129,7 +129,7 @@ describe('delivery through the relay', () => {
     await elsewhere.close({ timeoutMs: 0 });
 
     const relay = await openOutbox({ path, producer: 'p', server: url });
-    expect(await relay.close({ timeoutMs: 10_000 })).toEqual({ pending: 0 });
+    expect(await relay.close({ timeoutMs: 10_000 })).toMatchObject({ pending: 0, dead: 0 });
     expect((await events()).map((event) => [event.runId, event.partitionKey, event.attempt])).toEqual([
       ['run-a', 'a1', 2],
       ['run-b', 'b1', 1],

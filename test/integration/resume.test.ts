@@ -18,7 +18,7 @@ async function runAttempt(options: OutboxOptions, batches: number[]) {
       tx.emit(box.asset('batch_ready'), { partitionKey: `batch-${batch}` });
     });
   }
-  expect(await box.close()).toEqual({ pending: 0 });
+  expect(await box.close()).toMatchObject({ pending: 0, dead: 0 });
 }
 
 describe('resuming a retry from the server', () => {

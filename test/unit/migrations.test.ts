@@ -1,9 +1,10 @@
 import Database from 'better-sqlite3';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OutboxFileError, openOutbox, SchemaTooNewError } from '../../src/outbox/index.js';
 import { outboxMigrations } from '../../src/outbox/migrations.js';
+import { OutboxFile } from '../../src/outbox/outbox-file.js';
 import { migrateSqlite, type Migration } from '../../src/sqlite/migrate.js';
 import { RUN } from '../support/outbox.js';
 import { tempDir } from '../support/temp.js';
@@ -92,7 +93,10 @@ describe('migrations', () => {
   });
 
   it.each([
-    ['in a directory that does not exist', (dir: string) => join(dir, 'missing', 'outbox.db'), /Cannot open database because the directory does not exist/],
+    ['under a path that is a file, not a folder', (dir: string) => {
+      writeFileSync(join(dir, 'plain'), 'x');
+      return join(dir, 'plain', 'outbox.db');
+    }, /EEXIST|ENOTDIR/],
     ['that is not a database', (dir: string) => {
       const path = join(dir, 'outbox.db');
       writeFileSync(path, Buffer.alloc(8192, 7));
@@ -107,6 +111,17 @@ describe('migrations', () => {
     expect(message.startsWith(`${path}: cannot use this outbox file (`)).toBe(true);
     expect(message).toMatch(cause);
     expect(message).toMatch(/must be moved aside/);
+  });
+
+  it('create a missing folder for a job, and refuse a missing file for a tool', async () => {
+    const path = join(tempDir(), 'nested', 'deeper', 'outbox.db');
+    const box = await openOutbox({ path, producer: 'p', run: RUN, server: 'http://127.0.0.1:9', relay: 'manual', resume: 'never' });
+    await box.close({ timeoutMs: 0 });
+    expect(existsSync(path)).toBe(true);
+    const missing = join(tempDir(), 'misspelt.db');
+    expect(() => new OutboxFile(missing, 'full', false)).toThrow(OutboxFileError);
+    expect(() => new OutboxFile(missing, 'full', false)).toThrow(`${missing}: cannot use this outbox file (ENOENT: no such file; check the path (it is never created here))`);
+    expect(existsSync(missing)).toBe(false);
   });
 
   it('refuse a migration list that is not numbered 1, 2, 3 …', () => {

@@ -1,0 +1,161 @@
+import { EventEmitter } from 'node:events';
+import { pino } from 'pino';
+import type { OnceboxError } from '../protocol/errors.js';
+import type { RelayError, SettledRow } from './relay.js';
+
+/**
+ * Where the producer side logs: any pino-compatible logger (pino itself, or an object with `warn`,
+ * `error` and `info` taking a context object and a message). Each call names its cause in `code`.
+ */
+export interface OutboxLogger {
+  info(context: object, message: string): void;
+  warn(context: object, message: string): void;
+  error(context: object, message: string): void;
+}
+
+/** An emission the server stored (or had stored before): its receipt. */
+export interface DeliveredNotice {
+  id: number;
+  key: string;
+  eventId: string;
+  timestamp: string;
+  duplicate: boolean;
+}
+
+/** An emission parked as dead: the server refused it for good, or a later attempt fenced its attempt. */
+export interface DeadNotice {
+  id: number;
+  key: string;
+  code: string;
+  reason: string;
+}
+
+/** A later attempt of a run delivered: this attempt's pending rows are parked, and it should stop. */
+export interface FencedNotice {
+  runId: string;
+  attempt: number;
+  by: number;
+}
+
+/** Delivery has been failing for a while (or the relay stopped): what, since when, and what waits. */
+export interface DeliveryProblem extends RelayError {
+  /** When delivery began to fail, as an ISO timestamp. */
+  since: string;
+  /** Rows waiting in the file. */
+  pending: number;
+  /** Whether the relay has stopped for good (lease lost, stream state lost) rather than retrying. */
+  stopped: boolean;
+}
+
+export interface OutboxEventMap {
+  delivered: [rows: DeliveredNotice[]];
+  dead: [row: DeadNotice];
+  fenced: [fence: FencedNotice];
+  error: [problem: DeliveryProblem];
+}
+
+export interface ReporterOptions {
+  logger: OutboxLogger;
+  /** How long delivery may fail before it is logged and reported as 'error'. */
+  failingAfterMs: number;
+  /** The same cause is logged again at most this often, with how often it happened in between. */
+  repeatMs: number;
+  pending: () => number;
+  now: () => number;
+}
+
+/** The default logger: warnings and errors, as JSON lines on stderr. */
+export function defaultLogger(): OutboxLogger {
+  return pino({ name: 'oncebox', level: 'warn' }, pino.destination({ fd: 2, sync: true }));
+}
+
+/**
+ * Turns what the relay sees into log lines and events, so that no failure a user must act on passes in
+ * silence, and none floods the log: each cause is logged once, then at most once per `repeatMs`, with
+ * the count of repeats.
+ * @internal
+ */
+export class Reporter {
+  readonly events = new EventEmitter<OutboxEventMap>();
+  private readonly logged = new Map<string, { at: number; repeats: number }>();
+  private failingSince: number | undefined;
+  private reportedFailure = false;
+
+  constructor(private readonly options: ReporterOptions) {}
+
+  /** A delivery attempt failed and will be retried. */
+  deliveryFailed(error: OnceboxError): void {
+    const now = this.options.now();
+    this.failingSince ??= now;
+    if (now - this.failingSince < this.options.failingAfterMs) return;
+    this.reportedFailure = true;
+    this.problem(error, false, 'warn', `delivery has been failing for ${Math.round((now - this.failingSince) / 1000)} s; retrying with the same keys`);
+  }
+
+  /** A delivery attempt got per-item answers: a failure streak, if any, is over. */
+  deliverySucceeded(): void {
+    if (this.reportedFailure) {
+      this.options.logger.info({ code: 'delivering', pending: this.options.pending() }, 'oncebox relay: delivering again');
+    }
+    this.failingSince = undefined;
+    this.reportedFailure = false;
+  }
+
+  /** The relay stopped for good: nothing more is delivered from this process until it is restarted. */
+  stopped(error: OnceboxError): void {
+    this.failingSince ??= this.options.now();
+    this.problem(error, true, 'error', 'the relay stopped; nothing more is delivered by this process');
+  }
+
+  settled(rows: readonly SettledRow[]): void {
+    const delivered: DeliveredNotice[] = [];
+    for (const row of rows) {
+      if (row.state === 'delivered') {
+        delivered.push({ id: row.id, key: row.key, eventId: row.eventId, timestamp: row.timestamp, duplicate: row.duplicate });
+        continue;
+      }
+      if (row.code === 'fenced') continue; // told once, by fenced()
+      this.once(`dead:${row.code}`, 'error', { code: row.code, id: row.id, key: row.key, reason: row.reason }, `oncebox relay: an emission was refused for good and parked as dead: ${row.reason}; see \`oncebox dead list\``);
+      this.events.emit('dead', { id: row.id, key: row.key, code: row.code, reason: row.reason });
+    }
+    if (delivered.length > 0) this.events.emit('delivered', delivered);
+  }
+
+  fenced(fence: FencedNotice): void {
+    this.once(
+      `fenced:${fence.runId}:${fence.attempt}`,
+      'warn',
+      { code: 'fenced', ...fence },
+      `oncebox relay: attempt ${fence.attempt} of run ${fence.runId} was fenced by attempt ${fence.by}; its pending rows are parked, and this process should stop`,
+    );
+    this.events.emit('fenced', fence);
+  }
+
+  private problem(error: OnceboxError, stopped: boolean, level: 'warn' | 'error', what: string): void {
+    const problem: DeliveryProblem = {
+      code: error.code,
+      message: error.message,
+      at: new Date(this.options.now()).toISOString(),
+      since: new Date(this.failingSince!).toISOString(),
+      pending: this.options.pending(),
+      stopped,
+    };
+    const logged = this.once(`failure:${error.code}`, level, { ...problem }, `oncebox relay: ${what}: ${error.message}`);
+    // An 'error' event with no listener would throw (Node's rule); the log line already told.
+    if (logged && this.events.listenerCount('error') > 0) this.events.emit('error', problem);
+  }
+
+  /** Logs a cause the first time, then at most once per repeatMs. @returns whether it logged. */
+  private once(cause: string, level: 'warn' | 'error', context: object, message: string): boolean {
+    const now = this.options.now();
+    const seen = this.logged.get(cause);
+    if (seen && now - seen.at < this.options.repeatMs) {
+      seen.repeats++;
+      return false;
+    }
+    const repeats = seen?.repeats ?? 0;
+    this.logged.set(cause, { at: now, repeats: 0 });
+    this.options.logger[level]({ ...context, ...(repeats > 0 ? { repeatsSinceLastLog: repeats } : {}) }, message);
+    return true;
+  }
+}
