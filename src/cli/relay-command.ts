@@ -1,6 +1,9 @@
 import { OutboxFile } from '../outbox/outbox-file.js';
 import { Relay, RELAY_DEFAULTS } from '../outbox/relay.js';
+import { defaultLogger, Reporter } from '../outbox/reporter.js';
+import { readStatus } from '../outbox/status.js';
 import { HttpTransport } from '../outbox/transport.js';
+import { DrainProgress, type DrainCounts, type ProgressOutput } from './drain-progress.js';
 
 /**
  * How often a relay in its own process looks for commits. The job's commits happen in another process,
@@ -8,6 +11,8 @@ import { HttpTransport } from '../outbox/transport.js';
  * commits, and reading it costs microseconds.
  */
 const COMMIT_WATCH_MS = 25;
+/** How often a drain looks whether it is done, and updates its progress. */
+const PROGRESS_EVERY_MS = 100;
 
 export interface RelayCommandOptions {
   db: string;
@@ -16,15 +21,28 @@ export interface RelayCommandOptions {
   /** Exit once nothing is pending, instead of running until a signal. */
   drain: boolean;
   signal: AbortSignal;
+  /** Where drain progress goes. @defaultValue process.stdout */
+  progressOutput?: ProgressOutput;
 }
+
+/** How `oncebox relay` ends: every row delivered; stopped or interrupted with rows pending; rows dead. */
+export const RelayExit = { Drained: 0, NotDrained: 1, DeadRows: 3 } as const;
 
 /** `oncebox relay`: delivers an outbox file that a job (opened with relay: 'external') commits to. */
 export async function runRelay(options: RelayCommandOptions): Promise<number> {
   const file = new OutboxFile(options.db, 'full', false);
+  const reporter = new Reporter({
+    logger: defaultLogger(),
+    failingAfterMs: 5000,
+    repeatMs: 60_000,
+    pending: () => file.statements.countPending.get()?.count ?? 0,
+    now: Date.now,
+  });
   const relay = new Relay(file, {
     ...RELAY_DEFAULTS,
     transport: new HttpTransport({ servers: options.servers, token: options.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs }),
     now: Date.now,
+    reporter,
   });
   relay.start();
   let lastVersion = file.db.pragma('data_version', { simple: true });
@@ -35,10 +53,16 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
       relay.notify();
     }
   }, COMMIT_WATCH_MS);
+  const counts = (): DrainCounts => {
+    const status = readStatus(file, relay);
+    return { pending: status.pending + status.pendingCheckpoints, delivered: status.delivered, dead: status.dead };
+  };
+  const progress = options.drain ? new DrainProgress(options.progressOutput ?? process.stdout, counts()) : undefined;
   try {
     if (options.drain) {
-      while (!options.signal.aborted && !(await relay.drain(1000))) {
+      while (!options.signal.aborted && !(await relay.drain(PROGRESS_EVERY_MS))) {
         if (relay.failure) break;
+        progress!.update(counts());
       }
     } else {
       await new Promise<void>((resolve) => options.signal.addEventListener('abort', () => resolve(), { once: true }));
@@ -48,10 +72,22 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
     await relay.stop();
   }
   const failure = relay.failure;
+  const end = counts();
   file.close();
   if (failure) {
+    progress?.finish(end, 'stopped');
     console.error(`oncebox relay: stopped: ${failure.message} [${failure.code}]`);
-    return 1;
+    return RelayExit.NotDrained;
   }
-  return 0;
+  if (!options.drain) return RelayExit.Drained;
+  if (end.pending > 0) {
+    progress!.finish(end, 'interrupted');
+    return RelayExit.NotDrained;
+  }
+  progress!.finish(end, 'drained');
+  if (end.dead > 0) {
+    console.error(`oncebox relay: ${end.dead} row(s) are dead: see \`oncebox dead list ${options.db}\``);
+    return RelayExit.DeadRows;
+  }
+  return RelayExit.Drained;
 }

@@ -1,9 +1,11 @@
+import { spawn } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openOutbox } from '../../src/outbox/index.js';
-import { allEvents } from '../support/server.js';
-import { runScript, startScript } from '../support/child.js';
+import { allEvents, startServer } from '../support/server.js';
+import { REPO, runScript, startScript } from '../support/child.js';
+import { startFaultProxy, type Fault } from '../support/fault-proxy.js';
 import { RUN } from '../support/outbox.js';
 import { tempDir } from '../support/temp.js';
 
@@ -28,7 +30,11 @@ describe('the oncebox command', () => {
     expect(JSON.parse(pending.lines.map((l) => JSON.stringify(l)).join(''))).toMatchObject({ pending: 4, delivered: 0, dead: 0 });
 
     const relay = await runScript(CLI, ['relay', '--db', path, '--server', url, '--drain']);
-    expect(relay.code).toBe(0);
+    // Drained, but a row is dead: that needs someone to act, so the exit code is not 0.
+    expect(relay.code).toBe(3);
+    expect(relay.lines.at(-1)).toEqual({ text: 'oncebox relay: drained: 3 delivered, 0 pending, 1 dead' });
+    expect(relay.stderr).toContain(`oncebox relay: 1 row(s) are dead: see \`oncebox dead list ${path}\``);
+    expect(relay.stderr).toContain('"code":"unknown_asset"');
     // The job process learns its receipts from the file, written by the relay process.
     const stored = await allEvents(url);
     expect((await Promise.all(receipts)).map((r) => r.eventId)).toEqual(stored.map((e) => e.eventId));
@@ -137,6 +143,54 @@ describe('the oncebox command', () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('token create: --producers: a publish token needs the producer it publishes as (or a prefix ending in *)');
     expect((await runScript(CLI, ['token', 'list', '--db', db, '--scope', 'read'])).stderr).toContain('--scope is an option of token create only');
+  });
+});
+
+describe('oncebox relay --drain', () => {
+  /** An outbox file with `rows` emissions committed by a job that leaves delivery to `oncebox relay`. */
+  async function committed(rows: number, dead = 0): Promise<string> {
+    const path = join(tempDir(), 'outbox.db');
+    const box = await openOutbox({ path, producer: 'orders-ingest', run: RUN, relay: 'external' });
+    const ready = box.asset('batch_ready');
+    box.commit((tx) => {
+      for (let i = 1; i <= rows; i++) tx.emit(ready, { partitionKey: `batch-${i}` });
+      for (let i = 1; i <= dead; i++) tx.emit(box.asset('nope'), { partitionKey: `dead-${i}` });
+    });
+    await box.close({ timeoutMs: 0 });
+    return path;
+  }
+
+  it('prints plain progress lines without a terminal, and exits 0 once all is delivered', async () => {
+    const { url } = await startServer();
+    const slow = await startFaultProxy(url, { delayMs: 400 });
+    slow.plan(...Array<Fault>(20).fill('delay'));
+    const path = await committed(2000);
+    const relay = await runScript(CLI, ['relay', '--db', path, '--server', slow.url, '--drain']);
+    expect(relay.code, relay.stderr).toBe(0);
+    const texts = relay.lines.map((line) => line.text as string);
+    expect(texts.length).toBeGreaterThan(1);
+    for (const text of texts.slice(0, -1)) expect(text).toMatch(/^oncebox relay: \d+ delivered, \d+ pending, 0 dead, \d+ rows\/s, time left (\d+ s|unknown)$/);
+    expect(texts.at(-1)).toBe('oncebox relay: drained: 2000 delivered, 0 pending, 0 dead');
+  });
+
+  it('draws a progress bar on a terminal, and exits 3 when rows are dead', async () => {
+    const { url } = await startServer();
+    const slow = await startFaultProxy(url, { delayMs: 400 });
+    slow.plan(...Array<Fault>(20).fill('delay'));
+    const path = await committed(1500, 1);
+    // `script` runs the command under a pseudo-terminal, as a person at a terminal would.
+    const command = [process.execPath, '--import', 'tsx', CLI, 'relay', '--db', path, '--server', slow.url, '--drain'].join(' ');
+    // Not spawnSync: the server and the proxy run in this process and must go on answering.
+    const child = spawn('script', ['-qefc', command, '/dev/null'], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    const result = { status, stdout };
+    expect(result.status, result.stdout).toBe(3);
+    expect(result.stdout).toMatch(/\r\[#*-*\] \d+\/1501 · \d+ pending · \d+\/s · (\d+ s|unknown) left\u001b\[K/);
+    expect(result.stdout).toContain('\r[########################] 1500/1500 · 0 pending');
+    expect(result.stdout).toContain('oncebox relay: drained: 1500 delivered, 0 pending, 1 dead');
+    expect(result.stdout).toContain('1 row(s) are dead');
   });
 });
 
