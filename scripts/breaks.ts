@@ -355,6 +355,36 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: cluster, name: 'six readers' }],
     postgres: true,
   },
+  {
+    what: 'a dead row sent again under a new key',
+    guarantee: 'G18',
+    edits: [{ file: 'src/outbox/dead-letters.ts', find: "            state: sql.lit('pending'),\n", replace: "            state: sql.lit('pending'),\n            key: sql`lower(hex(randomblob(16)))`,\n" }],
+    caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'however often it is retried' }],
+  },
+  {
+    what: 'a dead row sent again at its old place in the stream',
+    guarantee: 'G18',
+    edits: [{ file: 'src/outbox/dead-letters.ts', find: "            id: sql`(SELECT max(id) + 1 FROM outbox)`,\n", replace: '' }],
+    caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'however often it is retried' }],
+  },
+  {
+    what: 'delivery failures never reported by the relay',
+    guarantee: 'G19',
+    edits: [{ file: relay, find: '            this.options.reporter?.deliveryFailed(error);\n', replace: '' }],
+    caughtBy: [{ file: 'test/integration/never-silent.test.ts', name: 'with the server down' }],
+  },
+  {
+    what: 'every failure logged again, however often it repeats',
+    guarantee: 'G19',
+    edits: [{ file: 'src/outbox/reporter.ts', find: '    if (seen && now - seen.at < this.options.repeatMs) {', replace: '    if (seen && now - seen.at < 0) {' }],
+    caughtBy: [{ file: 'test/integration/never-silent.test.ts', name: 'with the server down' }, { file: 'test/integration/never-silent.test.ts', name: 'unknown asset' }],
+  },
+  {
+    what: 'close() silent about rows left pending or dead',
+    guarantee: 'G19',
+    edits: [{ file: 'src/outbox/outbox.ts', find: '    if (result.pending > 0 || result.dead > 0) {\n      // The job', replace: '    if (result.pending < 0) {\n      // The job' }],
+    caughtBy: [{ file: 'test/integration/never-silent.test.ts', name: 'with the server down' }],
+  },
 ];
 
 /** The table of docs/guarantees.md, generated from BREAKS. */

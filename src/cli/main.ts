@@ -6,6 +6,7 @@ import { createServer } from '../dedupe/server.js';
 import { OnceboxError } from '../protocol/errors.js';
 import { runRelay } from './relay-command.js';
 import { printStatus } from './status-command.js';
+import { DeadUsageError, runDeadCommand } from './dead-command.js';
 import { createToken, listTokens, revokeToken } from './token-command.js';
 
 const USAGE = `usage:
@@ -15,6 +16,10 @@ const USAGE = `usage:
                  [--max-connections 512] [--max-attempt-step 1000] [--rate-limit 1000/10000|off]
   oncebox relay  --db FILE --server URL [--server URL2 …] [--token-file FILE] [--drain]
   oncebox status FILE [--json]
+  oncebox dead list FILE [--json]
+  oncebox dead show FILE --id N [--json]
+  oncebox dead retry FILE (--id N … | --all) [--note TEXT] [--json]
+  oncebox dead discard FILE (--id N … | --all) [--note TEXT] [--json]
   oncebox token create --db FILE|postgres://… --scope publish|read|admin [--producers NAME|PREFIX*]
                        [--assets A,B] [--reads events,streams] [--note TEXT] [--out FILE] [--schema S] [--json]
   oncebox token list   --db FILE|postgres://… [--schema S] [--json]
@@ -34,6 +39,8 @@ async function main(argv: string[]): Promise<number> {
       return status(rest);
     case 'token':
       return token(rest);
+    case 'dead':
+      return dead(rest);
     case undefined:
     case 'help':
     case '--help':
@@ -153,6 +160,33 @@ async function token(args: string[]): Promise<number> {
       return revokeToken(positionals[0]!, where);
     default:
       throw new UsageError(`token: say create, list or revoke (got ${action === undefined ? 'nothing' : `"${action}"`})`);
+  }
+}
+
+async function dead(args: string[]): Promise<number> {
+  const [action, ...rest] = args;
+  const { values, positionals } = parseArgs({
+    args: rest,
+    strict: true,
+    allowPositionals: true,
+    options: {
+      id: { type: 'string', multiple: true, default: [] },
+      all: { type: 'boolean', default: false },
+      note: { type: 'string', default: '' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  if (positionals.length !== 1) throw new UsageError(`dead ${action ?? ''}: give exactly one outbox FILE`);
+  const ids = values.id.map((text) => {
+    const id = Number(text);
+    if (!Number.isInteger(id) || id < 1) throw new UsageError(`dead ${action}: --id must be a row number such as 12 (got ${text})`);
+    return id;
+  });
+  try {
+    return runDeadCommand(action, { path: positionals[0]!, ids, all: values.all, note: values.note, json: values.json });
+  } catch (error) {
+    if (error instanceof DeadUsageError) throw new UsageError(error.message);
+    throw error;
   }
 }
 

@@ -62,7 +62,7 @@ export function planIngest(
           seq,
           key,
           code: RejectionCode.UnknownAsset,
-          detail: `asset: "${asset}" is not registered on this server; register it (oncebox server --assets FILE, or PUT /v1/assets/${asset}) and re-emit`,
+          detail: `asset: "${asset}" is not registered on this server; register it (oncebox server --assets FILE, or PUT /v1/assets/${asset} with an admin token), then send the dead row again: oncebox dead retry <outbox file> --all`,
           field: 'asset',
         },
       };

@@ -102,4 +102,23 @@ export const outboxMigrations: readonly Migration[] = [
       DELETE FROM meta WHERE name = 'fenced';
     `,
   },
+  {
+    version: 5,
+    name: '005_dead_letter_actions',
+    sql: `
+      -- What was done about each dead row: sent again (it moved to the end of the file as a pending row
+      -- of the run's current attempt, with its key), or discarded (the row is gone from the outbox and
+      -- kept here whole). Nothing about a dead row is ever silent.
+      CREATE TABLE dead_letter_actions (
+        id INTEGER PRIMARY KEY,
+        row_key TEXT NOT NULL,
+        action TEXT NOT NULL CHECK (action IN ('retried', 'discarded')),
+        at INTEGER NOT NULL,
+        dead_code TEXT,
+        dead_reason TEXT,
+        note TEXT NOT NULL,
+        row TEXT NOT NULL
+      );
+    `,
+  },
 ];

@@ -40,6 +40,16 @@ export interface OutboxSchema {
   checkpoints: { name: string; value: string; updated_at: number };
   lease: { id: number; owner: string; pid: number; host: string; expires_at: number };
   runs: { run_id: string; task: string; opened_by: number; fenced_by: Generated<number> };
+  dead_letter_actions: {
+    id: Generated<number>;
+    row_key: string;
+    action: 'retried' | 'discarded';
+    at: number;
+    dead_code: string | null;
+    dead_reason: string | null;
+    note: string;
+    row: string;
+  };
 }
 
 export type RowState = 'pending' | 'delivered' | 'dead';

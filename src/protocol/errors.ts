@@ -20,6 +20,7 @@ export const ProducerErrorCode = {
   StreamStateLost: 'stream_state_lost',
   Fenced: 'fenced',
   ResumeUnavailable: 'resume_unavailable',
+  DeadLetterRefused: 'dead_letter_refused',
 } as const;
 export type ProducerErrorCode = (typeof ProducerErrorCode)[keyof typeof ProducerErrorCode];
 
@@ -201,5 +202,15 @@ export class FencedError extends OnceboxError {
 export class ResumeUnavailableError extends OnceboxError {
   constructor(message: string, options?: { cause?: unknown }) {
     super(ProducerErrorCode.ResumeUnavailable, message, options);
+  }
+}
+
+/** A dead row cannot be sent again or discarded as asked: `rows` says which, and why each. */
+export class DeadLetterError extends OnceboxError {
+  constructor(
+    readonly rows: readonly { id: number; why: string }[],
+    message: string,
+  ) {
+    super(ProducerErrorCode.DeadLetterRefused, message);
   }
 }

@@ -1,0 +1,204 @@
+import { sql } from 'kysely';
+import { DeadLetterError } from '../protocol/errors.js';
+import { param, prepare, queryBuilder } from '../sqlite/statements.js';
+import type { OutboxFile, OutboxRow, OutboxSchema } from './outbox-file.js';
+
+/** A dead row: an emission the server refused for good, or that a fence parked. */
+export interface DeadLetter {
+  id: number;
+  key: string;
+  kind: string;
+  asset: string;
+  partitionKey: string | null;
+  partitionDate: string | null;
+  extra: unknown;
+  workflow: string;
+  runId: string;
+  task: string | null;
+  attempt: number;
+  seq: number;
+  code: string;
+  reason: string;
+  committedAt: string;
+  deadSince: string | null;
+}
+
+export interface RetriedLetter {
+  id: number;
+  key: string;
+  /** The row's new place: the end of the file, as the run's current attempt. */
+  newId: number;
+  attempt: number;
+  seq: number;
+}
+
+export type Selection = readonly number[] | 'all';
+
+/**
+ * Dead rows, and what can be done about them: send again once the cause is fixed, or discard. Both
+ * are recorded in the file (`dead_letter_actions`).
+ *
+ * Sending again is exactly once: the row keeps its key and payload and moves to the end of the file as
+ * a pending row of the run's current attempt, at that attempt's next sequence number. The server's
+ * recorded rejection belongs to the old position (attempt and seq) and stays there; the key itself was
+ * never stored, since a rejected item writes no dedupe record, so the server takes it now as a new event,
+ * once, and answers any later resend of it with the same receipt.
+ */
+export class DeadLetters {
+  private readonly statements;
+  private readonly retryTransaction;
+  private readonly discardTransaction;
+
+  constructor(private readonly file: OutboxFile) {
+    const q = queryBuilder<OutboxSchema>(file.db);
+    const db = file.db;
+    this.statements = {
+      all: prepare<OutboxRow & { settled_at: number | null }>(db, q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('dead')).orderBy('id')),
+      byId: prepare<OutboxRow & { settled_at: number | null }>(db, q.selectFrom('outbox').selectAll().where('id', '=', param('id'))),
+      // The end of the file, in commit order: the relay sends pending rows by id.
+      moveToEnd: prepare(
+        db,
+        q
+          .updateTable('outbox')
+          .set({
+            id: sql`(SELECT max(id) + 1 FROM outbox)`,
+            state: sql.lit('pending'),
+            attempt: param('attempt'),
+            seq: param('seq'),
+            dead_code: sql.lit(null),
+            dead_reason: sql.lit(null),
+            settled_at: sql.lit(null),
+          })
+          .where('id', '=', param('id'))
+          .where('state', '=', sql.lit('dead'))
+          .returning('id'),
+      ),
+      remove: prepare(db, q.deleteFrom('outbox').where('id', '=', param('id')).where('state', '=', sql.lit('dead'))),
+      record: prepare(
+        db,
+        q.insertInto('dead_letter_actions').values({
+          row_key: param('key'),
+          action: param('action'),
+          at: param('at'),
+          dead_code: param('code'),
+          dead_reason: param('reason'),
+          note: param('note'),
+          row: param('row'),
+        }),
+      ),
+    };
+    this.retryTransaction = db.transaction((selection: Selection, note: string) => this.retryRows(selection, note));
+    this.discardTransaction = db.transaction((selection: Selection, note: string) => this.discardRows(selection, note));
+  }
+
+  list(): DeadLetter[] {
+    return this.statements.all.all().map(toLetter);
+  }
+
+  get(id: number): DeadLetter | undefined {
+    const row = this.statements.byId.get({ id });
+    return row?.state === 'dead' ? toLetter(row) : undefined;
+  }
+
+  /**
+   * Sends dead rows again, in one transaction. Asked for by id, every row must be one that can go again
+   * (else nothing changes, and the error says why for each); asked for all, the ones that cannot are
+   * left dead and returned with the reason.
+   */
+  retry(selection: Selection, note = ''): { retried: RetriedLetter[]; skipped: { id: number; why: string }[] } {
+    return this.retryTransaction.immediate(selection, note);
+  }
+
+  /** Removes dead rows from the outbox for good, keeping each whole in the file's record of actions. */
+  discard(selection: Selection, note = ''): DeadLetter[] {
+    return this.discardTransaction.immediate(selection, note);
+  }
+
+  private chosen(selection: Selection): (OutboxRow & { settled_at: number | null })[] {
+    if (selection === 'all') return this.statements.all.all();
+    const missing = selection.filter((id) => this.statements.byId.get({ id })?.state !== 'dead');
+    if (missing.length > 0) {
+      throw new DeadLetterError(
+        missing.map((id) => ({ id, why: this.statements.byId.get({ id }) ? `row ${id} is not dead` : `there is no row ${id}` })),
+        `${this.file.path}: ${missing.map((id) => `row ${id}`).join(', ')} ${missing.length === 1 ? 'is' : 'are'} not a dead row; \`oncebox dead list ${this.file.path}\` shows the dead rows`,
+      );
+    }
+    return [...new Set(selection)].sort((a, b) => a - b).map((id) => this.statements.byId.get({ id })!);
+  }
+
+  private retryRows(selection: Selection, note: string) {
+    const retried: RetriedLetter[] = [];
+    const skipped: { id: number; why: string }[] = [];
+    for (const row of this.chosen(selection)) {
+      const why = this.whyNotRetry(row);
+      if (why) {
+        skipped.push({ id: row.id, why });
+        continue;
+      }
+      const run = { runId: row.run_id, task: row.task };
+      const attempt = this.file.statements.getRun.get(run)?.opened_by ?? row.attempt;
+      const seq = (this.file.statements.lastSeq.get({ ...run, attempt })?.last ?? 0) + 1;
+      const moved = this.statements.moveToEnd.get({ id: row.id, attempt, seq }) as { id: number };
+      this.recordAction(row, 'retried', note);
+      retried.push({ id: row.id, key: row.key, newId: moved.id, attempt, seq });
+    }
+    if (selection !== 'all' && skipped.length > 0) {
+      throw new DeadLetterError(skipped, `${this.file.path}: cannot send again: ${skipped.map((s) => `row ${s.id}: ${s.why}`).join('; ')}`);
+    }
+    return { retried, skipped };
+  }
+
+  private whyNotRetry(row: OutboxRow): string | undefined {
+    if (row.kind !== 'event') return 'only emissions can be sent again; a checkpoint update is superseded by the next one';
+    if (row.dead_code === 'key_conflict') {
+      return 'the server holds another payload under its key; sending it again would conflict again. Emit the event anew with another key';
+    }
+    const runState = this.file.statements.getRun.get({ runId: row.run_id, task: row.task });
+    if (row.dead_code === 'fenced' || (runState && runState.fenced_by > runState.opened_by)) {
+      return `attempt ${runState?.opened_by ?? row.attempt} of run ${row.run_id} is fenced by a later attempt, which delivers the run now; start the run's next attempt on this file, which takes the parked rows over`;
+    }
+    return undefined;
+  }
+
+  private discardRows(selection: Selection, note: string): DeadLetter[] {
+    const discarded = this.chosen(selection);
+    for (const row of discarded) {
+      this.statements.remove.run({ id: row.id });
+      this.recordAction(row, 'discarded', note);
+    }
+    return discarded.map(toLetter);
+  }
+
+  private recordAction(row: OutboxRow, action: 'retried' | 'discarded', note: string): void {
+    this.statements.record.run({
+      key: row.key,
+      action,
+      at: Date.now(),
+      code: row.dead_code,
+      reason: row.dead_reason,
+      note,
+      row: JSON.stringify(row),
+    });
+  }
+}
+
+function toLetter(row: OutboxRow & { settled_at: number | null }): DeadLetter {
+  return {
+    id: row.id,
+    key: row.key,
+    kind: row.kind,
+    asset: row.asset,
+    partitionKey: row.partition_key,
+    partitionDate: row.partition_date,
+    extra: row.extra === null ? null : JSON.parse(row.extra),
+    workflow: row.workflow,
+    runId: row.run_id,
+    task: row.task === '' ? null : row.task,
+    attempt: row.attempt,
+    seq: row.seq,
+    code: row.dead_code ?? 'unknown',
+    reason: row.dead_reason ?? '',
+    committedAt: new Date(row.committed_at).toISOString(),
+    deadSince: row.settled_at === null ? null : new Date(row.settled_at).toISOString(),
+  };
+}

@@ -1,0 +1,122 @@
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DeadLetters } from '../../src/outbox/dead-letters.js';
+import { openOutbox, type OutboxLogger } from '../../src/outbox/index.js';
+import { OutboxFile } from '../../src/outbox/outbox-file.js';
+import { runScript } from '../support/child.js';
+import { startFaultProxy } from '../support/fault-proxy.js';
+import { RUN } from '../support/outbox.js';
+import { startServer } from '../support/server.js';
+import { tempDir } from '../support/temp.js';
+
+const CLI = 'src/cli/main.ts';
+const quiet: OutboxLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+/** A file whose job emitted batch-1..3 with batch-2 to an asset the server did not know yet. */
+async function fileWithDeadRow(url: string) {
+  const path = join(tempDir(), 'outbox.db');
+  const box = await openOutbox({ path, producer: 'p', run: RUN, server: url, logger: quiet });
+  box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'batch-1' }));
+  box.commit((tx) => tx.emit(box.asset('late_asset'), { partitionKey: 'batch-2', extra: { rows: 7 } }));
+  box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'batch-3' }));
+  expect(await box.close()).toMatchObject({ pending: 0, dead: 1 });
+  return path;
+}
+
+function actions(path: string) {
+  const db = new Database(path, { readonly: true });
+  try {
+    return db.prepare("SELECT action, dead_code, note, json_extract(row, '$.partition_key') AS partition FROM dead_letter_actions ORDER BY id").all();
+  } finally {
+    db.close();
+  }
+}
+
+describe('dead letters', () => {
+  it('send a dead row again, once its cause is fixed: exactly one event, however often it is retried', async () => {
+    const { url, server } = await startServer();
+    const path = await fileWithDeadRow(url);
+    const listed = await runScript(CLI, ['dead', 'list', path]);
+    expect(listed.lines.map((l) => l.text)).toEqual([expect.stringMatching(/^#2 late_asset batch-2 \(run 2026-11-30 attempt 1, key [0-9a-f-]+\) \[unknown_asset\] asset: "late_asset" is not registered/)]);
+    expect(listed.lines[0]!.text).toContain('then send the dead row again: oncebox dead retry <outbox file> --all');
+
+    // Sent again before the cause is fixed, it dies again, and nothing is stored.
+    const tooSoon = await runScript(CLI, ['dead', 'retry', path, '--id', '2']);
+    expect(tooSoon.code).toBe(0);
+    expect((await runScript(CLI, ['relay', '--db', path, '--server', url, '--drain'])).code).toBe(3);
+    expect((await server.store.listEvents({ after: 0, limit: 10 })).events.map((e) => e.partitionKey)).toEqual(['batch-1', 'batch-3']);
+
+    await server.store.registerAsset('late_asset');
+    const [dead] = new DeadLetters(new OutboxFile(path, 'full', false)).list();
+    const retried = await runScript(CLI, ['dead', 'retry', path, '--all', '--note', 'asset registered']);
+    expect(retried.lines[0]!.text).toMatch(new RegExp(`^row ${dead!.id} goes out again as row \\d+ \\(attempt 1, seq 5, key ${dead!.key}\\)$`));
+    expect((await runScript(CLI, ['relay', '--db', path, '--server', url, '--drain'])).code).toBe(0);
+    // Retrying again finds nothing dead; a second drain sends nothing.
+    expect((await runScript(CLI, ['dead', 'retry', path, '--all'])).lines).toEqual([]);
+    expect((await runScript(CLI, ['relay', '--db', path, '--server', url, '--drain'])).code).toBe(0);
+
+    const events = (await server.store.listEvents({ after: 0, limit: 10 })).events;
+    expect(events.map((e) => [e.partitionKey, e.key])).toEqual([
+      ['batch-1', expect.any(String)],
+      ['batch-3', expect.any(String)],
+      ['batch-2', dead!.key],
+    ]);
+    expect(events[2]!.extra).toEqual({ rows: 7 });
+    expect(actions(path)).toEqual([
+      { action: 'retried', dead_code: 'unknown_asset', note: '', partition: 'batch-2' },
+      { action: 'retried', dead_code: 'unknown_asset', note: 'asset registered', partition: 'batch-2' },
+    ]);
+
+    // The job goes on committing after the row that went out again.
+    const box = await openOutbox({ path, producer: 'p', run: RUN, server: url, logger: quiet });
+    box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'batch-4' }));
+    expect(await box.close()).toMatchObject({ pending: 0, dead: 0 });
+    expect((await server.store.listEvents({ after: 0, limit: 10 })).events.map((e) => e.partitionKey)).toEqual(['batch-1', 'batch-3', 'batch-2', 'batch-4']);
+  });
+
+  it('send a dead row again exactly once when its acknowledgement is lost', async () => {
+    const { url, server } = await startServer();
+    const path = await fileWithDeadRow(url);
+    await server.store.registerAsset('late_asset');
+    const proxy = await startFaultProxy(url);
+    proxy.plan('drop-response', 'drop-response');
+    const file = new OutboxFile(path, 'full', false);
+    new DeadLetters(file).retry('all');
+    file.close();
+    expect((await runScript(CLI, ['relay', '--db', path, '--server', proxy.url, '--drain'])).code).toBe(0);
+    expect(proxy.stats.forwarded).toBeGreaterThanOrEqual(3);
+    expect((await server.store.listEvents({ after: 0, limit: 10 })).events.map((e) => e.partitionKey)).toEqual(['batch-1', 'batch-3', 'batch-2']);
+  });
+
+  it('discard a dead row on the record, and refuse what cannot go again with the reason', async () => {
+    const { url } = await startServer();
+    const path = join(tempDir(), 'outbox.db');
+    const box = await openOutbox({ path, producer: 'p', run: RUN, server: url, logger: quiet });
+    box.commit((tx) => tx.emit(box.asset('nope'), { partitionKey: 'a' }));
+    box.commit((tx) => tx.emit(box.asset('nope'), { partitionKey: 'b' }));
+    await box.close();
+    // A key the server holds with another payload: sending it again would only conflict again.
+    const file = new OutboxFile(path, 'full', false);
+    file.db.prepare("UPDATE outbox SET dead_code = 'key_conflict' WHERE partition_key = 'b'").run();
+    file.close();
+
+    const refused = await runScript(CLI, ['dead', 'retry', path, '--id', '2']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('cannot send again: row 2: the server holds another payload under its key');
+    const all = await runScript(CLI, ['dead', 'retry', path, '--all']);
+    expect(all.code).toBe(3);
+    expect(all.lines.map((l) => l.text)).toContain('row 2 stays dead: the server holds another payload under its key; sending it again would conflict again. Emit the event anew with another key');
+
+    const discarded = await runScript(CLI, ['dead', 'discard', path, '--id', '2', '--note', 'superseded by batch c']);
+    expect(discarded.lines[0]!.text).toMatch(/^discarded #2 nope b /);
+    const list = await runScript(CLI, ['dead', 'list', path, '--json']);
+    expect((list.lines[0] as { dead: { id: number }[] }).dead.map((row) => row.id)).toEqual([]);
+    expect(actions(path)).toEqual([
+      { action: 'retried', dead_code: 'unknown_asset', note: '', partition: 'a' },
+      { action: 'discarded', dead_code: 'key_conflict', note: 'superseded by batch c', partition: 'b' },
+    ]);
+    expect((await runScript(CLI, ['dead', 'show', path, '--id', '9'])).stderr).toContain('dead show: row 9 of');
+    expect((await runScript(CLI, ['dead', 'retry', path])).stderr).toContain('dead retry: give the rows with --id N (repeatable), or --all');
+  });
+});
