@@ -362,12 +362,6 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'however often it is retried' }],
   },
   {
-    what: 'a dead row sent again at its old place in the stream',
-    guarantee: 'G18',
-    edits: [{ file: 'src/outbox/dead-letters.ts', find: "            id: sql`(SELECT max(id) + 1 FROM outbox)`,\n", replace: '' }],
-    caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'however often it is retried' }],
-  },
-  {
     what: 'delivery failures never reported by the relay',
     guarantee: 'G19',
     edits: [{ file: relay, find: '            this.options.reporter?.deliveryFailed(error);\n', replace: '' }],

@@ -9,28 +9,48 @@ import { printStatus } from './status-command.js';
 import { DeadUsageError, runDeadCommand } from './dead-command.js';
 import { createToken, listTokens, revokeToken } from './token-command.js';
 
-const USAGE = `usage:
-  oncebox server --db FILE|postgres://… [--port 8787] [--host 127.0.0.1] [--assets FILE] [--token-file FILE]
+/** Each command's usage, as `oncebox COMMAND --help` prints it; `oncebox --help` prints them all. */
+const COMMAND_USAGE: Record<string, string> = {
+  server: `  oncebox server --db FILE|postgres://… [--port 8787] [--host 127.0.0.1] [--assets FILE] [--token-file FILE]
                  [--durability full|normal] [--schema oncebox] [--dedupe-retention-days 30] [--event-retention-days N]
                  [--request-timeout-ms 30000] [--headers-timeout-ms 10000] [--keep-alive-timeout-ms 5000]
-                 [--max-connections 512] [--max-attempt-step 1000] [--rate-limit 1000/10000|off]
-  oncebox relay  --db FILE --server URL [--server URL2 …] [--token-file FILE] [--drain]
-  oncebox status FILE [--json]
-  oncebox dead list FILE [--json]
+                 [--max-connections 512] [--max-attempt-step 1000] [--rate-limit 1000/10000|off]`,
+  relay: '  oncebox relay  --db FILE --server URL [--server URL2 …] [--token-file FILE] [--drain]',
+  status: '  oncebox status FILE [--json]',
+  dead: `  oncebox dead list FILE [--json]
   oncebox dead show FILE --id N [--json]
   oncebox dead retry FILE (--id N … | --all) [--note TEXT] [--json]
-  oncebox dead discard FILE (--id N … | --all) [--note TEXT] [--json]
-  oncebox token create --db FILE|postgres://… --scope publish|read|admin [--producers NAME|PREFIX*]
+  oncebox dead discard FILE (--id N … | --all) [--note TEXT] [--json]`,
+  token: `  oncebox token create --db FILE|postgres://… --scope publish|read|admin [--producers NAME|PREFIX*]
                        [--assets A,B] [--reads events,streams] [--note TEXT] [--out FILE] [--schema S] [--json]
   oncebox token list   --db FILE|postgres://… [--schema S] [--json]
-  oncebox token revoke ID --db FILE|postgres://… [--schema S] [--json]
+  oncebox token revoke ID --db FILE|postgres://… [--schema S] [--json]`,
+};
+
+const USAGE = `usage:
+${Object.values(COMMAND_USAGE).join('\n')}
+  oncebox --version
 
 The token comes from --token-file or ONCEBOX_TOKEN. --token TOKEN works too, but every user of the
-machine can read it in ps. See docs/security.md.`;
+machine can read it in ps. See docs/security.md, and docs/operations.md for every command.`;
+
+/** The version of the installed package: package.json sits two levels above this file, in src/ and in dist/. */
+function version(): string {
+  return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command !== undefined && COMMAND_USAGE[command] !== undefined && (rest.includes('--help') || rest.includes('-h'))) {
+    console.log(`usage:\n${COMMAND_USAGE[command]}`);
+    return 0;
+  }
   switch (command) {
+    case '--version':
+    case '-v':
+    case 'version':
+      console.log(version());
+      return 0;
     case 'server':
       return serve(rest);
     case 'relay':

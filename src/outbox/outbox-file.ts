@@ -81,6 +81,23 @@ export interface OutboxRow {
 }
 
 /**
+ * A tool pointed at the server's database, or at another SQLite file, says so, instead of reporting a
+ * schema "newer than this oncebox" or migrating a stranger's file into an outbox.
+ */
+function refuseOtherDatabases(db: Database.Database): void {
+  const tables = new Set((db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((row) => row.name));
+  if (tables.has('outbox')) return;
+  db.close();
+  const what =
+    tables.size === 0
+      ? 'empty: no job has opened it as an outbox'
+      : tables.has('dedupe') && tables.has('events')
+        ? "an oncebox server database, not a producer's outbox file"
+        : 'a SQLite database, but not an oncebox outbox file';
+  throw Object.assign(new Error(`it is ${what}`), { code: 'NOT_AN_OUTBOX' });
+}
+
+/**
  * One open outbox file: the connection, its schema and every statement the producer and the relay
  * run, prepared once. Both the job (`openOutbox`) and a relay process (`oncebox relay`) open it this way.
  * @internal
@@ -104,6 +121,7 @@ export class OutboxFile {
       if (create) mkdirSync(dirname(path), { recursive: true });
       else if (!existsSync(path)) throw Object.assign(new Error('no such file; check the path (it is never created here)'), { code: 'ENOENT' });
       this.db = openSqlite(path, durability);
+      if (!create) refuseOtherDatabases(this.db);
     } catch (error) {
       throw new OutboxFileError(path, error);
     }

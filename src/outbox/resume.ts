@@ -3,6 +3,7 @@ import { ResumeUnavailableError } from '../protocol/errors.js';
 import type { StreamState } from '../protocol/wire.js';
 import type { OutboxFile } from './outbox-file.js';
 import type { RunContext } from './options.js';
+import { apiUrl } from './transport.js';
 
 /**
  * When a retry takes the server's copy of its run's checkpoints:
@@ -61,7 +62,7 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
 async function fetchStreamState(options: ResumeOptions): Promise<StreamState | undefined> {
   const { run } = options;
   const urls = options.servers.map((server) => {
-    const url = new URL(`/v1/streams/${encodeURIComponent(options.producer)}/${encodeURIComponent(run.runId)}`, server);
+    const url = apiUrl(server, `v1/streams/${encodeURIComponent(options.producer)}/${encodeURIComponent(run.runId)}`);
     if (run.task !== undefined) url.searchParams.set('task', run.task);
     return url;
   });

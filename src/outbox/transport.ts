@@ -38,7 +38,7 @@ export class HttpTransport {
 
   constructor(private readonly options: TransportOptions) {
     if (options.servers.length === 0) throw new Error('HttpTransport: give at least one server');
-    this.urls = options.servers.map((server) => new URL('/v1/emissions', server).toString());
+    this.urls = options.servers.map((server) => apiUrl(server, 'v1/emissions').toString());
     this.headers = { 'content-type': 'application/json' };
     if (options.token !== undefined) this.headers.authorization = `Bearer ${options.token}`;
   }
@@ -101,6 +101,15 @@ export class HttpTransport {
       ...(problem ? { problem } : {}),
     });
   }
+}
+
+/**
+ * A route of the API under a server URL. A path in the server URL is a base path (a server behind a
+ * proxy at `https://host/oncebox`), kept rather than replaced.
+ * @internal
+ */
+export function apiUrl(server: string, route: string): URL {
+  return new URL(route, server.endsWith('/') ? server : `${server}/`);
 }
 
 function parseJson(text: string): unknown {

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openOutbox } from '../../src/outbox/index.js';
@@ -143,6 +143,38 @@ describe('the oncebox command', () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('token create: --producers: a publish token needs the producer it publishes as (or a prefix ending in *)');
     expect((await runScript(CLI, ['token', 'list', '--db', db, '--scope', 'read'])).stderr).toContain('--scope is an option of token create only');
+  });
+});
+
+describe('the oncebox command, polished', () => {
+  it('prints its version, and each command its own usage with --help', async () => {
+    const { version } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string };
+    expect((await runScript(CLI, ['--version'])).lines).toEqual([{ text: version }]);
+    for (const command of ['server', 'relay', 'status', 'dead', 'token']) {
+      const help = await runScript(CLI, [command, '--help']);
+      expect(help.code).toBe(0);
+      expect(help.lines[0]).toEqual({ text: 'usage:' });
+      expect(help.lines.slice(1).every((line) => !/^ {2}oncebox (?!\s)/.test(line.text as string) || (line.text as string).startsWith(`  oncebox ${command}`))).toBe(true);
+    }
+  });
+
+  it('says what a file is when a tool is pointed at the wrong one, and never creates a missing one', async () => {
+    const dir = tempDir();
+    const serverDb = join(dir, 'server.db');
+    await (await startServer({ db: serverDb })).close();
+    for (const args of [['status', serverDb], ['relay', '--db', serverDb, '--server', 'http://127.0.0.1:9', '--drain'], ['dead', 'list', serverDb]]) {
+      const refused = await runScript(CLI, args);
+      expect({ args, code: refused.code }).toEqual({ args, code: 1 });
+      expect(refused.stderr).toContain(`${serverDb}: cannot use this outbox file (NOT_AN_OUTBOX: it is an oncebox server database, not a producer's outbox file)`);
+    }
+    const misspelt = join(dir, 'orders-ingset.db');
+    const relay = await runScript(CLI, ['relay', '--db', misspelt, '--server', 'http://127.0.0.1:9', '--drain']);
+    expect(relay.code).toBe(1);
+    expect(relay.stderr).toContain(`${misspelt}: cannot use this outbox file (ENOENT: no such file; check the path (it is never created here))`);
+    expect(existsSync(misspelt)).toBe(false);
+    const empty = join(dir, 'empty.db');
+    writeFileSync(empty, '');
+    expect((await runScript(CLI, ['dead', 'list', empty])).stderr).toContain('it is empty: no job has opened it as an outbox');
   });
 });
 
