@@ -80,6 +80,6 @@ try {
   await box.close({ timeoutMs: 0 });
   process.exit(3);
 }
-const { pending } = await box.close({ timeoutMs: 30_000 });
-console.log(JSON.stringify({ event: 'done', pending }));
-process.exit(pending === 0 ? 0 : 1);
+const { pending, dead } = await box.close({ timeoutMs: 30_000 });
+console.log(JSON.stringify({ event: 'done', pending, dead }));
+process.exit(pending === 0 && dead === 0 ? 0 : 1);

@@ -3,7 +3,7 @@ import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
 import { nameSchema } from '../protocol/wire.js';
 import { RELAY_DEFAULTS } from './relay.js';
-import type { OutboxLogger } from './reporter.js';
+import type { OutboxLogger } from './relay-events.js';
 
 export const runContextSchema = z.strictObject({
   /** The workflow (DAG, flow) this run belongs to. */

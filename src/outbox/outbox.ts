@@ -14,11 +14,12 @@ import { failpoint } from './failpoints.js';
 import { OutboxFile, type OutboxRow } from './outbox-file.js';
 import { resolveOutboxOptions, type OutboxOptions, type ResolvedOutboxOptions, type RunContext } from './options.js';
 import { fromRow, ReceiptWaiters } from './receipts.js';
-import { Relay, waitUntilDrained, type RelayError } from './relay.js';
+import { Relay, waitUntilDrained } from './relay.js';
+import type { OutboxEventMap, OutboxLogger, RelayError } from './relay-events.js';
 import type { Fence, RunKey } from './run-attempts.js';
 import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
-import { defaultLogger, Reporter, type OutboxEventMap, type OutboxLogger } from './reporter.js';
+import { defaultLogger, Reporter } from './reporter.js';
 import { HttpTransport } from './transport.js';
 
 /** How often a receipt promise checks the file while another process's relay does the delivering. */
@@ -64,7 +65,7 @@ export interface CloseResult {
 /** An open outbox: the producer's side of oncebox. Create it with `openOutbox`. */
 export class Outbox {
   /** @internal */ readonly file: OutboxFile;
-  /** The relay of this process, or undefined with `relay: 'external'`. */
+  /** The relay of this process, or undefined with `relay: 'external'`. @internal */
   readonly relay: Relay | undefined;
   readonly producer: string;
   readonly run: RunContext | undefined;
@@ -327,4 +328,4 @@ function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
 }
 
-export type { RelayError };
+

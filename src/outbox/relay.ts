@@ -9,9 +9,11 @@ import { failpoint } from './failpoints.js';
 import { RelayLease } from './lease.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
 import type { Fence } from './run-attempts.js';
+import type { RelayError } from './relay-events.js';
 import type { Reporter } from './reporter.js';
 import { DeliveryError, type HttpTransport } from './transport.js';
 
+/** @internal */
 export interface RelayOptions {
   transport: HttpTransport;
   /** Most rows in one request. @defaultValue 500 */
@@ -39,11 +41,6 @@ export type SettledRow =
   | { id: number; state: 'delivered'; key: string; eventId: string; timestamp: string; duplicate: boolean }
   | { id: number; state: 'dead'; key: string; code: string; reason: string; fence?: Fence };
 
-export interface RelayError {
-  code: string;
-  message: string;
-  at: string;
-}
 
 const ROW_OVERHEAD_BYTES = 256;
 

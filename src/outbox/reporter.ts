@@ -1,58 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { pino } from 'pino';
 import type { OnceboxError } from '../protocol/errors.js';
-import type { RelayError, SettledRow } from './relay.js';
-
-/**
- * Where the producer side logs: any pino-compatible logger (pino itself, or an object with `warn`,
- * `error` and `info` taking a context object and a message). Each call names its cause in `code`.
- */
-export interface OutboxLogger {
-  info(context: object, message: string): void;
-  warn(context: object, message: string): void;
-  error(context: object, message: string): void;
-}
-
-/** An emission the server stored (or had stored before): its receipt. */
-export interface DeliveredNotice {
-  id: number;
-  key: string;
-  eventId: string;
-  timestamp: string;
-  duplicate: boolean;
-}
-
-/** An emission parked as dead: the server refused it for good, or a later attempt fenced its attempt. */
-export interface DeadNotice {
-  id: number;
-  key: string;
-  code: string;
-  reason: string;
-}
-
-/** A later attempt of a run delivered: this attempt's pending rows are parked, and it should stop. */
-export interface FencedNotice {
-  runId: string;
-  attempt: number;
-  by: number;
-}
-
-/** Delivery has been failing for a while (or the relay stopped): what, since when, and what waits. */
-export interface DeliveryProblem extends RelayError {
-  /** When delivery began to fail, as an ISO timestamp. */
-  since: string;
-  /** Rows waiting in the file. */
-  pending: number;
-  /** Whether the relay has stopped for good (lease lost, stream state lost) rather than retrying. */
-  stopped: boolean;
-}
-
-export interface OutboxEventMap {
-  delivered: [rows: DeliveredNotice[]];
-  dead: [row: DeadNotice];
-  fenced: [fence: FencedNotice];
-  error: [problem: DeliveryProblem];
-}
+import type { SettledRow } from './relay.js';
+import type { DeadNotice, DeliveredNotice, DeliveryProblem, FencedNotice, OutboxEventMap, OutboxLogger } from './relay-events.js';
 
 export interface ReporterOptions {
   logger: OutboxLogger;

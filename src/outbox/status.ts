@@ -1,5 +1,6 @@
 import type { OutboxFile } from './outbox-file.js';
-import type { Relay, RelayError } from './relay.js';
+import type { RelayError } from './relay-events.js';
+import type { Relay } from './relay.js';
 
 export interface DeadRow {
   id: number;

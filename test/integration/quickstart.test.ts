@@ -36,4 +36,13 @@ describe('the README quickstart', () => {
     const stored = (await server.store.listEvents({ after: 0, limit: 100 })).events;
     expect(stored.map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2', 'batch-3', 'done']);
   });
+
+  it('says what is left and exits 1 when the server is down, instead of hanging', async () => {
+    const env = { ONCEBOX_SERVER: 'http://127.0.0.1:9', ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db') };
+    const run = await runScript('examples/quickstart.ts', [], { env, timeoutMs: 40_000 });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('not delivered yet: 7 pending, 0 dead; last error: could not reach http://127.0.0.1:9/v1/emissions');
+    // The default logger said it too, as JSON on stderr, once per cause.
+    expect(run.stderr.match(/"code":"closed_with_work_left"/g)).toHaveLength(1);
+  });
 });

@@ -1,0 +1,74 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { copyFileSync, cpSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { REPO, runScript } from '../support/child.js';
+import { startServer } from '../support/server.js';
+import { tempDir } from '../support/temp.js';
+
+const npm = (args: string[], cwd: string) => execFileSync('npm', [...args, '--no-audit', '--no-fund', '--prefer-offline'], { cwd, encoding: 'utf8', stdio: 'pipe' });
+
+/**
+ * The package as a user gets it: `npm pack`, installed from the tarball into an empty project, its types
+ * checked there, and the README's quickstart run there against a server, with `import … from 'oncebox'`.
+ */
+describe('the packed package', () => {
+  it('installs from its tarball, type-checks and runs the quickstart in an empty project', async () => {
+    const dir = tempDir();
+    // Packed from a copy, so that its build (prepare: a clean dist/) never races another test using the
+    // repository's dist/.
+    const source = join(dir, 'source');
+    mkdirSync(source);
+    for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'CHANGELOG.md', 'src', 'docs']) {
+      cpSync(join(REPO, entry), join(source, entry), { recursive: true });
+    }
+    symlinkSync(join(REPO, 'node_modules'), join(source, 'node_modules'));
+    npm(['pack', '--pack-destination', dir], source);
+    const tarball = readdirSync(dir).find((file) => file.endsWith('.tgz'))!;
+    const listing = execFileSync('tar', ['-tzf', join(dir, tarball)], { encoding: 'utf8' }).split('\n');
+    expect(listing).toEqual(expect.arrayContaining(['package/dist/outbox/index.js', 'package/dist/cli/main.js', 'package/README.md', 'package/CHANGELOG.md']));
+    expect(listing.filter((file) => /^package\/(src|test|bench|scripts)\//.test(file))).toEqual([]);
+
+    const app = join(dir, 'app');
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
+    // better-sqlite3 compiles its native addon on install (a minute or two here, where its prebuilt
+    // binaries cannot be downloaded); that build is better-sqlite3's own, and `npm ci` does it for the
+    // repository. So scripts are skipped, and the addon the repository built, for the same version and
+    // Node, is put in place.
+    const pinned = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies;
+    npm(['install', '--ignore-scripts', join(dir, tarball), `zod@${pinned.zod}`, '@types/node@20.19.43'], app);
+    const addon = 'node_modules/better-sqlite3/build/Release/better_sqlite3.node';
+    const version = (root: string) => (JSON.parse(readFileSync(join(root, 'node_modules/better-sqlite3/package.json'), 'utf8')) as { version: string }).version;
+    expect(version(app)).toBe(version(REPO));
+    mkdirSync(join(app, 'node_modules/better-sqlite3/build/Release'), { recursive: true });
+    copyFileSync(join(REPO, addon), join(app, addon));
+
+    // The README's quickstart, as a user copies it.
+    const quickstart = readFileSync(join(REPO, 'examples/quickstart.ts'), 'utf8').replace(/^\/\/ The README's quickstart.*\n/, '').replace("from '../src/outbox/index.js'", "from 'oncebox'");
+    writeFileSync(join(app, 'quickstart.ts'), quickstart);
+    writeFileSync(
+      join(app, 'entry-points.ts'),
+      "import { createServer, TokenRegistry } from 'oncebox/server';\nimport { canonicalJson } from 'oncebox/protocol';\nimport { openOutbox, FencedError } from 'oncebox';\n" +
+        'export const used = [createServer, TokenRegistry, canonicalJson, openOutbox, FencedError];\n',
+    );
+    writeFileSync(
+      join(app, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, skipLibCheck: false, types: ['node'] },
+        files: ['quickstart.ts', 'entry-points.ts'],
+      }),
+    );
+    const typecheck = spawnSync(join(REPO, 'node_modules/.bin/tsc'), ['-p', '.'], { cwd: app, encoding: 'utf8' });
+    expect(typecheck.stdout + typecheck.stderr).toBe('');
+
+    const bin = join(app, 'node_modules/.bin/oncebox');
+    expect(statSync(bin).mode & 0o111).not.toBe(0);
+    expect(execFileSync(bin, ['--version'], { encoding: 'utf8' }).trim()).toBe((JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string }).version);
+
+    const { url, server } = await startServer();
+    const run = await runScript(join(app, 'quickstart.ts'), [], { env: { ONCEBOX_SERVER: url, ONCEBOX_OUTBOX: join(app, '.oncebox', 'orders-ingest.db') } });
+    expect(run.code, run.stderr).toBe(0);
+    expect((await server.store.listEvents({ after: 0, limit: 10 })).events.map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2', 'batch-3', 'done']);
+  }, 300_000);
+});
