@@ -22,7 +22,7 @@ const COMMAND_USAGE: Record<string, string> = {
   oncebox dead retry FILE (--id N … | --all) [--note TEXT] [--json]
   oncebox dead discard FILE (--id N … | --all) [--note TEXT] [--json]`,
   token: `  oncebox token create --db FILE|postgres://… --scope publish|read|admin [--producers NAME|PREFIX*]
-                       [--assets A,B] [--reads events,streams] [--note TEXT] [--out FILE] [--schema S] [--json]
+                       [--assets A,B] [--reads events,streams,metrics] [--note TEXT] [--out FILE] [--schema S] [--json]
   oncebox token list   --db FILE|postgres://… [--schema S] [--json]
   oncebox token revoke ID --db FILE|postgres://… [--schema S] [--json]`,
 };

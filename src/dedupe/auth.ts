@@ -12,10 +12,11 @@ import { ADMIN_GRANT, describeGrant, hashToken, tokenId, type TokenGrant, type T
  * - `events` (events and the asset list), `streams` (a stream's state): a token that may read them
  *   (read tokens as granted; a publish token reads its own producers' streams, which a retry on a fresh
  *   machine needs to resume);
+ * - `metrics`: a read token with reads `metrics` (a Prometheus scraper), or admin;
  * - `admin`: an admin token.
  * A route that names no access level is admin-only: deny by default.
  */
-export type RouteAccess = 'public' | 'any' | 'publish' | 'events' | 'streams' | 'admin';
+export type RouteAccess = 'public' | 'any' | 'publish' | 'events' | 'streams' | 'metrics' | 'admin';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -121,6 +122,7 @@ const ACCESS_NEEDS: Record<RouteAccess, string> = {
   publish: 'publishing needs a publish token',
   events: 'reading events needs a read token with reads "events"',
   streams: 'reading stream state needs a publish token of that producer, or a read token with reads "streams"',
+  metrics: 'reading metrics needs a read token with reads "metrics"',
   admin: 'this needs an admin token',
 };
 
@@ -133,6 +135,8 @@ function routeAllows(access: RouteAccess, grant: TokenGrant): boolean {
       return grant.scope === 'read' && grant.reads.includes('events');
     case 'streams':
       return grant.scope === 'publish' || (grant.scope === 'read' && grant.reads.includes('streams'));
+    case 'metrics':
+      return grant.scope === 'read' && grant.reads.includes('metrics');
     default:
       return false;
   }

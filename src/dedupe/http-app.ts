@@ -13,12 +13,14 @@ import { forbidden, useAuth, type Authenticator } from './auth.js';
 import { checkItem, refuseOutOfScope } from './item-check.js';
 import { useJsonBodyParser } from './json-body.js';
 import { problem, RequestProblem, sendProblem } from './problem.js';
+import type { ServerMetrics } from './metrics.js';
 import type { DedupeStore } from './store.js';
 import { assetAllowed, describeGrant, producerAllowed, tokenRequestSchema } from './tokens.js';
 
 export interface HttpAppOptions {
   store: DedupeStore;
   auth: Authenticator;
+  metrics: ServerMetrics;
   /** Requests one token may make per window; false for no limit. A server without tokens has none. */
   rateLimit: RateLimit | false;
   bodyLimit: number;
@@ -125,6 +127,9 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
   );
 
   useAuth(app, options.auth);
+  app.addHook('onResponse', async (request, reply) => {
+    options.metrics.answered(request.method, request.is404 ? undefined : request.routeOptions.url, reply.statusCode, reply.elapsedTime / 1000);
+  });
   if (options.rateLimit !== false) {
     // Counted per token after the auth hook (the plugin hooks each route, and route hooks run after the
     // app's): a token's burst never slows another token's producers down.
@@ -148,6 +153,10 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
 function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   const { store } = options;
   app.get('/healthz', { config: { access: 'public' } }, async () => ({ ok: true }));
+
+  app.get('/metrics', { config: { access: 'metrics' } }, async (_request, reply) =>
+    reply.type(options.metrics.registry.contentType).send(await options.metrics.registry.metrics()),
+  );
 
   app.post('/v1/emissions', { config: { access: 'publish' } }, async (request, reply) => {
     const parsed = emissionBatchSchema.safeParse(request.body);
@@ -176,7 +185,9 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     }
     const allowed = grant.assets?.join(', ') ?? '';
     const checked = items.map((item, index) => refuseOutOfScope(checkItem(item, index), (asset) => assetAllowed(grant, asset), allowed));
+    const started = performance.now();
     const results = await store.ingest(stream, checked);
+    options.metrics.ingested(results, (performance.now() - started) / 1000);
     const body: EmissionBatchResponse = { results };
     return body;
   });

@@ -1,3 +1,4 @@
+import type { Registry } from 'prom-client';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { assetNameSchema } from '../protocol/emission.js';
@@ -5,6 +6,7 @@ import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
 import { Authenticator } from './auth.js';
 import { buildHttpApp } from './http-app.js';
+import { ServerMetrics } from './metrics.js';
 import { openDedupeStore } from './open-store.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type RetentionPolicy } from './store.js';
 
@@ -70,6 +72,15 @@ const serverOptionsSchema = z.strictObject({
   eventRetentionMs: z.number().int().min(60_000).nullable().default(null),
   /** How often compaction runs; 0 turns it off. @defaultValue 10 minutes */
   compactEveryMs: z.number().int().min(0).default(10 * 60_000),
+  /**
+   * The prom-client registry for the server's metrics (served at `GET /metrics`, to admin tokens and
+   * read tokens with reads "metrics"). @defaultValue a registry of its own
+   */
+  metricsRegistry: z
+    .custom<Registry>((value) => typeof value === 'object' && value !== null && typeof (value as Registry).registerMetric === 'function', {
+      error: "must be a prom-client Registry (import { Registry } from 'prom-client')",
+    })
+    .optional(),
   /** The store's clock; for tests. */
   now: z.custom<() => Date>((value) => typeof value === 'function', { error: 'must be a function returning a Date' }).optional(),
 });
@@ -83,6 +94,8 @@ export interface OnceboxServer {
   listen(options?: { port?: number; host?: string }): Promise<string>;
   /** Stops taking requests, lets those in flight finish, then closes the store. */
   close(): Promise<void>;
+  /** The prom-client registry behind `GET /metrics`. */
+  readonly metrics: Registry;
   /** Runs compaction now, with the server's retention settings. */
   compact(): Promise<CompactionResult>;
 }
@@ -91,10 +104,12 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
   const resolved = resolveOptions(serverOptionsSchema, options, 'createServer');
   const store = await openDedupeStore(resolved);
   for (const asset of resolved.assets) await store.registerAsset(asset);
+  const metrics = new ServerMetrics(resolved.metricsRegistry);
   const app = buildHttpApp({
     store,
     auth: new Authenticator({ legacyToken: resolved.token, tokens: store.tokens, cacheMs: resolved.tokenCacheMs }),
     rateLimit: resolved.rateLimit,
+    metrics,
     bodyLimit: resolved.bodyLimit,
     maxBatchItems: resolved.maxBatchItems,
     maxPageBytes: resolved.maxPageBytes,
@@ -114,12 +129,20 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
   const compactor =
     resolved.compactEveryMs > 0
       ? setInterval(() => {
-          store.compact(retention).catch((error: unknown) => app.log.error({ err: error }, 'compaction failed'));
+          store
+            .compact(retention)
+            .then((result) => metrics.compactedRows(result))
+            .catch((error: unknown) => app.log.error({ err: error }, 'compaction failed'));
         }, resolved.compactEveryMs).unref()
       : undefined;
   let closed: Promise<void> | undefined;
   return {
-    compact: () => store.compact(retention),
+    async compact() {
+      const result = await store.compact(retention);
+      metrics.compactedRows(result);
+      return result;
+    },
+    metrics: metrics.registry,
     app,
     store,
     async listen({ port = 0, host = '127.0.0.1' } = {}) {

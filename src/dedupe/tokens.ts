@@ -12,7 +12,7 @@ import { isPlainText, PLAIN_TEXT_RULE } from '../protocol/text.js';
  */
 
 export type TokenScope = 'publish' | 'read' | 'admin';
-export type ReadTarget = 'events' | 'streams';
+export type ReadTarget = 'events' | 'streams' | 'metrics';
 
 /** What one token may do. */
 export interface TokenGrant {
@@ -24,7 +24,7 @@ export interface TokenGrant {
   producers: string;
   /** The assets a publish token may emit to, or a read token may read; null for all. */
   assets: string[] | null;
-  /** What a read token may read; empty for other scopes. */
+  /** What a read token may read (events, stream state, the server's metrics); empty for other scopes. */
   reads: ReadTarget[];
 }
 
@@ -56,7 +56,7 @@ export const tokenRequestSchema = z
     scope: z.enum(['publish', 'read', 'admin'], { error: 'must be "publish", "read" or "admin"' }),
     producers: producerPatternSchema.optional(),
     assets: z.array(assetNameSchema).min(1, { error: 'must name at least one asset; leave it out for every asset' }).max(1000).optional(),
-    reads: z.array(z.enum(['events', 'streams'], { error: 'must be "events" or "streams"' })).min(1).optional(),
+    reads: z.array(z.enum(['events', 'streams', 'metrics'], { error: 'must be "events", "streams" or "metrics"' })).min(1).optional(),
     note: z.string().max(200, { error: 'must be at most 200 characters' }).refine(isPlainText, { error: PLAIN_TEXT_RULE }).default(''),
   })
   .superRefine((request, ctx) => {

@@ -47,7 +47,7 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
         const duplicate = result.status === 'duplicate';
         const receipt = { eventId: result.eventId, timestamp: result.timestamp, duplicate: duplicate ? 1 : 0 };
         if (mark(row, s.markDelivered.run({ ...sent, ...receipt }).changes)) {
-          applied.settled.push({ id: row.id, state: 'delivered', key: row.key, eventId: result.eventId, timestamp: result.timestamp, duplicate });
+          applied.settled.push({ id: row.id, state: 'delivered', key: row.key, eventId: result.eventId, timestamp: result.timestamp, duplicate, committedAt: row.committed_at });
         }
         break;
       }

@@ -1,3 +1,4 @@
+import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
@@ -88,6 +89,16 @@ const outboxOptionsSchema = z
         (value) => typeof value === 'object' && value !== null && ['info', 'warn', 'error'].every((level) => typeof (value as Record<string, unknown>)[level] === 'function'),
         { error: 'must be a pino-compatible logger: an object with info, warn and error methods' },
       )
+      .optional(),
+    /**
+     * A prom-client `Registry` to publish the outbox's metrics in: `oncebox_outbox_pending`,
+     * `oncebox_outbox_dead`, `oncebox_outbox_delivered_total`, `oncebox_outbox_dead_total` and
+     * `oncebox_outbox_delivery_latency_seconds`, labelled by producer. None when not given.
+     */
+    metrics: z
+      .custom<Registry>((value) => typeof value === 'object' && value !== null && typeof (value as Registry).registerMetric === 'function', {
+        error: "must be a prom-client Registry (import { Registry } from 'prom-client')",
+      })
       .optional(),
     /** How long delivery may fail before it is logged and reported as an 'error' event. @defaultValue 5000 */
     reportAfterMs: z.number().int().min(0).default(5000),

@@ -244,6 +244,10 @@ function prepareStatements(db: Database.Database) {
       db,
       q.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('count')).where('state', '=', sql.lit('pending')),
     ),
+    countDead: prepare<{ count: number }>(
+      db,
+      q.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('count')).where('state', '=', sql.lit('dead')),
+    ),
     markDelivered: prepare(
       db,
       q

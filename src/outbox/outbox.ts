@@ -19,6 +19,7 @@ import type { OutboxEventMap, OutboxLogger, RelayError } from './relay-events.js
 import type { Fence, RunKey } from './run-attempts.js';
 import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
+import { OutboxMetrics } from './metrics.js';
 import { defaultLogger, Reporter } from './reporter.js';
 import { HttpTransport } from './transport.js';
 
@@ -72,6 +73,7 @@ export class Outbox {
   private readonly options: ResolvedOutboxOptions & { servers: string[] };
   private readonly waiters = new ReceiptWaiters();
   private readonly reporter: Reporter;
+  private readonly metrics: OutboxMetrics | undefined;
   private readonly logger: OutboxLogger;
   private readonly commitContext: CommitContext | undefined;
   private readonly runInTransaction;
@@ -99,6 +101,13 @@ export class Outbox {
       pending: () => (this.closed && !this.file.db.open ? 0 : (this.file.statements.countPending.get()?.count ?? 0)),
       now: options.now ?? Date.now,
     });
+    this.metrics =
+      options.metrics &&
+      new OutboxMetrics(options.metrics, {
+        producer: options.producer,
+        pending: () => this.file.statements.countPending.get()?.count ?? 0,
+        dead: () => this.file.statements.countDead.get()?.count ?? 0,
+      });
     try {
       this.file.bindProducer(options.producer);
       if (options.run) {
@@ -128,10 +137,14 @@ export class Outbox {
               leaseTtlMs: options.leaseTtlMs,
               pruneDeliveredAfterMs: options.pruneDeliveredAfterMs,
               now: options.now ?? Date.now,
-              onSettled: (rows) => this.waiters.settle(rows),
+              onSettled: (rows) => {
+                this.waiters.settle(rows);
+                this.metrics?.settled(rows, Date.now());
+              },
               reporter: this.reporter,
             });
     } catch (error) {
+      this.metrics?.detach();
       this.file.close();
       throw error;
     }
@@ -273,6 +286,7 @@ export class Outbox {
       );
     }
     clearInterval(this.pollTimer);
+    this.metrics?.detach();
     this.waiters.rejectAll(
       new OutboxClosedError(
         `${this.path}: closed with the emission still pending; it stays in the file and the next relay on it delivers it`,

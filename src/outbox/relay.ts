@@ -38,7 +38,7 @@ export interface RelayOptions {
 }
 
 export type SettledRow =
-  | { id: number; state: 'delivered'; key: string; eventId: string; timestamp: string; duplicate: boolean }
+  | { id: number; state: 'delivered'; key: string; eventId: string; timestamp: string; duplicate: boolean; committedAt?: number }
   | { id: number; state: 'dead'; key: string; code: string; reason: string; fence?: Fence };
 
 

@@ -42,7 +42,7 @@ describe('token grants', () => {
     [{ scope: 'publish', producers: 'p', reads: ['events'] }, 'reads', 'only a read token has reads'],
     [{ scope: 'admin', assets: ['a'] }, 'assets', 'takes no producers or assets'],
     [{ scope: 'read', assets: [] }, 'assets', 'at least one asset'],
-    [{ scope: 'read', reads: ['everything'] }, 'reads.0', 'must be "events" or "streams"'],
+    [{ scope: 'read', reads: ['everything'] }, 'reads.0', 'must be "events", "streams" or "metrics"'],
     [{ scope: 'root' }, 'scope', 'must be "publish", "read" or "admin"'],
     [{ scope: 'read', note: 'a\u0000b' }, 'note', 'NUL'],
     [{ scope: 'read', extra: 1 }, '', 'Unrecognized key: "extra"'],

@@ -1,0 +1,65 @@
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import type { ItemResult } from '../protocol/wire.js';
+import type { CompactionResult } from './store.js';
+
+const SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/**
+ * The server's Prometheus metrics, served at `GET /metrics`. Labels take few values (routes as
+ * declared, item results, rejection codes), so that a hostile client cannot grow the series.
+ */
+export class ServerMetrics {
+  readonly registry: Registry;
+  private readonly requests: Counter<'method' | 'route' | 'status'>;
+  private readonly requestSeconds: Histogram<'route'>;
+  private readonly items: Counter<'result' | 'code'>;
+  private readonly ingestSeconds: Histogram;
+  private readonly compactions: Counter;
+  private readonly removed: Counter<'kind'>;
+
+  constructor(registry: Registry = new Registry()) {
+    this.registry = registry;
+    // A registry the application shares may already have the process metrics.
+    if (registry.getSingleMetric('process_cpu_user_seconds_total') === undefined) collectDefaultMetrics({ register: registry });
+    const registers = [registry];
+    this.requests = new Counter({
+      name: 'oncebox_http_requests_total',
+      help: 'HTTP requests answered, by method, route (as declared; unmatched for none) and status.',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.requestSeconds = new Histogram({ name: 'oncebox_http_request_duration_seconds', help: 'Time to answer a request, by route.', labelNames: ['route'], buckets: SECONDS, registers });
+    this.items = new Counter({
+      name: 'oncebox_ingest_items_total',
+      help: 'Items of POST /v1/emissions by result (accepted, duplicate, checkpointed, rejected, conflict, gap, fenced), and the code of a rejection.',
+      labelNames: ['result', 'code'],
+      registers,
+    });
+    this.ingestSeconds = new Histogram({ name: 'oncebox_ingest_duration_seconds', help: "Time the store's ingest transaction took for one batch.", buckets: SECONDS, registers });
+    this.compactions = new Counter({ name: 'oncebox_compactions_total', help: 'Compaction runs.', registers });
+    this.removed = new Counter({
+      name: 'oncebox_compacted_rows_total',
+      help: 'Rows compaction removed past their retention, by kind (dedupe_records, events, outcomes).',
+      labelNames: ['kind'],
+      registers,
+    });
+  }
+
+  answered(method: string, route: string | undefined, status: number, seconds: number): void {
+    const label = route ?? 'unmatched';
+    this.requests.inc({ method, route: label, status: String(status) });
+    this.requestSeconds.observe({ route: label }, seconds);
+  }
+
+  ingested(results: readonly ItemResult[], seconds: number): void {
+    this.ingestSeconds.observe(seconds);
+    for (const result of results) this.items.inc({ result: result.status, code: result.status === 'rejected' ? result.code : '' });
+  }
+
+  compactedRows(result: CompactionResult): void {
+    this.compactions.inc();
+    this.removed.inc({ kind: 'dedupe_records' }, result.dedupeRecords);
+    this.removed.inc({ kind: 'events' }, result.events);
+    this.removed.inc({ kind: 'outcomes' }, result.outcomes);
+  }
+}
