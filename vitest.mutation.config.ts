@@ -17,7 +17,7 @@ export default defineConfig({
       'test/integration/quickstart.test.ts',
       'test/unit/breaks.test.ts',
     ],
-    env: { ONCEBOX_RUNS: '15', ONCEBOX_SEED: '20261130' },
+    env: { ONCEBOX_RUNS: '15', ONCEBOX_SEED: '20261130', ONCEBOX_LOG_LEVEL: 'silent' },
     pool: 'forks',
     testTimeout: 60_000,
     hookTimeout: 60_000,

@@ -385,6 +385,18 @@ export const BREAKS: Break[] = [
     edits: [{ file: 'src/dedupe/http-app.ts', find: '    options.metrics.ingested(results, (performance.now() - started) / 1000);\n', replace: '' }],
     caughtBy: [{ file: 'test/integration/metrics.test.ts', name: 'counters move with the traffic' }],
   },
+  {
+    what: 'the protocol changed without regenerating docs/openapi.json',
+    guarantee: 'docs',
+    edits: [{ file: 'src/dedupe/openapi.ts', find: "summary: 'Page the stored events by cursor',", replace: "summary: 'Page the stored events',", }],
+    caughtBy: [{ file: 'test/integration/openapi.test.ts', name: 'docs/openapi.json is current' }],
+  },
+  {
+    what: 'a public option documented in the code but not in docs/api',
+    guarantee: 'docs',
+    edits: [{ file: 'src/outbox/options.ts', find: '  /** How long delivery may fail before it is logged and reported as an \'error\' event. @defaultValue 5000 */\n  reportAfterMs?', replace: '  /** How long delivery may fail before it is logged. @defaultValue 5000 */\n  reportAfterMs?' }],
+    caughtBy: [{ file: 'test/integration/api-docs.test.ts' }],
+  },
 ];
 
 /** The table of docs/guarantees.md, generated from BREAKS. */

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { isPostgresUrl } from '../dedupe/open-store.js';
 import { createServer } from '../dedupe/server.js';
 import { OnceboxError } from '../protocol/errors.js';
+import { packageVersion } from '../protocol/version.js';
 import { runRelay } from './relay-command.js';
 import { printStatus } from './status-command.js';
 import { DeadUsageError, runDeadCommand } from './dead-command.js';
@@ -34,11 +35,6 @@ ${Object.values(COMMAND_USAGE).join('\n')}
 The token comes from --token-file or ONCEBOX_TOKEN. --token TOKEN works too, but every user of the
 machine can read it in ps. See docs/security.md, and docs/operations.md for every command.`;
 
-/** The version of the installed package: package.json sits two levels above this file, in src/ and in dist/. */
-function version(): string {
-  return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-}
-
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command !== undefined && COMMAND_USAGE[command] !== undefined && (rest.includes('--help') || rest.includes('-h'))) {
@@ -49,7 +45,7 @@ async function main(argv: string[]): Promise<number> {
     case '--version':
     case '-v':
     case 'version':
-      console.log(version());
+      console.log(packageVersion());
       return 0;
     case 'server':
       return serve(rest);

@@ -6,14 +6,23 @@ import { z } from 'zod';
 import { assetNameSchema, describeFirstIssue } from '../protocol/emission.js';
 import { ProblemCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
-import { emissionBatchSchema, nameSchema, PROBLEM_CONTENT_TYPE, type EmissionBatchResponse } from '../protocol/wire.js';
+import {
+  emissionBatchSchema,
+  eventQuerySchema,
+  PROBLEM_CONTENT_TYPE,
+  streamParamsSchema,
+  streamQuerySchema,
+  type EmissionBatchResponse,
+} from '../protocol/wire.js';
 import { echo } from '../protocol/text.js';
+import { packageVersion } from '../protocol/version.js';
 import { boundedPage } from './event-page.js';
 import { forbidden, useAuth, type Authenticator } from './auth.js';
 import { checkItem, refuseOutOfScope } from './item-check.js';
 import { useJsonBodyParser } from './json-body.js';
 import { problem, RequestProblem, sendProblem } from './problem.js';
 import type { ServerMetrics } from './metrics.js';
+import { openApiDocument } from './openapi.js';
 import type { DedupeStore } from './store.js';
 import { assetAllowed, describeGrant, producerAllowed, tokenRequestSchema } from './tokens.js';
 
@@ -44,14 +53,6 @@ export interface ConnectionLimits {
   maxConnections: number;
 }
 
-const eventQuerySchema = z.strictObject({
-  asset: assetNameSchema.optional(),
-  after: z.coerce.number().int().min(0).default(0),
-  limit: z.coerce.number().int().min(1).max(1000).default(100),
-});
-
-const streamQuerySchema = z.strictObject({ task: nameSchema.optional() });
-const streamParamsSchema = z.strictObject({ producer: nameSchema, runId: nameSchema });
 
 /** The routes of `docs/protocol.md`, over any DedupeStore. */
 export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
@@ -153,6 +154,10 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
 function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   const { store } = options;
   app.get('/healthz', { config: { access: 'public' } }, async () => ({ ok: true }));
+
+  // The protocol is no secret: clients in other languages are generated from it.
+  const openApi = JSON.stringify(openApiDocument(packageVersion()));
+  app.get('/openapi.json', { config: { access: 'public' } }, async (_request, reply) => reply.type('application/json').send(openApi));
 
   app.get('/metrics', { config: { access: 'metrics' } }, async (_request, reply) =>
     reply.type(options.metrics.registry.contentType).send(await options.metrics.registry.metrics()),

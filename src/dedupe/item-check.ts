@@ -3,7 +3,7 @@ import { canonicalJson, NonJsonValue, payloadFingerprint } from '../protocol/can
 import { describeFirstIssue, emissionPayloadSchema, type EmissionPayload } from '../protocol/emission.js';
 import { RejectionCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
-import { itemPositionSchema, nameSchema } from '../protocol/wire.js';
+import { checkpointItemFieldsSchema, itemPositionSchema } from '../protocol/wire.js';
 
 /** An event item that is well formed: it may still be refused by the store (unknown asset, conflict, gap). */
 export interface CheckedEvent {
@@ -40,7 +40,6 @@ export type InvalidItem = {
 
 const payloadSchema = emissionPayloadSchema();
 const PAYLOAD_FIELDS = ['seq', 'key', 'kind', 'asset', 'partitionKey', 'partitionDate', 'extra'];
-const checkpointSchema = z.strictObject({ name: nameSchema, value: z.unknown() });
 
 /**
  * Checks one item of a batch without touching the store, so that the store's transaction holds the
@@ -76,7 +75,7 @@ function checkCheckpoint(
   placed: { seq: number; key: string },
   invalid: (field: string, detail: string) => InvalidItem,
 ): CheckedCheckpoint | InvalidItem {
-  const parsed = checkpointSchema.safeParse(payload);
+  const parsed = checkpointItemFieldsSchema.safeParse(payload);
   if (!parsed.success) {
     const problem = describeFirstIssue(parsed.error, { input: payload, prefix: where, knownKeys: ['seq', 'key', 'kind', 'name', 'value'] });
     return invalid(problem.field, problem.message);

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { assetNameSchema } from '../protocol/emission.js';
 import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
+import type { Same } from '../protocol/same-type.js';
 import { Authenticator } from './auth.js';
 import { buildHttpApp } from './http-app.js';
 import { ServerMetrics } from './metrics.js';
@@ -85,7 +86,56 @@ const serverOptionsSchema = z.strictObject({
   now: z.custom<() => Date>((value) => typeof value === 'function', { error: 'must be a function returning a Date' }).optional(),
 });
 
-export type ServerOptions = z.input<typeof serverOptionsSchema>;
+/** What `createServer` takes. Every option but `db` has a default. */
+export interface ServerOptions {
+  /** A SQLite file path, or a postgres:// URL for several instances over one PostgreSQL database. */
+  db: string;
+  /** The PostgreSQL schema of oncebox's tables: letters, digits and _. @defaultValue 'oncebox' */
+  schema?: string | undefined;
+  /** Assets to register at start; more can be added with `PUT /v1/assets/:name`. @defaultValue [] */
+  assets?: string[] | undefined;
+  /**
+   * A single admin token, as in earlier versions; scoped tokens (`oncebox token create`) are kept in the
+   * store. Once either exists, every request but `/healthz` and `/openapi.json` needs a token. At least 8 characters.
+   */
+  token?: string | undefined;
+  /** How long a token's grant is trusted before the store is asked again: a revocation takes this long to reach other instances. @defaultValue 2000 */
+  tokenCacheMs?: number | undefined;
+  /** Requests one token may make per window (429 with Retry-After beyond), or false for no limit. @defaultValue { max: 1000, windowMs: 10000 } */
+  rateLimit?: false | { max: number; windowMs: number } | undefined;
+  /** 'full': every acknowledged batch survives a power cut (SQLite store). @defaultValue 'full' */
+  durability?: 'full' | 'normal' | undefined;
+  /** Bytes of one request body (413 beyond). @defaultValue 8 MiB */
+  bodyLimit?: number | undefined;
+  /** Items in one `POST /v1/emissions` (413 beyond). @defaultValue 1000 */
+  maxBatchItems?: number | undefined;
+  /** How far above a run's highest attempt a new attempt may be (`attempt_too_high` beyond). @defaultValue 1000 */
+  maxAttemptStep?: number | undefined;
+  /** Bytes of JSON in one page of `GET /v1/events`; a page stops early, and `next` says where to go on. @defaultValue 1 MiB */
+  maxPageBytes?: number | undefined;
+  /** How long a client may take to send a whole request (408 beyond). @defaultValue 30000 */
+  requestTimeoutMs?: number | undefined;
+  /** How long a client may take to send the request headers (at most requestTimeoutMs). @defaultValue 10000 */
+  headersTimeoutMs?: number | undefined;
+  /** How long an idle keep-alive connection stays open. @defaultValue 5000 */
+  keepAliveTimeoutMs?: number | undefined;
+  /** Connections open at once; one past the cap is closed at once. @defaultValue 512 */
+  maxConnections?: number | undefined;
+  /** Fastify's logger setting (true, false, or pino options). @defaultValue false, unless ONCEBOX_DEBUG is set */
+  logger?: boolean | Record<string, unknown> | undefined;
+  /** How long dedupe records are kept: longer than the longest retry horizon. @defaultValue 30 days */
+  dedupeRetentionMs?: number | undefined;
+  /** How long events are kept; null keeps them forever. @defaultValue null */
+  eventRetentionMs?: number | null | undefined;
+  /** How often compaction runs; 0 turns it off. @defaultValue 10 minutes */
+  compactEveryMs?: number | undefined;
+  /** The prom-client registry behind `GET /metrics`. @defaultValue a registry of its own */
+  metricsRegistry?: Registry | undefined;
+  /** The store's clock; for tests. */
+  now?: (() => Date) | undefined;
+}
+const serverOptionsAreDocumented: Same<ServerOptions, z.input<typeof serverOptionsSchema>> = true;
+void serverOptionsAreDocumented;
 
 export interface OnceboxServer {
   readonly app: FastifyInstance;

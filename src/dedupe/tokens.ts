@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import { z } from 'zod';
 import { assetNameSchema } from '../protocol/emission.js';
 import { Limits } from '../protocol/limits.js';
+import type { Same } from '../protocol/same-type.js';
 import { isPlainText, PLAIN_TEXT_RULE } from '../protocol/text.js';
 
 /**
@@ -70,7 +71,20 @@ export const tokenRequestSchema = z
       ctx.addIssue({ code: 'custom', path: [request.producers !== undefined ? 'producers' : 'assets'], message: 'an admin token may do everything; it takes no producers or assets' });
     }
   });
-export type TokenRequest = z.input<typeof tokenRequestSchema>;
+/** What `token create` and `POST /v1/tokens` take. */
+export interface TokenRequest {
+  scope: TokenScope;
+  /** Publish: required, the producer or prefix (`ingest-*`) it publishes as. Read: whose stream state it reads. @defaultValue '*' for read */
+  producers?: string | undefined;
+  /** The assets it may publish to or read (at least one when given). @defaultValue every asset */
+  assets?: string[] | undefined;
+  /** Read tokens only: what they read. @defaultValue ['events', 'streams'] */
+  reads?: ReadTarget[] | undefined;
+  /** A note for `token list`: whose it is, what for (at most 200 characters). @defaultValue '' */
+  note?: string | undefined;
+}
+const tokenRequestIsDocumented: Same<TokenRequest, z.input<typeof tokenRequestSchema>> = true;
+void tokenRequestIsDocumented;
 
 /** The grant a valid request describes, with its defaults: a read token reads events and streams of every producer. */
 export function grantOf(request: z.output<typeof tokenRequestSchema>): TokenGrant {

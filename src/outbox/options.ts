@@ -2,6 +2,7 @@ import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
+import type { Same } from '../protocol/same-type.js';
 import { nameSchema } from '../protocol/wire.js';
 import { RELAY_DEFAULTS } from './relay.js';
 import type { OutboxLogger } from './relay-events.js';
@@ -20,7 +21,19 @@ export const runContextSchema = z.strictObject({
     .min(1, { error: 'must be at least 1 (the first try is attempt 1)' })
     .max(1_000_000, { error: 'must be at most 1000000' }),
 });
-export type RunContext = z.infer<typeof runContextSchema>;
+/** Who is emitting: one attempt of one task of one workflow run. */
+export interface RunContext {
+  /** The workflow (DAG, flow) this run belongs to. */
+  workflow: string;
+  /** One execution of the workflow; a retry keeps the same runId. */
+  runId: string;
+  /** The step within the run; leave it out for a workflow-level emission (a run callback). */
+  task?: string | undefined;
+  /** The try number, from 1; a retry of the same run has a higher attempt. */
+  attempt: number;
+}
+const runContextIsDocumented: Same<RunContext, z.infer<typeof runContextSchema>> = true;
+void runContextIsDocumented;
 
 const httpUrl = z.string().refine((value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol), {
   error: 'must be an http:// or https:// URL such as "http://127.0.0.1:8787"',
@@ -120,7 +133,76 @@ const outboxOptionsSchema = z
     }
   });
 
-export type OutboxOptions = z.input<typeof outboxOptionsSchema>;
+/** What `openOutbox` takes. Every option but `path`, `producer` and (with an in-process relay) `server` has a default. */
+export interface OutboxOptions {
+  /** The outbox's SQLite file; created, with its folder, if missing. Give each producer its own file. */
+  path: string;
+  /**
+   * The oncebox server the relay delivers to, or several instances of it over one PostgreSQL database,
+   * to fail over between. A path in the URL is kept as a base path. Not needed with `relay: 'external'`.
+   */
+  server?: string | string[] | undefined;
+  /** Sent as `Authorization: Bearer <token>`: a publish token of this producer (`oncebox token create`). */
+  token?: string | undefined;
+  /** The job's name, e.g. "orders-ingest": part of every key and every event's provenance. */
+  producer: string;
+  /** Who is emitting. Without it the outbox can be read (status, checkpoints) but not committed to. */
+  run?: RunContext | undefined;
+  /**
+   * 'full' fsyncs every commit: a commit that returned survives power loss. 'normal' is about ten times
+   * faster per commit but may lose the last commits on power loss (never on a process crash).
+   * @defaultValue 'full'
+   */
+  durability?: 'full' | 'normal' | undefined;
+  /**
+   * 'in-process' runs the relay in this process, woken by each commit. 'external' leaves delivery to
+   * `oncebox relay`. 'manual' runs nothing (oncebox's own tests drive the relay by hand).
+   * @defaultValue 'in-process'
+   */
+  relay?: 'in-process' | 'external' | 'manual' | undefined;
+  /** Most rows in one request (at most 1000). @defaultValue 500 */
+  batchMaxRows?: number | undefined;
+  /** Most bytes of payload in one request (at least 1 KiB, at most 8 MiB). @defaultValue 1 MiB */
+  batchMaxBytes?: number | undefined;
+  /** After this long without an answer a request counts as "unknown" and is resent with the same keys. @defaultValue 10000 */
+  requestTimeoutMs?: number | undefined;
+  /** The shortest wait before a failed batch is sent again; waits double, with jitter, up to retryMaxDelayMs. @defaultValue 100 */
+  retryMinDelayMs?: number | undefined;
+  /** The longest wait between two tries of one batch; tries never stop. @defaultValue 5000 */
+  retryMaxDelayMs?: number | undefined;
+  /** How long a relay's lease lasts without renewal; a successor waits at most this long after a crash on another host. @defaultValue 15000 */
+  leaseTtlMs?: number | undefined;
+  /** Delivered rows older than this are pruned by the relay, so the file stays small; null keeps them. @defaultValue 7 days */
+  pruneDeliveredAfterMs?: number | null | undefined;
+  /** Largest `extra` accepted at commit, in bytes of canonical JSON (at most 64 KiB). @defaultValue 65536 */
+  maxExtraBytes?: number | undefined;
+  /**
+   * When a retry (attempt > 1) adopts the server's copy of its run's checkpoints: 'fresh-file' (a new,
+   * empty file: a retry on another machine), 'server-newer' (also when the server has seen a later
+   * attempt than the file), or 'never'. @defaultValue 'fresh-file'
+   */
+  resume?: 'fresh-file' | 'server-newer' | 'never' | undefined;
+  /** How long a retry on a fresh machine keeps trying to read its run's state before failing with ResumeUnavailableError. @defaultValue 30000 */
+  resumeTimeoutMs?: number | undefined;
+  /**
+   * Where the outbox logs what a user must act on (delivery failing, dead rows, fences, rows left at
+   * close): any pino-compatible logger. @defaultValue warnings and errors as JSON lines on stderr (level: ONCEBOX_LOG_LEVEL)
+   */
+  logger?: OutboxLogger | undefined;
+  /**
+   * A prom-client Registry to publish the outbox's metrics in (`oncebox_outbox_pending`, `_dead`,
+   * `_delivered_total`, `_dead_total`, `_delivery_latency_seconds`, labelled by producer). None when not given.
+   */
+  metrics?: Registry | undefined;
+  /** How long delivery may fail before it is logged and reported as an 'error' event. @defaultValue 5000 */
+  reportAfterMs?: number | undefined;
+  /** One cause is logged again at most this often, with the count of repeats in between. @defaultValue 60000 */
+  logRepeatMs?: number | undefined;
+  /** The relay's clock (ms since the epoch), for tests of lease expiry. */
+  now?: (() => number) | undefined;
+}
+const outboxOptionsAreDocumented: Same<OutboxOptions, z.input<typeof outboxOptionsSchema>> = true;
+void outboxOptionsAreDocumented;
 export type ResolvedOutboxOptions = z.output<typeof outboxOptionsSchema>;
 
 export function resolveOutboxOptions(options: OutboxOptions): ResolvedOutboxOptions & { servers: string[] } {

@@ -14,9 +14,12 @@ export interface ReporterOptions {
   now: () => number;
 }
 
-/** The default logger: warnings and errors, as JSON lines on stderr. */
+/**
+ * The default logger: warnings and errors as JSON lines on stderr; `ONCEBOX_LOG_LEVEL` (a pino level, or
+ * `silent`) changes the level.
+ */
 export function defaultLogger(): OutboxLogger {
-  return pino({ name: 'oncebox', level: 'warn' }, pino.destination({ fd: 2, sync: true }));
+  return pino({ name: 'oncebox', level: process.env.ONCEBOX_LOG_LEVEL ?? 'warn' }, pino.destination({ fd: 2, sync: true }));
 }
 
 /**

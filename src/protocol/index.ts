@@ -1,5 +1,5 @@
 export * from './errors.js';
 export * from './wire.js';
 export { Limits } from './limits.js';
-export { canonicalJson, payloadFingerprint } from './canonical-json.js';
+export { canonicalJson, payloadFingerprint, type FingerprintedPayload } from './canonical-json.js';
 export type { EmissionPayload } from './emission.js';

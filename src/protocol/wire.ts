@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { assetNameSchema } from './emission.js';
 import { Limits } from './limits.js';
 import type { RejectionCode } from './errors.js';
 import { isPlainText, PLAIN_TEXT_RULE } from './text.js';
@@ -34,6 +35,20 @@ export const itemPositionSchema = z.object({
   seq: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
   key: z.uuid(),
 });
+
+/** The fields of a checkpoint item besides its position. */
+export const checkpointItemFieldsSchema = z.strictObject({ name: nameSchema, value: z.unknown() });
+
+/** The query of `GET /v1/events`. */
+export const eventQuerySchema = z.strictObject({
+  asset: assetNameSchema.optional(),
+  after: z.coerce.number().int().min(0).default(0),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+});
+
+/** The path and query of `GET /v1/streams/:producer/:runId`. */
+export const streamParamsSchema = z.strictObject({ producer: nameSchema, runId: nameSchema });
+export const streamQuerySchema = z.strictObject({ task: nameSchema.optional() });
 
 /** One item as the relay sends it: its place in the stream, its key, and the payload. */
 export type WireItem = WireEventItem | WireCheckpointItem;

@@ -129,7 +129,7 @@ describe('delivery through the relay', () => {
     await elsewhere.close({ timeoutMs: 0 });
 
     const relay = await openOutbox({ path, producer: 'p', server: url });
-    expect(await relay.close({ timeoutMs: 10_000 })).toMatchObject({ pending: 0, dead: 0 });
+    expect(await relay.close({ timeoutMs: 10_000 })).toMatchObject({ pending: 0, dead: 1 });
     expect((await events()).map((event) => [event.runId, event.partitionKey, event.attempt])).toEqual([
       ['run-a', 'a1', 2],
       ['run-b', 'b1', 1],

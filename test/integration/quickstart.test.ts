@@ -38,7 +38,7 @@ describe('the README quickstart', () => {
   });
 
   it('says what is left and exits 1 when the server is down, instead of hanging', async () => {
-    const env = { ONCEBOX_SERVER: 'http://127.0.0.1:9', ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db') };
+    const env = { ONCEBOX_SERVER: 'http://127.0.0.1:9', ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db'), ONCEBOX_LOG_LEVEL: 'warn' };
     const run = await runScript('examples/quickstart.ts', [], { env, timeoutMs: 40_000 });
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('not delivered yet: 7 pending, 0 dead; last error: could not reach http://127.0.0.1:9/v1/emissions');

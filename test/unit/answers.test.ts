@@ -44,8 +44,8 @@ describe('applyAnswers', () => {
     const applied = applyAnswers(file, rows, results, NOW);
     expect(applied).toEqual({
       settled: [
-        { id: rows[0]!.id, state: 'delivered', key: rows[0]!.key, eventId: 'e1', timestamp: 't1', duplicate: false },
-        { id: rows[1]!.id, state: 'delivered', key: rows[1]!.key, eventId: 'e2', timestamp: 't2', duplicate: true },
+        { id: rows[0]!.id, state: 'delivered', key: rows[0]!.key, eventId: 'e1', timestamp: 't1', duplicate: false, committedAt: rows[0]!.committed_at },
+        { id: rows[1]!.id, state: 'delivered', key: rows[1]!.key, eventId: 'e2', timestamp: 't2', duplicate: true, committedAt: rows[1]!.committed_at },
         { id: rows[2]!.id, state: 'dead', key: rows[2]!.key, code: 'unknown_asset', reason: 'not registered' },
         { id: rows[3]!.id, state: 'dead', key: rows[3]!.key, code: 'key_conflict', reason: 'another payload' },
       ],

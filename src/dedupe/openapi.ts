@@ -1,0 +1,240 @@
+import { z } from 'zod';
+import { assetNameSchema, emissionPayloadSchema } from '../protocol/emission.js';
+import { ProblemCode, RejectionCode } from '../protocol/errors.js';
+import { Limits } from '../protocol/limits.js';
+import {
+  checkpointItemFieldsSchema,
+  emissionBatchSchema,
+  eventQuerySchema,
+  itemPositionSchema,
+  nameSchema,
+  PROBLEM_CONTENT_TYPE,
+  streamIdentitySchema,
+  streamParamsSchema,
+  streamQuerySchema,
+  type EmissionBatchResponse,
+  type EventPage,
+  type Problem,
+  type StreamState,
+} from '../protocol/wire.js';
+import type { Same } from '../protocol/same-type.js';
+import { tokenRequestSchema, type TokenInfo } from './tokens.js';
+
+/**
+ * The OpenAPI 3.1 document of the wire protocol, generated from the zod schemas the server validates
+ * requests with, so that it cannot drift from them. The answers' schemas are written here and checked
+ * against the TypeScript types of `src/protocol/wire.ts` at compile time (`Same<…>` below). Served at
+ * `GET /openapi.json`; `docs/openapi.json` is a copy, checked by `npm test`.
+ */
+
+const eventItemSchema = z.strictObject({ ...itemPositionSchema.shape, kind: z.literal('event'), ...emissionPayloadSchema().shape });
+const checkpointItemSchema = z.strictObject({ ...itemPositionSchema.shape, kind: z.literal('checkpoint'), ...checkpointItemFieldsSchema.shape });
+const batchSchema = emissionBatchSchema.extend({
+  items: z.array(z.discriminatedUnion('kind', [eventItemSchema, checkpointItemSchema])).min(1).max(Limits.maxBatchItems),
+});
+
+const seq = z.number().int().min(1);
+const key = z.uuid();
+const itemResultSchema = z.discriminatedUnion('status', [
+  z.object({ status: z.enum(['accepted', 'duplicate']), seq, key, eventId: z.uuid(), timestamp: z.iso.datetime() }),
+  z.object({ status: z.literal('conflict'), seq, key, code: z.literal('key_conflict'), detail: z.string() }),
+  z.object({
+    status: z.literal('rejected'),
+    seq: seq.nullable(),
+    key: key.nullable(),
+    code: z.enum(Object.values(RejectionCode) as [RejectionCode, ...RejectionCode[]]),
+    detail: z.string(),
+    field: z.string().optional(),
+  }),
+  z.object({ status: z.literal('gap'), seq, key, expectedSeq: seq }).describe('Transient: resend from expectedSeq.'),
+  z.object({ status: z.literal('checkpointed'), seq, key }),
+  z.object({ status: z.literal('fenced'), seq: seq.nullable(), key: key.nullable(), code: z.literal('fenced'), epoch: z.number().int(), detail: z.string() }),
+]);
+const batchResponseSchema = z.object({ results: z.array(itemResultSchema) });
+const streamStateSchema = z.object({
+  producer: z.string(),
+  runId: z.string(),
+  task: z.string().nullable(),
+  epoch: z.number().int().describe('The highest attempt that has delivered anything; items of lower attempts are fenced.'),
+  attempts: z.array(z.object({ attempt: z.number().int(), lastSeq: z.number().int() })),
+  checkpoints: z.record(z.string(), z.unknown()).describe('The mirrored checkpoints, by name.'),
+});
+const storedEventSchema = z.object({
+  cursor: z.number().int(),
+  eventId: z.uuid(),
+  timestamp: z.iso.datetime(),
+  key: z.uuid(),
+  asset: z.string(),
+  partitionKey: z.string().nullable(),
+  partitionDate: z.string().nullable(),
+  extra: z.record(z.string(), z.unknown()).nullable(),
+  producer: z.string(),
+  workflow: z.string(),
+  runId: z.string(),
+  task: z.string().nullable(),
+  attempt: z.number().int(),
+  seq: z.number().int(),
+});
+const eventPageSchema = z.object({
+  events: z.array(storedEventSchema),
+  next: z.number().int().describe('Pass as `after` for the next page; equal to `after` when the page is empty.'),
+});
+const problemSchema = z.object({
+  type: z.string(),
+  title: z.string(),
+  status: z.number().int(),
+  detail: z.string(),
+  code: z.enum(Object.values(ProblemCode) as [ProblemCode, ...ProblemCode[]]),
+  field: z.string().optional(),
+  instance: z.string().optional(),
+});
+const tokenInfoSchema = z.object({
+  id: z.string(),
+  scope: z.enum(['publish', 'read', 'admin']),
+  producers: z.string(),
+  assets: z.array(z.string()).nullable(),
+  reads: z.array(z.enum(['events', 'streams', 'metrics'])),
+  note: z.string(),
+  createdAt: z.iso.datetime(),
+  revokedAt: z.iso.datetime().nullable(),
+});
+
+// The answers' schemas are the wire types, or this file does not compile.
+const answersMatchTheWireTypes: [
+  Same<z.infer<typeof batchResponseSchema>, Omit<EmissionBatchResponse, 'results'> & { results: z.infer<typeof itemResultSchema>[] }>,
+  Same<z.infer<typeof itemResultSchema>['status'], EmissionBatchResponse['results'][number]['status']>,
+  Same<z.infer<typeof streamStateSchema>, StreamState>,
+  Same<z.infer<typeof eventPageSchema>, EventPage>,
+  Same<Omit<z.infer<typeof problemSchema>, 'code'>, Omit<Problem, 'code'>>,
+  Same<z.infer<typeof tokenInfoSchema>, TokenInfo>,
+] = [true, true, true, true, true, true];
+void answersMatchTheWireTypes;
+
+const schemas = {
+  EmissionBatch: batchSchema,
+  StreamIdentity: streamIdentitySchema,
+  EventItem: eventItemSchema,
+  CheckpointItem: checkpointItemSchema,
+  EmissionBatchResponse: batchResponseSchema,
+  ItemResult: itemResultSchema,
+  StreamState: streamStateSchema,
+  StoredEvent: storedEventSchema,
+  EventPage: eventPageSchema,
+  Problem: problemSchema,
+  TokenRequest: tokenRequestSchema,
+  TokenInfo: tokenInfoSchema,
+};
+
+/** JSON Schema of a zod schema, as OpenAPI 3.1 takes it; a named one becomes a reference. */
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+  const named = Object.entries(schemas).find(([, candidate]) => candidate === schema)?.[0];
+  if (named) return { $ref: `#/components/schemas/${named}` };
+  return toJson(schema, io);
+}
+
+function toJson(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+  const json = z.toJSONSchema(schema, {
+    io,
+    target: 'draft-2020-12',
+    // `extra` and checkpoint values are checked in code (canonical JSON, a size bound), not by a type.
+    unrepresentable: 'any',
+  }) as Record<string, unknown>;
+  delete json.$schema;
+  return json;
+}
+
+const problemResponse = (description: string) => ({ description, content: { [PROBLEM_CONTENT_TYPE]: { schema: jsonSchema(problemSchema, 'output') } } });
+const json = (schema: z.ZodType, description: string) => ({ description, content: { 'application/json': { schema: jsonSchema(schema, 'output') } } });
+const refusals = {
+  '400': problemResponse('The request is malformed; `field` names what.'),
+  '401': problemResponse('No live token.'),
+  '403': problemResponse("The token's scope does not cover this."),
+  '429': problemResponse("The token's rate limit; see Retry-After."),
+};
+
+function queryParameters(schema: z.ZodObject) {
+  return Object.entries(schema.shape).map(([name, field]) => ({ name, in: 'query', required: false, schema: toJson(field as z.ZodType, 'input') }));
+}
+
+function pathParameters(schema: z.ZodObject) {
+  return Object.entries(schema.shape).map(([name, field]) => ({ name, in: 'path', required: true, schema: toJson(field as z.ZodType, 'input') }));
+}
+
+export function openApiDocument(version: string): Record<string, unknown> {
+  const bearer = [{ bearer: [] }];
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'oncebox',
+      version,
+      description:
+        'Effectively-once event publication from batch jobs. docs/protocol.md describes the protocol for people; this document is generated from the schemas the server validates with.',
+    },
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A token of oncebox token create (obx_…), or the server token.' } },
+      schemas: Object.fromEntries(Object.entries(schemas).map(([name, schema]) => [name, toJson(schema, name === 'TokenRequest' || name === 'EmissionBatch' ? 'input' : 'output')])),
+    },
+    security: bearer,
+    paths: {
+      '/healthz': { get: { summary: 'Liveness', security: [], responses: { '200': json(z.object({ ok: z.literal(true) }), 'The server is up.') } } },
+      '/v1/emissions': {
+        post: {
+          summary: 'Deliver a batch of one stream: events and checkpoint updates, in sequence order',
+          description: 'Needs a publish token covering stream.producer. One result per item, in the items\' order.',
+          requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(batchSchema, 'input') } } },
+          responses: {
+            '200': json(batchResponseSchema, 'One result per item.'),
+            ...refusals,
+            '413': problemResponse('The body or the batch is too large.'),
+            '415': problemResponse('Not application/json in UTF-8.'),
+          },
+        },
+      },
+      '/v1/events': {
+        get: {
+          summary: 'Page the stored events by cursor',
+          parameters: queryParameters(eventQuerySchema),
+          responses: { '200': json(eventPageSchema, 'A page of events; `next` is the cursor to go on from.'), ...refusals },
+        },
+      },
+      '/v1/streams/{producer}/{runId}': {
+        get: {
+          summary: "A run's stream state: epoch, last sequence numbers, mirrored checkpoints",
+          parameters: [...pathParameters(streamParamsSchema), ...queryParameters(streamQuerySchema)],
+          responses: { '200': json(streamStateSchema, 'The stream state.'), ...refusals, '404': problemResponse('The stream never delivered.') },
+        },
+      },
+      '/v1/assets': { get: { summary: 'The registered assets', responses: { '200': json(z.object({ assets: z.array(z.string()) }), 'Asset names.'), ...refusals } } },
+      '/v1/assets/{name}': {
+        put: {
+          summary: 'Register an asset (admin)',
+          parameters: [{ name: 'name', in: 'path', required: true, schema: toJson(assetNameSchema, 'input') }],
+          responses: {
+            '200': json(z.object({ name: z.string(), created: z.literal(false) }), 'Known already.'),
+            '201': json(z.object({ name: z.string(), created: z.literal(true) }), 'Registered.'),
+            ...refusals,
+          },
+        },
+      },
+      '/v1/tokens': {
+        get: { summary: 'The tokens, without secrets (admin)', responses: { '200': json(z.object({ tokens: z.array(tokenInfoSchema) }), 'Every token.'), ...refusals } },
+        post: {
+          summary: 'Create a scoped token (admin); the secret is in this answer only',
+          requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(tokenRequestSchema, 'input') } } },
+          responses: { '201': json(tokenInfoSchema.extend({ token: z.string(), allows: z.string() }), 'The token, with its secret.'), ...refusals },
+        },
+      },
+      '/v1/tokens/{id}': {
+        delete: {
+          summary: 'Revoke a token (admin)',
+          parameters: [{ name: 'id', in: 'path', required: true, schema: toJson(nameSchema, 'input') }],
+          responses: { '200': json(tokenInfoSchema, 'The revoked token.'), ...refusals, '404': problemResponse('No such token.') },
+        },
+      },
+      '/metrics': {
+        get: { summary: 'Prometheus metrics (admin, or a read token with reads "metrics")', responses: { '200': { description: 'Prometheus text format 0.0.4.', content: { 'text/plain': {} } }, ...refusals } },
+      },
+      '/openapi.json': { get: { summary: 'This document', security: [], responses: { '200': { description: 'OpenAPI 3.1.', content: { 'application/json': {} } } } } },
+    },
+  };
+}
