@@ -92,9 +92,9 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: relay,
-        find: 'const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);',
+        find: 'const results = await this.sendTraced(stream, batch);',
         replace:
-          "const results: ItemResult[] = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal).catch(() => batch.map((row) => ({ status: 'accepted' as const, seq: row.seq, key: row.key, eventId: '00000000-0000-7000-8000-000000000000', timestamp: new Date(0).toISOString() })));",
+          "const results: ItemResult[] = await this.sendTraced(stream, batch).catch(() => batch.map((row) => ({ status: 'accepted' as const, seq: row.seq, key: row.key, eventId: '00000000-0000-7000-8000-000000000000', timestamp: new Date(0).toISOString() })));",
       },
     ],
     caughtBy: [{ file: 'test/fault/network.test.ts' }, { file: model }],
@@ -396,6 +396,12 @@ export const BREAKS: Break[] = [
     guarantee: 'docs',
     edits: [{ file: 'src/outbox/options.ts', find: '  /** How long delivery may fail before it is logged and reported as an \'error\' event. @defaultValue 5000 */\n  reportAfterMs?', replace: '  /** How long delivery may fail before it is logged. @defaultValue 5000 */\n  reportAfterMs?' }],
     caughtBy: [{ file: 'test/integration/api-docs.test.ts' }],
+  },
+  {
+    what: "the emission's trace context left out of the batch the relay sends",
+    guarantee: 'G19',
+    edits: [{ file: 'src/outbox/batch-encoding.ts', find: "    const traced = row.trace_context === null ? head : `${head.slice(0, -1)},\"trace\":${row.trace_context}}`;", replace: '    const traced = head;' }],
+    caughtBy: [{ file: 'test/integration/tracing.test.ts', name: 'from the producer, through the server, to readers' }],
   },
 ];
 

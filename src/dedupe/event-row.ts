@@ -1,3 +1,4 @@
+import type { TraceContext } from '../protocol/trace.js';
 import type { StoredEvent } from '../protocol/wire.js';
 
 /** An events row as both stores hold it (column names are the same in SQLite and PostgreSQL). */
@@ -16,6 +17,8 @@ export interface EventRow {
   task: string | null;
   attempt: number;
   seq: number;
+  /** The W3C trace context the emission was committed in, as JSON; null when it had none. */
+  trace_context: string | null;
 }
 
 /** The tables both stores share, column for column; each adds its own `events` (and PostgreSQL its sequencer). */
@@ -65,6 +68,7 @@ export function toStoredEvent(row: EventRow): StoredEvent {
     task: row.task,
     attempt: row.attempt,
     seq: Number(row.seq),
+    trace: row.trace_context === null ? null : (JSON.parse(row.trace_context) as TraceContext),
   };
 }
 

@@ -15,6 +15,7 @@ import {
   type EmissionBatchResponse,
 } from '../protocol/wire.js';
 import { echo } from '../protocol/text.js';
+import type { OtelApi } from '../protocol/trace.js';
 import { packageVersion } from '../protocol/version.js';
 import { boundedPage } from './event-page.js';
 import { forbidden, useAuth, type Authenticator } from './auth.js';
@@ -23,6 +24,7 @@ import { useJsonBodyParser } from './json-body.js';
 import { problem, RequestProblem, sendProblem } from './problem.js';
 import type { ServerMetrics } from './metrics.js';
 import { openApiDocument } from './openapi.js';
+import { tracedIngest } from './tracing.js';
 import type { DedupeStore } from './store.js';
 import { assetAllowed, describeGrant, producerAllowed, tokenRequestSchema } from './tokens.js';
 
@@ -30,6 +32,8 @@ export interface HttpAppOptions {
   store: DedupeStore;
   auth: Authenticator;
   metrics: ServerMetrics;
+  /** OpenTelemetry's API when the application has it: a span per batch ingested. */
+  otel?: OtelApi | undefined;
   /** Requests one token may make per window; false for no limit. A server without tokens has none. */
   rateLimit: RateLimit | false;
   bodyLimit: number;
@@ -191,7 +195,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     const allowed = grant.assets?.join(', ') ?? '';
     const checked = items.map((item, index) => refuseOutOfScope(checkItem(item, index), (asset) => assetAllowed(grant, asset), allowed));
     const started = performance.now();
-    const results = await store.ingest(stream, checked);
+    const results = await tracedIngest(options.otel, request.headers, stream, checked, () => store.ingest(stream, checked));
     options.metrics.ingested(results, (performance.now() - started) / 1000);
     const body: EmissionBatchResponse = { results };
     return body;

@@ -3,6 +3,7 @@ import { canonicalJson, NonJsonValue, payloadFingerprint } from '../protocol/can
 import { describeFirstIssue, emissionPayloadSchema, type EmissionPayload } from '../protocol/emission.js';
 import { RejectionCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
+import { traceContextSchema, type TraceContext } from '../protocol/trace.js';
 import { checkpointItemFieldsSchema, itemPositionSchema } from '../protocol/wire.js';
 
 /** An event item that is well formed: it may still be refused by the store (unknown asset, conflict, gap). */
@@ -13,6 +14,8 @@ export interface CheckedEvent {
   key: string;
   payload: EmissionPayload;
   fingerprint: string;
+  /** The trace context the producer committed it in: metadata, in neither key nor fingerprint. */
+  trace?: TraceContext | undefined;
 }
 
 /** A checkpoint item that is well formed; `value` is canonical JSON text. */
@@ -39,7 +42,7 @@ export type InvalidItem = {
 } & ({ seq: number; key: string } | { seq: null; key: null });
 
 const payloadSchema = emissionPayloadSchema();
-const PAYLOAD_FIELDS = ['seq', 'key', 'kind', 'asset', 'partitionKey', 'partitionDate', 'extra'];
+const PAYLOAD_FIELDS = ['seq', 'key', 'kind', 'asset', 'partitionKey', 'partitionDate', 'extra', 'trace'];
 
 /**
  * Checks one item of a batch without touching the store, so that the store's transaction holds the
@@ -50,7 +53,9 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
     return { valid: false, seq: null, key: null, field: where, detail: `${where}: must be an object` };
   }
-  const { seq, key, kind, ...payload } = raw as Record<string, unknown>;
+  const { seq, key, kind, ...fields } = raw as Record<string, unknown>;
+  // Only an event carries a trace context; on a checkpoint item `trace` is an unknown field.
+  const { trace, ...payload } = kind === 'event' ? fields : { ...fields, trace: undefined };
   const position = itemPositionSchema.safeParse({ seq, key });
   if (!position.success) {
     const problem = describeFirstIssue(position.error, { input: { seq, key }, prefix: where });
@@ -66,7 +71,19 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
     const problem = describeFirstIssue(parsed.error, { input: payload, prefix: where, knownKeys: PAYLOAD_FIELDS });
     return invalid(problem.field, problem.message);
   }
-  return { valid: true, kind: 'event', ...placed, payload: parsed.data, fingerprint: payloadFingerprint(parsed.data) };
+  const traced = trace === undefined ? undefined : traceContextSchema.safeParse(trace);
+  if (traced && !traced.success) {
+    const problem = describeFirstIssue(traced.error, { input: trace, prefix: `${where}.trace`, knownKeys: ['traceparent', 'tracestate'] });
+    return invalid(problem.field, problem.message);
+  }
+  return {
+    valid: true,
+    kind: 'event',
+    ...placed,
+    payload: parsed.data,
+    fingerprint: payloadFingerprint(parsed.data),
+    ...(traced ? { trace: traced.data } : {}),
+  };
 }
 
 function checkCheckpoint(

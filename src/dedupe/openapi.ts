@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { assetNameSchema, emissionPayloadSchema } from '../protocol/emission.js';
 import { ProblemCode, RejectionCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
+import { traceContextSchema } from '../protocol/trace.js';
 import {
   checkpointItemFieldsSchema,
   emissionBatchSchema,
@@ -27,7 +28,12 @@ import { tokenRequestSchema, type TokenInfo } from './tokens.js';
  * `GET /openapi.json`; `docs/openapi.json` is a copy, checked by `npm test`.
  */
 
-const eventItemSchema = z.strictObject({ ...itemPositionSchema.shape, kind: z.literal('event'), ...emissionPayloadSchema().shape });
+const eventItemSchema = z.strictObject({
+  ...itemPositionSchema.shape,
+  kind: z.literal('event'),
+  ...emissionPayloadSchema().shape,
+  trace: traceContextSchema.optional().describe('The W3C trace context the emission was committed in: metadata, in neither key nor fingerprint.'),
+});
 const checkpointItemSchema = z.strictObject({ ...itemPositionSchema.shape, kind: z.literal('checkpoint'), ...checkpointItemFieldsSchema.shape });
 const batchSchema = emissionBatchSchema.extend({
   items: z.array(z.discriminatedUnion('kind', [eventItemSchema, checkpointItemSchema])).min(1).max(Limits.maxBatchItems),
@@ -74,6 +80,7 @@ const storedEventSchema = z.object({
   task: z.string().nullable(),
   attempt: z.number().int(),
   seq: z.number().int(),
+  trace: traceContextSchema.nullable().describe('The W3C trace context the producer committed the emission in.'),
 });
 const eventPageSchema = z.object({
   events: z.array(storedEventSchema),

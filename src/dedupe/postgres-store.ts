@@ -190,6 +190,7 @@ export class PostgresDedupeStore implements DedupeStore {
         stream.runId,
         stream.task,
         stream.attempt,
+        newEvents.map((e) => (e.item.trace === undefined ? null : JSON.stringify(e.item.trace))),
       ]);
     }
     if (toRecord.length > 0) {
@@ -378,13 +379,14 @@ function ingestStatements(db: Kysely<PgSchema>) {
         ON CONFLICT (producer, key) DO NOTHING
         RETURNING key`.compile(db),
     ),
-    // $1..$7 one array per column; $8 timestamp; $9..$13 the stream: producer, workflow, run id, task, attempt.
+    // $1..$7 one array per column; $8 timestamp; $9..$13 the stream: producer, workflow, run id, task, attempt;
+    // $14 the trace contexts, one per event.
     insertEvents: pgStatement(
       sql`
-        INSERT INTO events (event_id, key, asset, partition_key, partition_date, extra, seq, ts, producer, workflow, run_id, task, attempt)
+        INSERT INTO events (event_id, key, asset, partition_key, partition_date, extra, seq, trace_context, ts, producer, workflow, run_id, task, attempt)
         SELECT e.*, ${pgParam(8, 'text')}, ${pgParam(9, 'text')}, ${pgParam(10, 'text')}, ${pgParam(11, 'text')}, ${pgParam(12, 'text')}, ${pgParam(13, 'integer')}
         FROM unnest(${pgParam(1, 'uuid[]')}, ${pgParam(2, 'uuid[]')}, ${pgParam(3, 'text[]')}, ${pgParam(4, 'text[]')},
-                    ${pgParam(5, 'text[]')}, ${pgParam(6, 'text[]')}, ${pgParam(7, 'bigint[]')}) AS e`.compile(db),
+                    ${pgParam(5, 'text[]')}, ${pgParam(6, 'text[]')}, ${pgParam(7, 'bigint[]')}, ${pgParam(14, 'text[]')}) AS e`.compile(db),
     ),
     // $5..$10 one array per column; $11 created_at (ms).
     recordOutcomes: pgStatement(

@@ -6,6 +6,7 @@ import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
 import type { Same } from '../protocol/same-type.js';
 import { Authenticator } from './auth.js';
+import { loadOtel } from '../protocol/trace.js';
 import { buildHttpApp } from './http-app.js';
 import { ServerMetrics } from './metrics.js';
 import { openDedupeStore } from './open-store.js';
@@ -160,6 +161,7 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
     auth: new Authenticator({ legacyToken: resolved.token, tokens: store.tokens, cacheMs: resolved.tokenCacheMs }),
     rateLimit: resolved.rateLimit,
     metrics,
+    otel: await loadOtel(),
     bodyLimit: resolved.bodyLimit,
     maxBatchItems: resolved.maxBatchItems,
     maxPageBytes: resolved.maxPageBytes,

@@ -110,6 +110,7 @@ export class SqliteDedupeStore implements DedupeStore {
           task: param('taskOrNull'),
           attempt: param('attempt'),
           seq: param('seq'),
+          trace_context: param('traceContext'),
         }),
       ),
       insertOutcome: prepare(
@@ -309,6 +310,7 @@ export class SqliteDedupeStore implements DedupeStore {
               partitionKey: item.payload.partitionKey ?? null,
               partitionDate: item.payload.partitionDate ?? null,
               extra: item.payload.extra ?? null,
+              traceContext: item.trace === undefined ? null : JSON.stringify(item.trace),
             });
             return { status: 'accepted', seq: item.seq, key: item.key, eventId, timestamp: ts };
           }

@@ -19,7 +19,8 @@ export function encodeBatch(stream: StreamIdentity, rows: readonly OutboxRow[]):
       ...(row.partition_key === null ? {} : { partitionKey: row.partition_key }),
       ...(row.partition_date === null ? {} : { partitionDate: row.partition_date }),
     });
-    return row.extra === null ? head : `${head.slice(0, -1)},"extra":${row.extra}}`;
+    const traced = row.trace_context === null ? head : `${head.slice(0, -1)},"trace":${row.trace_context}}`;
+    return row.extra === null ? traced : `${traced.slice(0, -1)},"extra":${row.extra}}`;
   });
   return `{"stream":${JSON.stringify(stream)},"items":[${items.join(',')}]}`;
 }

@@ -3,6 +3,7 @@ import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import { canonicalJson, payloadFingerprint } from '../protocol/canonical-json.js';
 import { describeFirstIssue, emissionPayloadSchema } from '../protocol/emission.js';
 import { EmissionValidationError, KeyConflictError, OutboxClosedError } from '../protocol/errors.js';
+import type { TraceContext } from '../protocol/trace.js';
 import type { Receipt } from '../protocol/wire.js';
 import { checkpointKey, deriveKey, explicitKey } from './keys.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
@@ -64,6 +65,7 @@ interface PendingEmission {
   /** Canonical JSON text. */
   extra: string | undefined;
   userKey: string | undefined;
+  trace: TraceContext | undefined;
 }
 
 /** @internal Everything the outbox hands a commit. */
@@ -73,6 +75,8 @@ export interface CommitContext {
   run: RunContext;
   payloadSchema: ReturnType<typeof emissionPayloadSchema>;
   waitFor: (emission: Emission) => Promise<Receipt>;
+  /** The trace context an emission is committed in, to travel with it; undefined without OpenTelemetry. */
+  traceContext: () => TraceContext | undefined;
 }
 
 /**
@@ -113,7 +117,7 @@ export class CommitTransaction {
       userKey = checked.data;
     }
     const handle = new Emission(asset.name, parsed.data.partitionKey, this.context.waitFor);
-    this.emissions.push({ handle, partitionDate: parsed.data.partitionDate, extra: parsed.data.extra, userKey });
+    this.emissions.push({ handle, partitionDate: parsed.data.partitionDate, extra: parsed.data.extra, userKey, trace: this.context.traceContext() });
     return handle;
   }
 
@@ -173,6 +177,7 @@ export class CommitTransaction {
         committedAt: now,
         checkpointName: null,
         checkpointValue: null,
+        traceContext: emission.trace === undefined ? null : JSON.stringify(emission.trace),
       });
       handle.idempotencyKey = key;
       if (inserted.changes === 1) {
@@ -206,6 +211,7 @@ export class CommitTransaction {
         committedAt: now,
         checkpointName: name,
         checkpointValue: value,
+        traceContext: null,
       });
       nextSeq++;
     }

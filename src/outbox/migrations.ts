@@ -121,4 +121,12 @@ export const outboxMigrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 6,
+    name: '006_trace_context',
+    sql: `
+      -- The W3C trace context an emission was committed in (JSON), sent with it; metadata, not payload.
+      ALTER TABLE outbox ADD COLUMN trace_context TEXT;
+    `,
+  },
 ];

@@ -36,6 +36,7 @@ export interface OutboxSchema {
     dead_reason: string | null;
     checkpoint_name: string | null;
     checkpoint_value: string | null;
+    trace_context: string | null;
   };
   checkpoints: { name: string; value: string; updated_at: number };
   lease: { id: number; owner: string; pid: number; host: string; expires_at: number };
@@ -78,6 +79,8 @@ export interface OutboxRow {
   dead_reason: string | null;
   checkpoint_name: string | null;
   checkpoint_value: string | null;
+  /** The W3C trace context the emission was committed in, as JSON; null without OpenTelemetry. */
+  trace_context: string | null;
 }
 
 /**
@@ -217,6 +220,7 @@ function prepareStatements(db: Database.Database) {
           committed_at: param('committedAt'),
           checkpoint_name: param('checkpointName'),
           checkpoint_value: param('checkpointValue'),
+          trace_context: param('traceContext'),
         })
         // Insert first: a key already in the file is caught by the unique index, not by a prior read.
         .onConflict((oc) => oc.column('key').doNothing()),

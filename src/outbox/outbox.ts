@@ -8,6 +8,7 @@ import {
   OptionsError,
   OutboxClosedError,
 } from '../protocol/errors.js';
+import { activeTraceContext, loadOtel, type OtelApi } from '../protocol/trace.js';
 import { nameSchema, type Receipt, type StreamState } from '../protocol/wire.js';
 import { CommitTransaction, type CommitContext, type Emission, type EmissionInput } from './commit.js';
 import { failpoint } from './failpoints.js';
@@ -74,6 +75,8 @@ export class Outbox {
   private readonly waiters = new ReceiptWaiters();
   private readonly reporter: Reporter;
   private readonly metrics: OutboxMetrics | undefined;
+  /** OpenTelemetry's API when the application has it; loaded by start(), before the first commit. */
+  private otel: OtelApi | undefined;
   private readonly logger: OutboxLogger;
   private readonly commitContext: CommitContext | undefined;
   private readonly runInTransaction;
@@ -119,6 +122,7 @@ export class Outbox {
           run: options.run,
           payloadSchema: emissionPayloadSchema(options.maxExtraBytes),
           waitFor: (emission) => this.receiptOf(emission),
+          traceContext: () => activeTraceContext(this.otel),
         };
       }
       this.relay =
@@ -167,6 +171,8 @@ export class Outbox {
 
   /** @internal Resumes from the server when the policy says so, then starts the relay. */
   async start(): Promise<void> {
+    this.otel = await loadOtel();
+    this.relay?.useTracing(this.otel);
     const { run, servers } = this.options;
     if (run && servers.length > 0) {
       this.resumedFrom = await resumeFromServer({

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import { FencedError, LeaseLostError, OnceboxError } from '../protocol/errors.js';
-import type { ItemResult } from '../protocol/wire.js';
+import { endingSpan, linkTo, type OtelApi, type TraceContext } from '../protocol/trace.js';
+import type { ItemResult, StreamIdentity } from '../protocol/wire.js';
 import { isTransientSqliteError } from '../sqlite/local-errors.js';
 import { afterAnswers, applyAnswers, type AppliedAnswers } from './answers.js';
 import { encodeBatch } from './batch-encoding.js';
@@ -94,6 +95,7 @@ export class Relay {
   private holding = false;
   private lastPrune = 0;
   private readonly applyResults;
+  private otel: OtelApi | undefined;
   /** Why the relay stopped on its own (lease lost, stream state lost); undefined while it runs. */
   failure: OnceboxError | undefined;
   lastError: RelayError | undefined;
@@ -114,6 +116,11 @@ export class Relay {
     });
     const stored = file.getMeta('relay_last_error');
     this.lastError = stored === undefined ? undefined : (JSON.parse(stored) as RelayError);
+  }
+
+  /** Makes a span for each batch sent, linked to the trace each emission was committed in. */
+  useTracing(otel: OtelApi | undefined): void {
+    this.otel = otel;
   }
 
   get holdsLease(): boolean {
@@ -293,7 +300,7 @@ export class Relay {
       task: first.task === '' ? null : first.task,
       attempt: first.attempt,
     };
-    const results = await this.options.transport.send(encodeBatch(stream, batch), batch.length, this.stopper.signal);
+    const results = await this.sendTraced(stream, batch);
     failpoint('relay:after-response');
     this.options.reporter?.deliverySucceeded();
     let applied: AppliedAnswers;
@@ -317,6 +324,37 @@ export class Relay {
     if (applied.fence) this.options.reporter?.fenced({ runId: applied.fence.runId, attempt: applied.fence.attempt, by: applied.fence.by });
     this.pruneNowAndThen();
     return afterAnswers(stream, batch, results, applied);
+  }
+
+  /**
+   * Sends one batch, inside a PRODUCER span after OpenTelemetry's messaging conventions when the
+   * application has OpenTelemetry: linked to each emission's own trace, and passed on to the server in
+   * the traceparent header so that its span is this one's child.
+   */
+  private async sendTraced(stream: StreamIdentity, batch: readonly OutboxRow[]): Promise<ItemResult[]> {
+    const body = encodeBatch(stream, batch);
+    const otel = this.otel;
+    if (!otel) return this.options.transport.send(body, batch.length, this.stopper.signal);
+    const links = batch.flatMap((row) => {
+      const link = row.trace_context === null ? undefined : linkTo(otel, JSON.parse(row.trace_context) as TraceContext);
+      return link ? [link] : [];
+    });
+    const span = otel.trace.getTracer('oncebox').startSpan(`send ${stream.producer}`, {
+      kind: otel.SpanKind.PRODUCER,
+      links,
+      attributes: {
+        'messaging.system': 'oncebox',
+        'messaging.operation.type': 'send',
+        'messaging.operation.name': 'send',
+        'messaging.destination.name': stream.producer,
+        'messaging.batch.message_count': batch.length,
+        'oncebox.run_id': stream.runId,
+        'oncebox.attempt': stream.attempt,
+      },
+    });
+    const headers: Record<string, string> = {};
+    otel.propagation.inject(otel.trace.setSpan(otel.context.active(), span), headers);
+    return endingSpan(otel, span, () => this.options.transport.send(body, batch.length, this.stopper.signal, headers));
   }
 
   private startRenewing(): void {

@@ -49,9 +49,9 @@ export class HttpTransport {
   }
 
   /** Sends a body made by encodeBatch; resolves to one result per item, in the items' order. */
-  async send(body: string, itemCount: number, signal?: AbortSignal): Promise<ItemResult[]> {
+  async send(body: string, itemCount: number, signal?: AbortSignal, headers: Record<string, string> = {}): Promise<ItemResult[]> {
     try {
-      return await this.sendTo(this.urls[this.active]!, body, itemCount, signal);
+      return await this.sendTo(this.urls[this.active]!, body, itemCount, signal, headers);
     } catch (error) {
       // Whatever went wrong (down, overloaded, refusing), the next attempt tries the next instance.
       if (error instanceof DeliveryError && this.urls.length > 1) this.active = (this.active + 1) % this.urls.length;
@@ -59,14 +59,14 @@ export class HttpTransport {
     }
   }
 
-  private async sendTo(url: string, body: string, itemCount: number, signal?: AbortSignal): Promise<ItemResult[]> {
+  private async sendTo(url: string, body: string, itemCount: number, signal: AbortSignal | undefined, extraHeaders: Record<string, string>): Promise<ItemResult[]> {
     const timeout = AbortSignal.timeout(this.options.requestTimeoutMs);
     let response: Response;
     let text: string;
     try {
       response = await fetch(url, {
         method: 'POST',
-        headers: this.headers,
+        headers: { ...this.headers, ...extraHeaders },
         body,
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
       });

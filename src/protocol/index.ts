@@ -2,4 +2,5 @@ export * from './errors.js';
 export * from './wire.js';
 export { Limits } from './limits.js';
 export { canonicalJson, payloadFingerprint, type FingerprintedPayload } from './canonical-json.js';
+export { traceContextSchema, type TraceContext } from './trace.js';
 export type { EmissionPayload } from './emission.js';

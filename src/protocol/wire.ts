@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { assetNameSchema } from './emission.js';
 import { Limits } from './limits.js';
 import type { RejectionCode } from './errors.js';
+import type { TraceContext } from './trace.js';
 import { isPlainText, PLAIN_TEXT_RULE } from './text.js';
 
 /** The wire format of `POST /v1/emissions` and `GET /v1/events`. docs/protocol.md describes it for people. */
@@ -139,6 +140,8 @@ export interface StoredEvent {
   task: string | null;
   attempt: number;
   seq: number;
+  /** The W3C trace context the producer committed the emission in; null without OpenTelemetry there. */
+  trace: TraceContext | null;
 }
 
 export interface EventPage {

@@ -158,6 +158,7 @@ for (const backend of BACKENDS) {
         task: 'load',
         attempt: 3,
         seq: 1,
+        trace: null,
       });
       expect(bare).toMatchObject({ partitionKey: 'bare', partitionDate: null, extra: null, seq: 2 });
     });

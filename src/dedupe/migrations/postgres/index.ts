@@ -178,4 +178,12 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       );
     `,
   },
+  {
+    version: 6,
+    name: '006_trace_context',
+    sql: `
+      -- The W3C trace context the producer committed an emission in (JSON), for readers to join its trace.
+      ALTER TABLE events ADD COLUMN trace_context text;
+    `,
+  },
 ];

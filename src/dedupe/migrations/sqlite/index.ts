@@ -159,4 +159,12 @@ export const serverSqliteMigrations: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 7,
+    name: '007_trace_context',
+    sql: `
+      -- The W3C trace context the producer committed an emission in (JSON), for readers to join its trace.
+      ALTER TABLE events ADD COLUMN trace_context TEXT;
+    `,
+  },
 ];
