@@ -123,6 +123,6 @@ export function refuseOutOfScope(item: CheckedItem | InvalidItem, mayPublishTo: 
     key: item.key,
     field: 'asset',
     code: RejectionCode.Forbidden,
-    detail: `asset: this token may not publish to "${asset}" (it may publish to ${allowed}); use a token that lists "${asset}"`,
+    detail: `asset: this token may not publish to "${asset}" (it may publish to ${allowed}); give the job a token that lists "${asset}", then send the dead row again: oncebox dead retry <outbox file> --all`,
   };
 }

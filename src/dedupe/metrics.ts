@@ -1,6 +1,6 @@
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ItemResult } from '../protocol/wire.js';
-import type { CompactionResult } from './store.js';
+import type { CompactionResult, StoreSizes } from './store.js';
 
 const SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
@@ -17,7 +17,7 @@ export class ServerMetrics {
   private readonly compactions: Counter;
   private readonly removed: Counter<'kind'>;
 
-  constructor(registry: Registry = new Registry()) {
+  constructor(registry: Registry = new Registry(), sizes?: () => Promise<StoreSizes>) {
     this.registry = registry;
     // A registry the application shares may already have the process metrics.
     if (registry.getSingleMetric('process_cpu_user_seconds_total') === undefined) collectDefaultMetrics({ register: registry });
@@ -36,6 +36,19 @@ export class ServerMetrics {
       registers,
     });
     this.ingestSeconds = new Histogram({ name: 'oncebox_ingest_duration_seconds', help: "Time the store's ingest transaction took for one batch.", buckets: SECONDS, registers });
+    if (sizes) {
+      const gauge = (name: string, help: string, pick: (sizes: StoreSizes) => number) =>
+        new Gauge({
+          name,
+          help,
+          registers,
+          async collect() {
+            this.set(pick(await sizes()));
+          },
+        });
+      gauge('oncebox_events_stored', 'Events the store holds (an estimate on PostgreSQL).', (s) => s.events);
+      gauge('oncebox_dedupe_records', 'Dedupe records the store holds (an estimate on PostgreSQL).', (s) => s.dedupeRecords);
+    }
     this.compactions = new Counter({ name: 'oncebox_compactions_total', help: 'Compaction runs.', registers });
     this.removed = new Counter({
       name: 'oncebox_compacted_rows_total',

@@ -8,7 +8,7 @@ import { serverPostgresMigrations } from './migrations/postgres/index.js';
 import { inTransaction, nameStatements, pgParam, pgStatement, runStatement } from './pg-statements.js';
 import { advisoryKey, migratePostgres } from './postgres-migrate.js';
 import { TokenRegistry } from './tokens.js';
-import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy } from './store.js';
+import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from './store.js';
 
 interface PgSchema extends SharedTables {
   /** `id` is the insertion order; `cursor` is given after commit by the sequencer. */
@@ -297,6 +297,17 @@ export class PostgresDedupeStore implements DedupeStore {
       .executeTakeFirst();
     this.assets.add(name);
     return { created: Number(result.numInsertedOrUpdatedRows ?? 0) === 1 };
+  }
+
+  async sizes(): Promise<StoreSizes> {
+    // reltuples is -1 before the table was first analysed; it is an estimate, refreshed by autovacuum.
+    const { rows } = await this.pool.query<{ relname: string; estimate: number }>(
+      `SELECT c.relname, greatest(c.reltuples, 0)::bigint AS estimate FROM pg_class c
+       JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname IN ('events', 'dedupe')`,
+      [this.schema],
+    );
+    const estimate = (table: string) => Number(rows.find((row) => row.relname === table)?.estimate ?? 0);
+    return { events: estimate('events'), dedupeRecords: estimate('dedupe') };
   }
 
   async listAssets(): Promise<string[]> {

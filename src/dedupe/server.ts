@@ -155,7 +155,7 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
   const resolved = resolveOptions(serverOptionsSchema, options, 'createServer');
   const store = await openDedupeStore(resolved);
   for (const asset of resolved.assets) await store.registerAsset(asset);
-  const metrics = new ServerMetrics(resolved.metricsRegistry);
+  const metrics = new ServerMetrics(resolved.metricsRegistry, () => store.sizes());
   const app = buildHttpApp({
     store,
     auth: new Authenticator({ legacyToken: resolved.token, tokens: store.tokens, cacheMs: resolved.tokenCacheMs }),

@@ -10,7 +10,7 @@ import { deleteInBatches, toStoredEvent, type EventRow, type SharedTables } from
 import { existingKeyResult, newEventIds, planIngest, refuseAttempt, replayResult } from './ingest-plan.js';
 import { serverSqliteMigrations } from './migrations/sqlite/index.js';
 import { TokenRegistry } from './tokens.js';
-import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy } from './store.js';
+import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from './store.js';
 
 interface ServerSchema extends SharedTables {
   events: Omit<EventRow, 'cursor'> & { cursor: Generated<number> };
@@ -351,6 +351,11 @@ export class SqliteDedupeStore implements DedupeStore {
     const created = this.statements.insertAsset.run({ name, createdAt: this.now().toISOString() }).changes === 1;
     this.assets.add(name);
     return { created };
+  }
+
+  async sizes(): Promise<StoreSizes> {
+    const count = (table: string) => (this.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+    return { events: count('events'), dedupeRecords: count('dedupe') };
   }
 
   async listAssets(): Promise<string[]> {

@@ -25,6 +25,11 @@ export interface RetentionPolicy {
   batchSize: number;
 }
 
+export interface StoreSizes {
+  events: number;
+  dedupeRecords: number;
+}
+
 export interface CompactionResult {
   dedupeRecords: number;
   events: number;
@@ -45,6 +50,11 @@ export interface DedupeStore {
   streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined>;
   registerAsset(name: string): Promise<{ created: boolean }>;
   listAssets(): Promise<string[]>;
+  /**
+   * How many events and dedupe records the store holds, for the metrics: exact on SQLite, PostgreSQL's
+   * planner estimate there (a count of a large table would cost a scan at every scrape).
+   */
+  sizes(): Promise<StoreSizes>;
   /** Removes dedupe records and events past their retention, in bounded batches. */
   compact(policy: RetentionPolicy): Promise<CompactionResult>;
   close(): Promise<void>;

@@ -61,6 +61,9 @@ describe('Prometheus metrics', () => {
     expect(after.get('oncebox_http_requests_total{method="GET",route="/metrics",status="403"}')).toBe(1);
     expect([...after.keys()].some((name) => name.startsWith('process_cpu_user_seconds_total'))).toBe(true);
 
+    expect(after.get('oncebox_events_stored')).toBe(2);
+    expect(after.get('oncebox_dedupe_records')).toBe(2);
+
     await running.server.compact();
     expect((await scrape()).get('oncebox_compactions_total')).toBe(1);
   });

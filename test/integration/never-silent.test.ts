@@ -1,6 +1,7 @@
 import { createServer as createHttpServer } from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { openOutbox, type DeadNotice, type DeliveryProblem, type FencedNotice, type OutboxLogger } from '../../src/outbox/index.js';
 import { RUN } from '../support/outbox.js';
@@ -28,12 +29,14 @@ async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> 
 describe('the producer is never silent', () => {
   it('with the server down: logs the failure once, tells error listeners, and close() says what is left', async () => {
     const { logger, lines, codes } = recordingLogger();
-    const box = await openOutbox({ path: join(tempDir(), 'outbox.db'), producer: 'p', run: RUN, server: 'http://127.0.0.1:9', logger, ...FAST });
+    const metrics = new Registry();
+    const box = await openOutbox({ path: join(tempDir(), 'outbox.db'), producer: 'p', run: RUN, server: 'http://127.0.0.1:9', logger, metrics, ...FAST });
     const problems: DeliveryProblem[] = [];
     box.on('error', (problem) => problems.push(problem));
     for (let i = 1; i <= 3; i++) box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: `b${i}` }));
     await until(() => problems.length > 0);
     await sleep(300); // many more failed attempts: still one line, one event
+    expect(await metrics.metrics()).toContain('oncebox_outbox_pending{producer="p"} 3');
     const result = await box.close({ timeoutMs: 0 });
     expect(result).toMatchObject({ pending: 3, dead: 0, lastError: { code: 'network' } });
     expect(codes()).toEqual(['warn:network', 'warn:closed_with_work_left']);
@@ -47,20 +50,23 @@ describe('the producer is never silent', () => {
     await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
     const { port } = other.address() as { port: number };
     const { logger, codes, lines } = recordingLogger();
-    const box = await openOutbox({ path: join(tempDir(), 'outbox.db'), producer: 'p', run: RUN, server: `http://127.0.0.1:${port}`, logger, ...FAST });
+    const metrics = new Registry();
+    const box = await openOutbox({ path: join(tempDir(), 'outbox.db'), producer: 'p', run: RUN, server: `http://127.0.0.1:${port}`, logger, metrics, ...FAST });
     box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'b1' }));
     await until(() => lines.length > 0);
     await sleep(200);
     expect(codes()).toEqual(['warn:http_404']);
     expect(lines[0]!.message).toContain('answered 404: <h1>Not Found</h1>');
-    await box.close({ timeoutMs: 0 });
+    expect(await metrics.metrics()).toContain('oncebox_outbox_pending{producer="p"} 1');
+    expect(await box.close({ timeoutMs: 0 })).toMatchObject({ pending: 1, lastError: { code: 'http_404' } });
     other.close();
   });
 
   it('with an unknown asset: logs the dead row, tells dead listeners, and close() counts it', async () => {
     const { url } = await startServer();
     const { logger, codes, lines } = recordingLogger();
-    const box = await openOutbox({ path: join(tempDir(), 'outbox.db'), producer: 'p', run: RUN, server: url, logger, ...FAST });
+    const metrics = new Registry();
+    const box = await openOutbox({ path: join(tempDir(), 'outbox.db'), producer: 'p', run: RUN, server: url, logger, metrics, ...FAST });
     const dead: DeadNotice[] = [];
     const delivered: string[] = [];
     box.on('dead', (row) => dead.push(row));
@@ -68,6 +74,8 @@ describe('the producer is never silent', () => {
     const good = box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'b1' }));
     box.commit((tx) => tx.emit(box.asset('not_registered'), { partitionKey: 'b2' }));
     box.commit((tx) => tx.emit(box.asset('not_registered'), { partitionKey: 'b3' }));
+    await box.relay!.drain(10_000);
+    expect(await metrics.metrics()).toContain('oncebox_outbox_dead_total{producer="p",code="unknown_asset"} 2');
     const result = await box.close();
     expect(result).toMatchObject({ pending: 0, dead: 2 });
     expect(dead.map((row) => row.code)).toEqual(['unknown_asset', 'unknown_asset']);
