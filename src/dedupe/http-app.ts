@@ -2,7 +2,6 @@ import { createServer as createHttpServer, STATUS_CODES, type RequestListener, t
 import type { Socket } from 'node:net';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { z } from 'zod';
 import { assetNameSchema, describeFirstIssue } from '../protocol/emission.js';
 import { ProblemCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
@@ -56,7 +55,6 @@ export interface ConnectionLimits {
   keepAliveTimeoutMs: number;
   maxConnections: number;
 }
-
 
 /** The routes of `docs/protocol.md`, over any DedupeStore. */
 export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
@@ -135,18 +133,19 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
   app.addHook('onResponse', async (request, reply) => {
     options.metrics.answered(request.method, request.is404 ? undefined : request.routeOptions.url, reply.statusCode, reply.elapsedTime / 1000);
   });
-  if (options.rateLimit !== false) {
+  const limit = options.rateLimit;
+  if (limit !== false) {
     // Counted per token after the auth hook (the plugin hooks each route, and route hooks run after the
     // app's): a token's burst never slows another token's producers down.
     void app.register(rateLimit, {
-      max: options.rateLimit.max,
-      timeWindow: options.rateLimit.windowMs,
+      max: limit.max,
+      timeWindow: limit.windowMs,
       keyGenerator: (request) => request.principal,
       // A server without tokens has no one to count against (every client on one host shares an address).
       allowList: (request) => request.principal === '',
       errorResponseBuilder: (_request, context) =>
         new RequestProblem(
-          problem(429, ProblemCode.RateLimited, `more than ${context.max} requests in ${options.rateLimit === false ? 0 : options.rateLimit.windowMs} ms from this token; retry after ${context.after}`),
+          problem(429, ProblemCode.RateLimited, `more than ${context.max} requests in ${limit.windowMs} ms from this token; retry after ${context.after}`),
         ),
     });
   }
