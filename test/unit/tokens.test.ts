@@ -86,6 +86,30 @@ describe('the authenticator', () => {
     await store.close();
   });
 
+  it('refuses a token of no known shape on a server with only scoped tokens', async () => {
+    const store = new SqliteDedupeStore({ path: join(tempDir(), 'server.db') });
+    const auth = new Authenticator({ tokens: store.tokens, cacheMs: 60_000 });
+    await store.tokens.create({ scope: 'admin' });
+    expect(await auth.grantFor('not-a-token-of-ours')).toBeUndefined();
+    await store.close();
+  });
+
+  it('keeps at most 10,000 grants cached, so made-up tokens cannot grow it without bound', async () => {
+    const store = new SqliteDedupeStore({ path: join(tempDir(), 'server.db') });
+    const auth = new Authenticator({ tokens: store.tokens, cacheMs: 60_000 });
+    const { token, info } = await store.tokens.create({ scope: 'read' });
+    expect(await auth.grantFor(token)).toMatchObject({ scope: 'read' });
+    await store.tokens.revoke(info.id);
+    const madeUp = (i: number) => `obx_${i.toString(16).padStart(16, '0')}_${'x'.repeat(43)}`;
+    // A few made-up tokens leave the cache as it was: the revoked token is still trusted for cacheMs.
+    expect(await auth.grantFor(madeUp(1))).toBeUndefined();
+    expect(await auth.grantFor(token)).toMatchObject({ scope: 'read' });
+    // At the bound the cache starts again, and the revocation is seen.
+    for (let i = 2; i <= 10_000; i++) await auth.grantFor(madeUp(i));
+    expect(await auth.grantFor(token)).toBeUndefined();
+    await store.close();
+  });
+
   it('asks for tokens once one exists, and keeps asking', async () => {
     const store = new SqliteDedupeStore({ path: join(tempDir(), 'server.db') });
     const auth = new Authenticator({ tokens: store.tokens, cacheMs: 0 });
