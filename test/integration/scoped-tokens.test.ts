@@ -149,7 +149,7 @@ for (const backend of BACKENDS) {
       const body = { stream: VICTIM, items: [item(1, newKey()), item(2, newKey(), { asset: 'run_done' }), item(3, newKey())] };
       const first = await call(running.url, 'POST', '/v1/emissions', token, body);
       expect(first.json.results.map((r: { status: string; code?: string }) => r.code ?? r.status)).toEqual(['accepted', 'forbidden', 'accepted']);
-      expect(first.json.results[1].detail).toMatch(/may not publish to "run_done" \(it may publish to batch_ready\)/);
+      expect(first.json.results[1]).toMatchObject({ field: 'asset', detail: expect.stringMatching(/may not publish to "run_done" \(it may publish to batch_ready\)/) });
       // A retry gets the same answers.
       const again = await call(running.url, 'POST', '/v1/emissions', token, body);
       expect(again.json.results.map((r: { status: string; code?: string }) => r.code ?? r.status)).toEqual(['duplicate', 'forbidden', 'duplicate']);

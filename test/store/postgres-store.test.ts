@@ -21,6 +21,18 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
   const send = (url: string, items: unknown[], runId = 'r1') =>
     post(`${url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, runId }, items }));
 
+  it('bounds attempt jumps at 1000 when opened without the option, and at the step it is given', async () => {
+    const stream = { producer: 'p', workflow: 'w', runId: 'r', task: null };
+    const one = (seq: number) => [checkItem({ seq, key: randomUUID(), kind: 'checkpoint', name: 'c', value: seq }, 0)];
+    const plain = await PostgresDedupeStore.open({ connectionString: PG_URL, schema: testSchema() });
+    expect((await plain.ingest({ ...stream, attempt: 1001 }, one(1)))[0]).toMatchObject({ status: 'rejected', code: 'attempt_too_high' });
+    expect((await plain.ingest({ ...stream, attempt: 1000 }, one(1)))[0]).toMatchObject({ status: 'checkpointed' });
+    await plain.close();
+    const tight = await PostgresDedupeStore.open({ connectionString: PG_URL, schema: testSchema(), maxAttemptStep: 5 });
+    expect((await tight.ingest({ ...stream, attempt: 6 }, one(1)))[0]).toMatchObject({ code: 'attempt_too_high' });
+    await tight.close();
+  });
+
   it('accepts on one instance an asset registered through the other, and loads assets at start', async () => {
     const [a, b] = await twoInstances();
     expect((await send(b.url, [item(1, newKey(), { asset: 'late_asset' })])).json.results[0].code).toBe('unknown_asset');

@@ -1,7 +1,9 @@
 import Database from 'better-sqlite3';
+import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createServer, SqliteDedupeStore } from '../../src/dedupe/index.js';
+import { checkItem } from '../../src/dedupe/item-check.js';
 import { tempDir } from '../support/temp.js';
 
 /** What only the embedded SQLite store has to get right. */
@@ -12,6 +14,18 @@ describe('the SQLite store', () => {
     expect((store as unknown as { db: Database.Database }).db.pragma('synchronous', { simple: true })).toBe(2);
     await store.close();
     await store.close();
+  });
+
+  it('bounds attempt jumps at 1000 when built without the option, and at the step it is given', async () => {
+    const stream = { producer: 'p', workflow: 'w', runId: 'r', task: null };
+    const one = (seq: number) => [checkItem({ seq, key: randomUUID(), kind: 'checkpoint', name: 'c', value: seq }, 0)];
+    const plain = new SqliteDedupeStore({ path: join(tempDir(), 'server.db') });
+    expect((await plain.ingest({ ...stream, attempt: 1001 }, one(1)))[0]).toMatchObject({ status: 'rejected', code: 'attempt_too_high' });
+    expect((await plain.ingest({ ...stream, attempt: 1000 }, one(1)))[0]).toMatchObject({ status: 'checkpointed' });
+    await plain.close();
+    const tight = new SqliteDedupeStore({ path: join(tempDir(), 'server.db'), maxAttemptStep: 5 });
+    expect((await tight.ingest({ ...stream, attempt: 6 }, one(1)))[0]).toMatchObject({ code: 'attempt_too_high' });
+    await tight.close();
   });
 
   it('refuses a file whose schema is newer than this code knows', async () => {
