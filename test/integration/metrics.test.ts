@@ -11,7 +11,8 @@ const quiet: OutboxLogger = { info: () => undefined, warn: () => undefined, erro
 
 /**
  * Prometheus text exposition format 0.0.4, line by line: comments are HELP or TYPE, every sample is
- * `name{label="value",…} number`. Returns the samples by their name and labels as written.
+ * `name{label="value",…} number` (NaN in any case, as Prometheus reads it: prom-client writes `Nan`
+ * for an event-loop lag not measured yet). Returns the samples by their name and labels as written.
  */
 function parsePrometheus(text: string): Map<string, number> {
   const samples = new Map<string, number>();
@@ -21,7 +22,7 @@ function parsePrometheus(text: string): Map<string, number> {
       expect(line).toMatch(/^# (HELP [a-zA-Z_:][a-zA-Z0-9_:]* .*|TYPE [a-zA-Z_:][a-zA-Z0-9_:]* (counter|gauge|histogram|summary|untyped))$/);
       continue;
     }
-    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})?) (-?[0-9.e+-]+|NaN|\+Inf|-Inf)$/.exec(line);
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})?) (-?[0-9.e+-]+|[Nn][Aa][Nn]|[+-]?Inf)$/.exec(line);
     expect(match, `not a Prometheus sample: ${line}`).not.toBeNull();
     samples.set(match![1]!, Number(match![2]));
   }
