@@ -37,6 +37,7 @@ export function runDeadCommand(action: string | undefined, options: DeadCommandO
         if (options.json) {
           console.log(JSON.stringify({ retried, skipped }));
         } else {
+          if (retried.length === 0 && skipped.length === 0) console.log(`${options.path}: no dead rows to send again`);
           for (const row of retried) console.log(`row ${row.id} goes out again as row ${row.newId} (attempt ${row.attempt}, seq ${row.seq}, key ${row.key})`);
           for (const row of skipped) console.log(`row ${row.id} stays dead: ${row.why}`);
           if (retried.length > 0) console.log(`the job's relay sends them with its next commit; or now: oncebox relay --db ${options.path} --server URL --drain`);

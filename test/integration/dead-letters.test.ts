@@ -53,7 +53,7 @@ describe('dead letters', () => {
     expect(retried.lines[0]!.text).toMatch(new RegExp(`^row ${dead!.id} goes out again as row \\d+ \\(attempt 1, seq 5, key ${dead!.key}\\)$`));
     expect((await runScript(CLI, ['relay', '--db', path, '--server', url, '--drain'])).code).toBe(0);
     // Retrying again finds nothing dead; a second drain sends nothing.
-    expect((await runScript(CLI, ['dead', 'retry', path, '--all'])).lines).toEqual([]);
+    expect((await runScript(CLI, ['dead', 'retry', path, '--all'])).lines).toEqual([{ text: `${path}: no dead rows to send again` }]);
     expect((await runScript(CLI, ['relay', '--db', path, '--server', url, '--drain'])).code).toBe(0);
 
     const events = (await server.store.listEvents({ after: 0, limit: 10 })).events;
