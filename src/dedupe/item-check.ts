@@ -54,8 +54,6 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
     return { valid: false, seq: null, key: null, field: where, detail: `${where}: must be an object` };
   }
   const { seq, key, kind, ...fields } = raw as Record<string, unknown>;
-  // Only an event carries a trace context; on a checkpoint item `trace` is an unknown field.
-  const { trace, ...payload } = kind === 'event' ? fields : { ...fields, trace: undefined };
   const position = itemPositionSchema.safeParse({ seq, key });
   if (!position.success) {
     const problem = describeFirstIssue(position.error, { input: { seq, key }, prefix: where });
@@ -64,8 +62,10 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
   // A UUID's hex digits may come in either case; one spelling per key keeps the dedupe key exact.
   const placed = { seq: position.data.seq, key: position.data.key.toLowerCase() };
   const invalid = (field: string, detail: string): InvalidItem => ({ valid: false, ...placed, field, detail });
-  if (kind === 'checkpoint') return checkCheckpoint(payload, where, placed, invalid);
+  // Only an event carries a trace context; on a checkpoint item `trace` is an unknown field.
+  if (kind === 'checkpoint') return checkCheckpoint(fields, where, placed, invalid);
   if (kind !== 'event') return invalid(`${where}.kind`, `${where}.kind: must be "event" or "checkpoint"`);
+  const { trace, ...payload } = fields;
   const parsed = payloadSchema.safeParse(payload);
   if (!parsed.success) {
     const problem = describeFirstIssue(parsed.error, { input: payload, prefix: where, knownKeys: PAYLOAD_FIELDS });

@@ -84,6 +84,11 @@ describe('checkItem', () => {
     expect(checkItem({ seq: 1, key: key(1), kind: 'checkpoint', name: 'x', value: 1, zzzzzzzz: 2 }, 0)).toMatchObject({
       detail: 'items[0].zzzzzzzz: unknown field; known fields are seq, key, kind, name, value',
     });
+    // A trace context is an event's only: on a checkpoint item it is an unknown field, not dropped.
+    expect(checkItem({ seq: 1, key: key(1), kind: 'checkpoint', name: 'x', value: 1, trace: { traceparent: '00' } }, 0)).toMatchObject({
+      valid: false,
+      field: 'items[0].trace',
+    });
     const deep = Array.from({ length: 40 }).reduce<unknown>((inner) => ({ d: inner }), 1);
     expect(checkItem({ seq: 1, key: key(1), kind: 'checkpoint', name: 'x', value: deep }, 0)).toMatchObject({
       valid: false,
