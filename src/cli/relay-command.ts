@@ -33,9 +33,9 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
   const file = new OutboxFile(options.db, 'full', false);
   const reporter = new Reporter({
     logger: defaultLogger(),
-    failingAfterMs: 5000,
-    repeatMs: 60_000,
-    pending: () => file.statements.countPending.get()?.count ?? 0,
+    failingAfterMs: RELAY_DEFAULTS.reportAfterMs,
+    repeatMs: RELAY_DEFAULTS.logRepeatMs,
+    pending: () => file.pendingCount(),
     now: Date.now,
   });
   const relay = new Relay(file, {

@@ -1,13 +1,8 @@
-import { existsSync } from 'node:fs';
 import { OutboxFile } from '../outbox/outbox-file.js';
 import { readStatus } from '../outbox/status.js';
 
 /** `oncebox status FILE`: counts, lease and last error of an outbox file, for people or (--json) for scripts. */
 export function printStatus(path: string, json: boolean): number {
-  if (!existsSync(path)) {
-    console.error(`oncebox status: ${path}: no such file`);
-    return 1;
-  }
   const file = new OutboxFile(path, 'full', false);
   try {
     const status = readStatus(file);

@@ -114,9 +114,9 @@ const outboxOptionsSchema = z
       })
       .optional(),
     /** How long delivery may fail before it is logged and reported as an 'error' event. @defaultValue 5000 */
-    reportAfterMs: z.number().int().min(0).default(5000),
+    reportAfterMs: z.number().int().min(0).default(RELAY_DEFAULTS.reportAfterMs),
     /** One cause is logged again at most this often, with the count of repeats in between. @defaultValue 60000 */
-    logRepeatMs: z.number().int().min(0).default(60_000),
+    logRepeatMs: z.number().int().min(0).default(RELAY_DEFAULTS.logRepeatMs),
     /** The relay's clock (ms since epoch), for tests of lease expiry. */
     now: z.custom<() => number>((value) => typeof value === 'function', { error: 'must be a function returning ms since epoch' }).optional(),
   })

@@ -138,6 +138,16 @@ export class OutboxFile {
     this.runs = new RunAttempts(this);
   }
 
+  /** Rows (emissions and checkpoint updates) waiting to be delivered. */
+  pendingCount(): number {
+    return this.statements.countPending.get()?.count ?? 0;
+  }
+
+  /** Emissions parked as dead. */
+  deadCount(): number {
+    return this.statements.countDead.get()?.count ?? 0;
+  }
+
   /**
    * Runs `write` without waiting for fsync, then restores the file's durability. Only for writes that
    * can be lost without harm: a receipt lost on power loss is fetched again, since the relay resends

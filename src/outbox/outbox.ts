@@ -101,15 +101,15 @@ export class Outbox {
       logger: this.logger,
       failingAfterMs: options.reportAfterMs,
       repeatMs: options.logRepeatMs,
-      pending: () => (this.closed && !this.file.db.open ? 0 : (this.file.statements.countPending.get()?.count ?? 0)),
+      pending: () => (this.closed && !this.file.db.open ? 0 : this.file.pendingCount()),
       now: options.now ?? Date.now,
     });
     this.metrics =
       options.metrics &&
       new OutboxMetrics(options.metrics, {
         producer: options.producer,
-        pending: () => this.file.statements.countPending.get()?.count ?? 0,
-        dead: () => this.file.statements.countDead.get()?.count ?? 0,
+        pending: () => this.file.pendingCount(),
+        dead: () => this.file.deadCount(),
       });
     try {
       this.file.bindProducer(options.producer);

@@ -54,6 +54,10 @@ export const RELAY_DEFAULTS = {
   retryMaxDelayMs: 5_000,
   leaseTtlMs: 15_000,
   pruneDeliveredAfterMs: 7 * 24 * 60 * 60 * 1000,
+  /** How long delivery may fail before it is logged and reported. */
+  reportAfterMs: 5000,
+  /** One cause is logged again at most this often. */
+  logRepeatMs: 60_000,
 } as const;
 
 /** How often a relay standing by looks whether the lease holder has stopped or died. */
