@@ -116,14 +116,15 @@ export class DeadLetters {
 
   private chosen(selection: Selection): (OutboxRow & { settled_at: number | null })[] {
     if (selection === 'all') return this.statements.all.all();
-    const missing = selection.filter((id) => this.statements.byId.get({ id })?.state !== 'dead');
+    const found = [...new Set(selection)].sort((a, b) => a - b).map((id) => ({ id, row: this.statements.byId.get({ id }) }));
+    const missing = found.filter(({ row }) => row?.state !== 'dead');
     if (missing.length > 0) {
       throw new DeadLetterError(
-        missing.map((id) => ({ id, why: this.statements.byId.get({ id }) ? `row ${id} is not dead` : `there is no row ${id}` })),
-        `${this.file.path}: ${missing.map((id) => `row ${id}`).join(', ')} ${missing.length === 1 ? 'is' : 'are'} not a dead row; \`oncebox dead list ${this.file.path}\` shows the dead rows`,
+        missing.map(({ id, row }) => ({ id, why: row ? `row ${id} is not dead` : `there is no row ${id}` })),
+        `${this.file.path}: ${missing.map(({ id }) => `row ${id}`).join(', ')} ${missing.length === 1 ? 'is' : 'are'} not a dead row; \`oncebox dead list ${this.file.path}\` shows the dead rows`,
       );
     }
-    return [...new Set(selection)].sort((a, b) => a - b).map((id) => this.statements.byId.get({ id })!);
+    return found.map(({ row }) => row!);
   }
 
   private retryRows(selection: Selection, note: string) {
