@@ -47,7 +47,7 @@ export async function commitBench(perCommit: number, rows: number, slices: numbe
     s.setCheckpoint.run({ name: 'backlog', value: `{"batch":${c}}`, now: 0 });
     for (let e = 0; e < perCommit; e++) {
       s.insertRow.run({
-        key: keys[c * perCommit + e],
+        key: keys[c * perCommit + e]!,
         fingerprint: 'f',
         workflow: 'w',
         runId: 'r',
@@ -62,11 +62,12 @@ export async function commitBench(perCommit: number, rows: number, slices: numbe
         committedAt: 0,
         checkpointName: null,
         checkpointValue: null,
+        traceContext: null,
       });
     }
     // oncebox also queues the checkpoint update for the server's mirror, after the commit's emissions.
     s.insertRow.run({
-      key: checkpointKeys[c],
+      key: checkpointKeys[c]!,
       fingerprint: 'f',
       workflow: 'w',
       runId: 'r',
@@ -81,6 +82,7 @@ export async function commitBench(perCommit: number, rows: number, slices: numbe
       committedAt: 0,
       checkpointName: 'backlog',
       checkpointValue: `{"batch":${c}}`,
+      traceContext: null,
     });
   });
 

@@ -76,7 +76,7 @@ export function e2eRawChain(events: number): number {
   );
   const commitBatch = outbox.db.transaction((from: number) => {
     for (let i = from; i < from + PER_COMMIT; i++) {
-      s.insertRow.run({ key: keys[i], fingerprint: 'f', workflow: 'w', runId: 'r', task: 't', attempt: 1, seq: i + 1, kind: 'event', asset: 'batch_ready', partitionKey: `p-${i}`, partitionDate: null, extra: `{"rows":${i % PER_COMMIT}}`, committedAt: 0, checkpointName: null, checkpointValue: null });
+      s.insertRow.run({ key: keys[i]!, fingerprint: 'f', workflow: 'w', runId: 'r', task: 't', attempt: 1, seq: i + 1, kind: 'event', asset: 'batch_ready', partitionKey: `p-${i}`, partitionDate: null, extra: `{"rows":${i % PER_COMMIT}}`, committedAt: 0, checkpointName: null, checkpointValue: null, traceContext: null });
     }
   });
   const serverBatch = serverDb.transaction((from: number) => {
@@ -89,7 +89,7 @@ export function e2eRawChain(events: number): number {
     return ids;
   });
   const receiptBatch = outbox.db.transaction((from: number, ids: string[]) => {
-    for (let i = 0; i < ids.length; i++) s.markDelivered.run({ id: from + i + 1, eventId: ids[i], timestamp: 't', duplicate: 0, now: 0 });
+    for (let i = 0; i < ids.length; i++) s.markDelivered.run({ id: from + i + 1, attempt: 1, seq: from + i + 1, eventId: ids[i]!, timestamp: 't', duplicate: 0, now: 0 });
   });
   const started = performance.now();
   for (let from = 0; from < events; from += PER_COMMIT) {

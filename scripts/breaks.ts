@@ -30,8 +30,9 @@ export interface Break {
   postgres?: boolean;
 }
 
-const sqliteStore = 'src/dedupe/sqlite-store.ts';
-const postgresStore = 'src/dedupe/postgres-store.ts';
+const sqliteStore = 'src/dedupe/sqlite/store.ts';
+const postgresStore = 'src/dedupe/postgres/store.ts';
+const postgresStatements = 'src/dedupe/postgres/statements.ts';
 const relay = 'src/outbox/relay.ts';
 const answers = 'src/outbox/answers.ts';
 const outboxFile = 'src/outbox/outbox-file.ts';
@@ -43,7 +44,7 @@ const tokens = 'src/dedupe/tokens.ts';
 const conformance = 'test/store/conformance.test.ts';
 const cluster = 'test/fault/postgres-cluster.test.ts';
 
-const ingestPlan = 'src/dedupe/ingest-plan.ts';
+const ingestPlan = 'src/dedupe/ingest/plan.ts';
 const fencing = '  if (attempt < epoch) {';
 const fencingUnlessCheckpointsOnly = "  if (attempt < epoch && items.some((i) => !(i.valid && i.kind === 'checkpoint'))) {";
 
@@ -51,7 +52,7 @@ export const BREAKS: Break[] = [
   {
     what: 'the server stores an event even when its key was already in the dedupe table (no dedupe)',
     guarantee: 'G3, G4',
-    edits: [{ file: sqliteStore, find: 'if (inserted.changes === 1) {', replace: 'if (inserted.changes >= 0) {' }],
+    edits: [{ file: sqliteStore, find: 'ts: clock.ts, createdAt: clock.ms }).changes === 1)', replace: 'ts: clock.ts, createdAt: clock.ms }).changes >= 0)' }],
     caughtBy: [{ file: model }, { file: conformance, name: 'from 16 concurrent clients' }],
   },
   {
@@ -118,11 +119,23 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: outboxFile,
-        find: "q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('id').limit(param('limit')),",
-        replace: "q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('seq').limit(param('limit')),",
+        find: "q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('id').limit(p.limit.limit)),",
+        replace: "q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('seq').limit(p.limit.limit)),",
       },
     ],
     caughtBy: [{ file: delivery, name: 'several runs sharing a file in commit order' }],
+  },
+  {
+    what: 'a retried position answered from what the store held before the request, not from the items before it in the same request',
+    guarantee: 'G4',
+    edits: [
+      {
+        file: 'src/dedupe/ingest/resolve.ts',
+        find: '        return replayResult(item, seq, key, outcome, outcome ? undefined : records.get(key));',
+        replace: '        return replayResult(item, seq, key, stored.outcomes.get(seq), stored.outcomes.has(seq) ? undefined : stored.records.get(key));',
+      },
+    ],
+    caughtBy: [{ file: conformance, name: 'sent twice in one request' }],
   },
   {
     what: "the server's fencing check removed",
@@ -163,7 +176,7 @@ export const BREAKS: Break[] = [
   {
     what: 'the relay marking a row without checking it is still where it was sent from',
     guarantee: 'G7, G12',
-    edits: [{ file: outboxFile, find: "const sentRow = { id: param('id'), attempt: param('attempt'), seq: param('seq') };", replace: "const sentRow = { id: param('id') };" }],
+    edits: [{ file: outboxFile, find: 'const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq };', replace: 'const sentRow = { id: p.delivered.id };' }],
     caughtBy: [{ file: sameFile, name: 'in flight' }],
   },
   {
@@ -175,7 +188,13 @@ export const BREAKS: Break[] = [
   {
     what: "the server's ingest run outside a transaction (SQLite)",
     guarantee: 'G4',
-    edits: [{ file: sqliteStore, find: 'return this.ingestTransaction.immediate(stream, items);', replace: 'return this.ingestInTransaction(stream, items);' }],
+    edits: [
+      {
+        file: sqliteStore,
+        find: 'this.ingestTransaction = this.db.transaction((stream',
+        replace: 'this.ingestTransaction = ((run: any) => Object.assign(run, { immediate: run }))((stream',
+      },
+    ],
     caughtBy: [{ file: conformance, name: 'fails part-way' }],
   },
   {
@@ -292,8 +311,8 @@ export const BREAKS: Break[] = [
     what: 'dedupe keys shared by every producer, so one can squat another\'s next key',
     guarantee: 'G4, security',
     edits: [
-      { file: sqliteStore, find: "const inserted = s.insertDedupe.run({ producer: stream.producer, key: item.key,", replace: "const inserted = s.insertDedupe.run({ producer: '', key: item.key," },
-      { file: sqliteStore, find: "const existing = s.findDedupe.get({ producer: stream.producer, key: item.key })!;", replace: "const existing = s.findDedupe.get({ producer: '', key: item.key })!;" },
+      { file: sqliteStore, find: 's.insertDedupe.run({ producer, ...claim,', replace: "s.insertDedupe.run({ producer: '', ...claim," },
+      { file: sqliteStore, find: 's.findDedupe.get({ producer, key });', replace: "s.findDedupe.get({ producer: '', key });" },
     ],
     caughtBy: [{ file: conformance, name: 'scopes keys by producer' }],
   },
@@ -324,14 +343,14 @@ export const BREAKS: Break[] = [
   {
     what: "the server's ingest run without `BEGIN` (PostgreSQL)",
     guarantee: 'G4, G13',
-    edits: [{ file: 'src/dedupe/pg-statements.ts', find: "    await client.query('BEGIN');\n", replace: '' }],
+    edits: [{ file: 'src/dedupe/postgres/connection.ts', find: "    await client.query('BEGIN');\n", replace: '' }],
     caughtBy: [{ file: conformance, name: 'fails part-way' }],
     postgres: true,
   },
   {
     what: 'the PostgreSQL stream row lock (`FOR UPDATE`) removed',
     guarantee: 'G13',
-    edits: [{ file: postgresStore, find: '.where((eb) => eb.and(ofStream)).forUpdate().compile(),', replace: '.where((eb) => eb.and(ofStream)).compile(),' }],
+    edits: [{ file: postgresStatements, find: '.where((eb) => eb.and(where(streamKey))).forUpdate().compile()', replace: '.where((eb) => eb.and(where(streamKey))).compile()' }],
     caughtBy: [{ file: cluster, name: 'same instant' }],
     postgres: true,
   },

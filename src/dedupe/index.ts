@@ -1,6 +1,6 @@
 export { createServer, type OnceboxServer, type ServerOptions } from './server.js';
-export { SqliteDedupeStore, type SqliteStoreOptions } from './sqlite-store.js';
-export { PostgresDedupeStore, type PostgresStoreOptions } from './postgres-store.js';
+export { SqliteDedupeStore, type SqliteStoreOptions } from './sqlite/store.js';
+export { PostgresDedupeStore, type PostgresStoreOptions } from './postgres/store.js';
 export type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy, StoreSizes } from './store.js';
 export { TokenRegistry, type TokenGrant, type TokenInfo, type TokenRequest, type TokenScope, type ReadTarget, type TokenRow } from './tokens.js';
 export type { CheckedItem, CheckedEvent, CheckedCheckpoint, InvalidItem } from './item-check.js';

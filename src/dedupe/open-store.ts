@@ -1,6 +1,6 @@
 import type { Durability } from '../sqlite/open.js';
-import { PostgresDedupeStore } from './postgres-store.js';
-import { SqliteDedupeStore } from './sqlite-store.js';
+import { PostgresDedupeStore } from './postgres/store.js';
+import { SqliteDedupeStore } from './sqlite/store.js';
 import type { DedupeStore } from './store.js';
 
 export interface StoreLocation {

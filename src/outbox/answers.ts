@@ -73,7 +73,7 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
     const reason = `fenced by attempt ${fence.by}`;
     const run = { runId: fence.runId, task: fence.task ?? '' };
     file.runs.recordFence(run, fence.by);
-    const parked = s.parkStream.all({ ...run, attempt: fence.attempt, code: 'fenced', reason, now }) as { id: number }[];
+    const parked = s.parkStream.all({ ...run, attempt: fence.attempt, code: 'fenced', reason, now });
     for (const { id } of parked) applied.settled.push({ id, state: 'dead', key: '', code: 'fenced', reason, fence });
   }
   return applied;

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { DeadLetterError } from '../protocol/errors.js';
-import { param, prepare, queryBuilder } from '../sqlite/statements.js';
+import { params, prepare, prepareConstant, queryBuilder } from '../sqlite/statements.js';
 import type { OutboxFile, OutboxRow, OutboxSchema } from './outbox-file.js';
 
 /** A dead row: an emission the server refused for good, or that a fence parked. */
@@ -52,38 +52,45 @@ export class DeadLetters {
   constructor(private readonly file: OutboxFile) {
     const q = queryBuilder<OutboxSchema>(file.db);
     const db = file.db;
+    const p = {
+      id: params<{ id: number }>(),
+      move: params<{ id: number; attempt: number; seq: number }>(),
+      action: params<{ key: string; action: 'retried' | 'discarded'; at: number; code: string | null; reason: string | null; note: string; row: string }>(),
+    };
     this.statements = {
-      all: prepare<OutboxRow & { settled_at: number | null }>(db, q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('dead')).orderBy('id')),
-      byId: prepare<OutboxRow & { settled_at: number | null }>(db, q.selectFrom('outbox').selectAll().where('id', '=', param('id'))),
+      all: prepareConstant(db, q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('dead')).orderBy('id')),
+      byId: prepare(db, p.id, q.selectFrom('outbox').selectAll().where('id', '=', p.id.id)),
       // The end of the file, in commit order: the relay sends pending rows by id.
       moveToEnd: prepare(
         db,
+        p.move,
         q
           .updateTable('outbox')
           .set({
             id: sql`(SELECT max(id) + 1 FROM outbox)`,
             state: sql.lit('pending'),
-            attempt: param('attempt'),
-            seq: param('seq'),
+            attempt: p.move.attempt,
+            seq: p.move.seq,
             dead_code: sql.lit(null),
             dead_reason: sql.lit(null),
             settled_at: sql.lit(null),
           })
-          .where('id', '=', param('id'))
+          .where('id', '=', p.move.id)
           .where('state', '=', sql.lit('dead'))
           .returning('id'),
       ),
-      remove: prepare(db, q.deleteFrom('outbox').where('id', '=', param('id')).where('state', '=', sql.lit('dead'))),
+      remove: prepare(db, p.id, q.deleteFrom('outbox').where('id', '=', p.id.id).where('state', '=', sql.lit('dead'))),
       record: prepare(
         db,
+        p.action,
         q.insertInto('dead_letter_actions').values({
-          row_key: param('key'),
-          action: param('action'),
-          at: param('at'),
-          dead_code: param('code'),
-          dead_reason: param('reason'),
-          note: param('note'),
-          row: param('row'),
+          row_key: p.action.key,
+          action: p.action.action,
+          at: p.action.at,
+          dead_code: p.action.code,
+          dead_reason: p.action.reason,
+          note: p.action.note,
+          row: p.action.row,
         }),
       ),
     };
@@ -114,7 +121,7 @@ export class DeadLetters {
     return this.discardTransaction.immediate(selection, note);
   }
 
-  private chosen(selection: Selection): (OutboxRow & { settled_at: number | null })[] {
+  private chosen(selection: Selection): OutboxRow[] {
     if (selection === 'all') return this.statements.all.all();
     const found = [...new Set(selection)].sort((a, b) => a - b).map((id) => ({ id, row: this.statements.byId.get({ id }) }));
     const missing = found.filter(({ row }) => row?.state !== 'dead');
@@ -139,7 +146,7 @@ export class DeadLetters {
       const run = { runId: row.run_id, task: row.task };
       const attempt = this.file.statements.getRun.get(run)?.opened_by ?? row.attempt;
       const seq = (this.file.statements.lastSeq.get({ ...run, attempt })?.last ?? 0) + 1;
-      const moved = this.statements.moveToEnd.get({ id: row.id, attempt, seq }) as { id: number };
+      const moved = this.statements.moveToEnd.get({ id: row.id, attempt, seq })!;
       this.recordAction(row, 'retried', note);
       retried.push({ id: row.id, key: row.key, newId: moved.id, attempt, seq });
     }
@@ -183,7 +190,7 @@ export class DeadLetters {
   }
 }
 
-function toLetter(row: OutboxRow & { settled_at: number | null }): DeadLetter {
+function toLetter(row: OutboxRow): DeadLetter {
   return {
     id: row.id,
     key: row.key,

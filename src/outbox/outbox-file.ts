@@ -1,11 +1,11 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
-import { sql, type Generated } from 'kysely';
+import { sql, type Generated, type Selectable } from 'kysely';
 import { OutboxFileError, SchemaTooNewError, WrongOutboxFileError } from '../protocol/errors.js';
 import { migrateSqlite } from '../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../sqlite/open.js';
-import { param, prepare, queryBuilder } from '../sqlite/statements.js';
+import { params, prepare, prepareConstant, queryBuilder } from '../sqlite/statements.js';
 import { outboxMigrations } from './migrations.js';
 import { RunAttempts } from './run-attempts.js';
 
@@ -21,7 +21,7 @@ export interface OutboxSchema {
     task: string;
     attempt: number;
     seq: number;
-    kind: string;
+    kind: RowKind;
     asset: string;
     partition_key: string | null;
     partition_date: string | null;
@@ -55,32 +55,45 @@ export interface OutboxSchema {
 
 export type RowState = 'pending' | 'delivered' | 'dead';
 
-/** @internal An outbox row as the relay reads it. */
-export interface OutboxRow {
+/** An emission, or a checkpoint update that travels in stream order with them. */
+export type RowKind = 'event' | 'checkpoint';
+
+/** @internal An outbox row as the relay reads it: the table's columns, as kysely types them. */
+export type OutboxRow = Selectable<OutboxSchema['outbox']>;
+
+/** @internal A stream of this file: a run's task (\'\' for none). */
+export interface OfRun {
+  runId: string;
+  task: string;
+}
+
+/** @internal One attempt of a run's task. */
+export interface OfAttempt extends OfRun {
+  attempt: number;
+}
+
+/** Where the relay sent a row from: it is marked only if it is still there. */
+interface SentRow {
   id: number;
+  attempt: number;
+  seq: number;
+}
+
+/** @internal The values of a new outbox row. */
+export interface NewRow extends OfAttempt {
   key: string;
   fingerprint: string;
   workflow: string;
-  run_id: string;
-  task: string;
-  attempt: number;
   seq: number;
-  kind: string;
+  kind: RowKind;
   asset: string;
-  partition_key: string | null;
-  partition_date: string | null;
+  partitionKey: string | null;
+  partitionDate: string | null;
   extra: string | null;
-  committed_at: number;
-  state: RowState;
-  event_id: string | null;
-  event_ts: string | null;
-  duplicate: number | null;
-  dead_code: string | null;
-  dead_reason: string | null;
-  checkpoint_name: string | null;
-  checkpoint_value: string | null;
-  /** The W3C trace context the emission was committed in, as JSON; null without OpenTelemetry. */
-  trace_context: string | null;
+  committedAt: number;
+  checkpointName: string | null;
+  checkpointValue: string | null;
+  traceContext: string | null;
 }
 
 /**
@@ -197,185 +210,181 @@ export class OutboxFile {
 
 function prepareStatements(db: Database.Database) {
   const q = queryBuilder<OutboxSchema>(db);
-  const ofRun = { run_id: param('runId'), task: param('task') };
-  // A row is marked only while it is still where the relay sent it from: a newer attempt that took it
-  // over (renumbered it) in the meantime delivers it again as its own.
-  const sentRow = { id: param('id'), attempt: param('attempt'), seq: param('seq') };
+  const run = params<OfRun>();
+  const ofRun = { run_id: run.runId, task: run.task };
+  const attempt = params<OfAttempt>();
+  const ofAttempt = { ...ofRun, attempt: attempt.attempt };
+  const p = {
+    name: params<{ name: string }>(),
+    meta: params<{ name: string; value: string }>(),
+    row: params<NewRow>(),
+    id: params<{ id: number }>(),
+    key: params<{ key: string }>(),
+    limit: params<{ limit: number }>(),
+    // A row is marked only while it is still where the relay sent it from: a newer attempt that took it
+    // over (renumbered it) in the meantime delivers it again as its own.
+    delivered: params<SentRow & { eventId: string | null; timestamp: string | null; duplicate: number | null; now: number }>(),
+    dead: params<SentRow & { code: string; reason: string; now: number }>(),
+    checkpoint: params<{ name: string; value: string; now: number }>(),
+    lease: params<{ owner: string; pid: number; host: string; expiresAt: number }>(),
+    renewal: params<{ owner: string; expiresAt: number }>(),
+    owner: params<{ owner: string }>(),
+    park: params<OfAttempt & { code: string; reason: string; now: number }>(),
+    fence: params<OfRun & { by: number }>(),
+    adopt: params<{ id: number; attempt: number; seq: number }>(),
+    prune: params<{ cutoff: number; limit: number }>(),
+  };
+  const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq };
   return {
-    getMeta: prepare<{ value: string }>(db, q.selectFrom('meta').select('value').where('name', '=', param('name'))),
+    getMeta: prepare(db, p.name, q.selectFrom('meta').select('value').where('name', '=', p.name.name)),
     setMeta: prepare(
       db,
+      p.meta,
       q
         .insertInto('meta')
-        .values({ name: param('name'), value: param('value') })
-        .onConflict((oc) => oc.column('name').doUpdateSet({ value: param('value') })),
+        .values({ name: p.meta.name, value: p.meta.value })
+        .onConflict((oc) => oc.column('name').doUpdateSet({ value: p.meta.value })),
     ),
     insertRow: prepare(
       db,
+      p.row,
       q
         .insertInto('outbox')
         .values({
-          key: param('key'),
-          fingerprint: param('fingerprint'),
-          workflow: param('workflow'),
-          run_id: param('runId'),
-          task: param('task'),
-          attempt: param('attempt'),
-          seq: param('seq'),
-          kind: param('kind'),
-          asset: param('asset'),
-          partition_key: param('partitionKey'),
-          partition_date: param('partitionDate'),
-          extra: param('extra'),
-          committed_at: param('committedAt'),
-          checkpoint_name: param('checkpointName'),
-          checkpoint_value: param('checkpointValue'),
-          trace_context: param('traceContext'),
+          key: p.row.key,
+          fingerprint: p.row.fingerprint,
+          workflow: p.row.workflow,
+          run_id: p.row.runId,
+          task: p.row.task,
+          attempt: p.row.attempt,
+          seq: p.row.seq,
+          kind: p.row.kind,
+          asset: p.row.asset,
+          partition_key: p.row.partitionKey,
+          partition_date: p.row.partitionDate,
+          extra: p.row.extra,
+          committed_at: p.row.committedAt,
+          checkpoint_name: p.row.checkpointName,
+          checkpoint_value: p.row.checkpointValue,
+          trace_context: p.row.traceContext,
         })
         // Insert first: a key already in the file is caught by the unique index, not by a prior read.
         .onConflict((oc) => oc.column('key').doNothing()),
     ),
-    rowByKey: prepare<OutboxRow>(db, q.selectFrom('outbox').selectAll().where('key', '=', param('key'))),
-    rowById: prepare<OutboxRow>(db, q.selectFrom('outbox').selectAll().where('id', '=', param('id'))),
-    lastSeq: prepare<{ last: number | null }>(
+    rowByKey: prepare(db, p.key, q.selectFrom('outbox').selectAll().where('key', '=', p.key.key)),
+    rowById: prepare(db, p.id, q.selectFrom('outbox').selectAll().where('id', '=', p.id.id)),
+    lastSeq: prepare(
       db,
+      attempt,
       q
         .selectFrom('outbox')
         .select((eb) => eb.fn.max('seq').as('last'))
-        .where('run_id', '=', param('runId'))
-        .where('task', '=', param('task'))
-        .where('attempt', '=', param('attempt')),
+        .where((eb) => eb.and(ofAttempt)),
     ),
-    pending: prepare<OutboxRow>(
-      db,
-      q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('id').limit(param('limit')),
-    ),
-    hasPending: prepare<{ id: number }>(
-      db,
-      q.selectFrom('outbox').select('id').where('state', '=', sql.lit('pending')).limit(sql.lit(1)),
-    ),
-    countPending: prepare<{ count: number }>(
+    pending: prepare(db, p.limit, q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('id').limit(p.limit.limit)),
+    hasPending: prepareConstant(db, q.selectFrom('outbox').select('id').where('state', '=', sql.lit('pending')).limit(sql.lit(1))),
+    countPending: prepareConstant(
       db,
       q.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('count')).where('state', '=', sql.lit('pending')),
     ),
-    countDead: prepare<{ count: number }>(
-      db,
-      q.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('count')).where('state', '=', sql.lit('dead')),
-    ),
+    countDead: prepareConstant(db, q.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('count')).where('state', '=', sql.lit('dead'))),
     markDelivered: prepare(
       db,
+      p.delivered,
       q
         .updateTable('outbox')
         .set({
           state: sql.lit('delivered'),
-          event_id: param('eventId'),
-          event_ts: param('timestamp'),
-          duplicate: param('duplicate'),
-          settled_at: param('now'),
+          event_id: p.delivered.eventId,
+          event_ts: p.delivered.timestamp,
+          duplicate: p.delivered.duplicate,
+          settled_at: p.delivered.now,
         })
         .where((eb) => eb.and(sentRow))
         .where('state', '=', sql.lit('pending')),
     ),
     markDead: prepare(
       db,
+      p.dead,
       q
         .updateTable('outbox')
-        .set({ state: sql.lit('dead'), dead_code: param('code'), dead_reason: param('reason'), settled_at: param('now') })
+        .set({ state: sql.lit('dead'), dead_code: p.dead.code, dead_reason: p.dead.reason, settled_at: p.dead.now })
         .where((eb) => eb.and(sentRow))
         .where('state', '=', sql.lit('pending')),
     ),
-    getCheckpoint: prepare<{ value: string }>(
-      db,
-      q.selectFrom('checkpoints').select('value').where('name', '=', param('name')),
-    ),
+    getCheckpoint: prepare(db, p.name, q.selectFrom('checkpoints').select('value').where('name', '=', p.name.name)),
     setCheckpoint: prepare(
       db,
+      p.checkpoint,
       q
         .insertInto('checkpoints')
-        .values({ name: param('name'), value: param('value'), updated_at: param('now') })
-        .onConflict((oc) => oc.column('name').doUpdateSet({ value: param('value'), updated_at: param('now') })),
+        .values({ name: p.checkpoint.name, value: p.checkpoint.value, updated_at: p.checkpoint.now })
+        .onConflict((oc) => oc.column('name').doUpdateSet({ value: p.checkpoint.value, updated_at: p.checkpoint.now })),
     ),
-    countByState: prepare<{ kind: string; state: RowState; count: number; oldest: number | null }>(
+    countByState: prepareConstant(
       db,
       q
         .selectFrom('outbox')
         .select((eb) => ['kind', 'state', eb.fn.countAll<number>().as('count'), eb.fn.min('committed_at').as('oldest')])
         .groupBy(['kind', 'state']),
     ),
-    deadRows: prepare<OutboxRow>(
-      db,
-      q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('dead')).orderBy('id').limit(param('limit')),
-    ),
-    getLease: prepare<{ owner: string; pid: number; host: string; expires_at: number }>(
-      db,
-      q.selectFrom('lease').select(['owner', 'pid', 'host', 'expires_at']).where('id', '=', sql.lit(1)),
-    ),
+    deadRows: prepare(db, p.limit, q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('dead')).orderBy('id').limit(p.limit.limit)),
+    getLease: prepareConstant(db, q.selectFrom('lease').select(['owner', 'pid', 'host', 'expires_at']).where('id', '=', sql.lit(1))),
     takeLease: prepare(
       db,
+      p.lease,
       q
         .insertInto('lease')
-        .values({ id: sql.lit(1), owner: param('owner'), pid: param('pid'), host: param('host'), expires_at: param('expiresAt') })
+        .values({ id: sql.lit(1), owner: p.lease.owner, pid: p.lease.pid, host: p.lease.host, expires_at: p.lease.expiresAt })
         .onConflict((oc) =>
-          oc.column('id').doUpdateSet({
-            owner: param('owner'),
-            pid: param('pid'),
-            host: param('host'),
-            expires_at: param('expiresAt'),
-          }),
+          oc.column('id').doUpdateSet({ owner: p.lease.owner, pid: p.lease.pid, host: p.lease.host, expires_at: p.lease.expiresAt }),
         ),
     ),
     // Renewing is also the proof of holding: it changes no row when another relay took the lease.
     renewLease: prepare(
       db,
-      q
-        .updateTable('lease')
-        .set({ expires_at: param('expiresAt') })
-        .where('id', '=', sql.lit(1))
-        .where('owner', '=', param('owner')),
+      p.renewal,
+      q.updateTable('lease').set({ expires_at: p.renewal.expiresAt }).where('id', '=', sql.lit(1)).where('owner', '=', p.renewal.owner),
     ),
-    releaseLease: prepare(db, q.deleteFrom('lease').where('id', '=', sql.lit(1)).where('owner', '=', param('owner'))),
+    releaseLease: prepare(db, p.owner, q.deleteFrom('lease').where('id', '=', sql.lit(1)).where('owner', '=', p.owner.owner)),
     // A fenced attempt's remaining rows are parked at once: none of them may be delivered any more.
     parkStream: prepare(
       db,
+      p.park,
       q
         .updateTable('outbox')
-        .set({ state: sql.lit('dead'), dead_code: param('code'), dead_reason: param('reason'), settled_at: param('now') })
+        .set({ state: sql.lit('dead'), dead_code: p.park.code, dead_reason: p.park.reason, settled_at: p.park.now })
         .where('state', '=', sql.lit('pending'))
-        .where('run_id', '=', param('runId'))
-        .where('task', '=', param('task'))
-        .where('attempt', '=', param('attempt'))
+        .where((eb) => eb.and(ofAttempt))
         .returning('id'),
     ),
-    highestAttemptWithRows: prepare<{ attempt: number | null }>(
-      db,
-      q.selectFrom('outbox').select((eb) => eb.fn.max('attempt').as('attempt')).where((eb) => eb.and(ofRun)),
-    ),
-    getRun: prepare<{ opened_by: number; fenced_by: number }>(
-      db,
-      q.selectFrom('runs').select(['opened_by', 'fenced_by']).where((eb) => eb.and(ofRun)),
-    ),
+    highestAttemptWithRows: prepare(db, run, q.selectFrom('outbox').select((eb) => eb.fn.max('attempt').as('attempt')).where((eb) => eb.and(ofRun))),
+    getRun: prepare(db, run, q.selectFrom('runs').select(['opened_by', 'fenced_by']).where((eb) => eb.and(ofRun))),
     openRun: prepare(
       db,
+      attempt,
       q
         .insertInto('runs')
-        .values({ ...ofRun, opened_by: param('attempt') })
-        .onConflict((oc) => oc.columns(['run_id', 'task']).doUpdateSet({ opened_by: param('attempt') })),
+        .values({ ...ofRun, opened_by: attempt.attempt })
+        .onConflict((oc) => oc.columns(['run_id', 'task']).doUpdateSet({ opened_by: attempt.attempt })),
     ),
     fenceRun: prepare(
       db,
+      p.fence,
       q
         .insertInto('runs')
-        .values({ ...ofRun, opened_by: sql.lit(0), fenced_by: param('by') })
-        .onConflict((oc) => oc.columns(['run_id', 'task']).doUpdateSet({ fenced_by: sql<number>`max(fenced_by, ${param('by')})` })),
+        .values({ ...ofRun, opened_by: sql.lit(0), fenced_by: p.fence.by })
+        .onConflict((oc) => oc.columns(['run_id', 'task']).doUpdateSet({ fenced_by: sql<number>`max(fenced_by, ${p.fence.by})` })),
     ),
     // In commit order: a newer attempt takes them over, renumbered in this order.
-    undeliveredOfOlderAttempts: prepare<{ id: number }>(
+    undeliveredOfOlderAttempts: prepare(
       db,
+      attempt,
       q
         .selectFrom('outbox')
         .select('id')
         .where((eb) => eb.and(ofRun))
-        .where('attempt', '<', param('attempt'))
+        .where('attempt', '<', attempt.attempt)
         .where((eb) =>
           eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit('fenced'))])]),
         )
@@ -383,21 +392,23 @@ function prepareStatements(db: Database.Database) {
     ),
     adoptRow: prepare(
       db,
+      p.adopt,
       q
         .updateTable('outbox')
         .set({
-          attempt: param('attempt'),
-          seq: param('seq'),
+          attempt: p.adopt.attempt,
+          seq: p.adopt.seq,
           state: sql.lit('pending'),
           dead_code: sql.lit(null),
           dead_reason: sql.lit(null),
           settled_at: sql.lit(null),
         })
-        .where('id', '=', param('id')),
+        .where('id', '=', p.adopt.id),
     ),
     // The newest row of each stream stays: a reopened attempt numbers its next rows from it.
     pruneDelivered: prepare(
       db,
+      p.prune,
       q
         .deleteFrom('outbox')
         .where('id', 'in', (sub) =>
@@ -405,12 +416,12 @@ function prepareStatements(db: Database.Database) {
             .selectFrom('outbox')
             .select('id')
             .where('state', '=', sql.lit('delivered'))
-            .where('settled_at', '<', param('cutoff'))
+            .where('settled_at', '<', p.prune.cutoff)
             .where('id', 'not in', (newest) => newest.selectFrom('outbox').select((eb) => eb.fn.max('id').as('id')).groupBy(['run_id', 'task', 'attempt']))
-            .limit(param('limit')),
+            .limit(p.prune.limit),
         ),
     ),
-    anyCheckpoint: prepare<{ name: string }>(db, q.selectFrom('checkpoints').select('name').limit(sql.lit(1))),
+    anyCheckpoint: prepareConstant(db, q.selectFrom('checkpoints').select('name').limit(sql.lit(1))),
   };
 }
 

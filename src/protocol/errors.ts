@@ -21,6 +21,7 @@ export const ProducerErrorCode = {
   Fenced: 'fenced',
   ResumeUnavailable: 'resume_unavailable',
   DeadLetterRefused: 'dead_letter_refused',
+  Internal: 'internal',
 } as const;
 export type ProducerErrorCode = (typeof ProducerErrorCode)[keyof typeof ProducerErrorCode];
 
@@ -119,17 +120,32 @@ export class OutboxClosedError extends OnceboxError {
   }
 }
 
+/**
+ * A database (an outbox file, the server's SQLite file or its PostgreSQL schema) was migrated by a newer
+ * oncebox than this one. Nothing was changed in it.
+ */
 export class SchemaTooNewError extends OnceboxError {
   constructor(
-    readonly file: string,
+    /** The file path, or `PostgreSQL schema "name"`. */
+    readonly location: string,
     readonly found: number,
     readonly known: number,
   ) {
     super(
       ProducerErrorCode.SchemaTooNew,
-      `${file}: schema version ${found} is newer than this oncebox knows (${known}). ` +
-        'A newer oncebox wrote this file; upgrade oncebox rather than opening it with an older one.',
+      `${location}: schema version ${found} is newer than this oncebox knows (${known}). ` +
+        'A newer oncebox migrated it; upgrade oncebox rather than opening it with an older one.',
     );
+  }
+}
+
+/**
+ * A rule inside oncebox itself was broken (a bug, not a bad input or a failing server). Reporting it is
+ * the fix: the message says which rule.
+ */
+export class InternalError extends OnceboxError {
+  constructor(message: string) {
+    super(ProducerErrorCode.Internal, message);
   }
 }
 

@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { InternalError } from '../protocol/errors.js';
 
 /** One numbered, append-only schema step. Never edit one that has shipped; add the next number. */
 export interface Migration {
@@ -21,9 +22,7 @@ export function migrateSqlite(
   onTooNew: (found: number, known: number) => Error,
 ): number {
   const known = migrations.length;
-  migrations.forEach((migration, index) => {
-    if (migration.version !== index + 1) throw new Error(`migration ${migration.name} must be number ${index + 1}`);
-  });
+  checkMigrationNumbers(migrations);
   const readVersion = () => db.pragma('user_version', { simple: true }) as number;
   const before = readVersion();
   if (before > known) throw onTooNew(before, known);
@@ -37,4 +36,11 @@ export function migrateSqlite(
     }).immediate();
   }
   return before;
+}
+
+/** @internal Migrations are numbered 1, 2, 3…, in order: a gap or a swap is a bug in oncebox. */
+export function checkMigrationNumbers(migrations: readonly { version: number; name: string }[]): void {
+  migrations.forEach((migration, index) => {
+    if (migration.version !== index + 1) throw new InternalError(`migration ${migration.name} must be number ${index + 1}`);
+  });
 }

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import type { PostgresDedupeStore } from '../../src/dedupe/postgres-store.js';
+import type { PostgresDedupeStore } from '../../src/dedupe/postgres/store.js';
 import { item, newKey, post, STREAM } from '../support/http.js';
 import { PG_URL, pgAvailable, pgSkipReason } from '../support/postgres.js';
 import { allEvents, startServer, type Backend, type RunningServer } from '../support/server.js';
@@ -116,6 +116,28 @@ for (const backend of BACKENDS) {
       expect(again).toEqual({ status: 'duplicate', seq: 2, key, eventId: first.eventId, timestamp: first.timestamp });
       expect(other).toMatchObject({ status: 'conflict', seq: 3, code: 'key_conflict' });
       expect(await allEvents(url)).toHaveLength(1);
+    });
+
+    // The stores once resolved these differently: PostgreSQL read the retried positions before this
+    // request wrote anything, so an item sent twice in one request was refused as reusing its own seq.
+    it('answers an item sent twice in one request, at the same position, as it answered the first', async () => {
+      const { url } = await startServer({ backend });
+      const [event, mark, unknown, clash] = [newKey(), newKey(), newKey(), newKey()];
+      await send(url, [item(1, clash, { extra: { v: 1 } })], { ...STREAM, runId: 'elsewhere' });
+      const mirror = { seq: 2, key: mark, kind: 'checkpoint', name: 'cp', value: 7 };
+      const stranger = item(3, unknown, { asset: 'never_registered' });
+      const clashing = item(4, clash, { extra: { v: 2 } });
+      const answer = await send(url, [item(1, event), item(1, event), mirror, mirror, stranger, stranger, clashing, clashing]);
+      const results = answer.json.results;
+      expect(results.map((r: { status: string }) => r.status)).toEqual([
+        'accepted', 'duplicate', 'checkpointed', 'checkpointed', 'rejected', 'rejected', 'conflict', 'conflict',
+      ]);
+      expect(results[1]).toEqual({ ...results[0], status: 'duplicate' });
+      expect(results[5]).toEqual(results[4]);
+      expect(results[7]).toEqual(results[6]);
+      // Another item at a position this request took is still a reuse of that position.
+      const reuse = await send(url, [item(5, newKey()), item(5, newKey())]);
+      expect(reuse.json.results.map((r: { status: string; code?: string }) => r.code ?? r.status)).toEqual(['accepted', 'sequence_reused']);
     });
 
     it('answers a retry of an item that was a duplicate of another stream as a duplicate again', async () => {

@@ -21,6 +21,21 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
   const send = (url: string, items: unknown[], runId = 'r1') =>
     post(`${url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, runId }, items }));
 
+  it("reads bigints as numbers on its own pool only, leaving pg's global type parsers to the application", async () => {
+    const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema: testSchema() });
+    const stream = { producer: 'p', workflow: 'w', runId: 'r', task: null, attempt: 1 };
+    const [first, third] = [1, 3].map((seq) => checkItem({ seq, key: randomUUID(), kind: 'checkpoint', name: 'c', value: seq }, 0));
+    await store.ingest(stream, [first!]);
+    // The stored last seq read as the string "1" would make the next expected seq "11", and seq 3 no gap.
+    expect((await store.ingest(stream, [third!]))[0]).toEqual({ status: 'gap', seq: 3, key: third!.key, expectedSeq: 2 });
+    const plain = new pg.Client({ connectionString: PG_URL });
+    await plain.connect();
+    const { rows } = await plain.query('SELECT 9007199254740993::bigint AS big');
+    await plain.end();
+    await store.close();
+    expect(rows[0].big).toBe('9007199254740993');
+  });
+
   it('bounds attempt jumps at 1000 when opened without the option, and at the step it is given', async () => {
     const stream = { producer: 'p', workflow: 'w', runId: 'r', task: null };
     const one = (seq: number) => [checkItem({ seq, key: randomUUID(), kind: 'checkpoint', name: 'c', value: seq }, 0)];
@@ -116,13 +131,13 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
     }
     await expect(PostgresDedupeStore.open({ connectionString: PG_URL, schema })).rejects.toMatchObject({
       code: 'schema_too_new',
-      message: expect.stringMatching(new RegExp(`^PostgreSQL schema "${schema}" is at version 99, newer than this oncebox knows \\(\\d+\\); upgrade oncebox\\.$`)),
+      message: expect.stringMatching(new RegExp(`^PostgreSQL schema "${schema}": schema version 99 is newer than this oncebox knows \\(\\d+\\)\\. A newer oncebox migrated it`)),
     });
   });
 
   it("keeps every record through the upgrade to keys scoped by producer, so an old key's retry is still a duplicate", async () => {
-    const { migratePostgres } = await import('../../src/dedupe/postgres-migrate.js');
-    const { serverPostgresMigrations } = await import('../../src/dedupe/migrations/postgres/index.js');
+    const { migratePostgres } = await import('../../src/dedupe/postgres/migrate.js');
+    const { serverPostgresMigrations } = await import('../../src/dedupe/postgres/migrations.js');
     const schema = testSchema();
     const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
     const key = randomUUID();

@@ -88,7 +88,7 @@ describe('migrations', () => {
     await expect(opening).rejects.toBeInstanceOf(SchemaTooNewError);
     await expect(opening).rejects.toMatchObject({
       code: 'schema_too_new',
-      message: `${path}: schema version 99 is newer than this oncebox knows (${outboxMigrations.length}). A newer oncebox wrote this file; upgrade oncebox rather than opening it with an older one.`,
+      message: `${path}: schema version 99 is newer than this oncebox knows (${outboxMigrations.length}). A newer oncebox migrated it; upgrade oncebox rather than opening it with an older one.`,
     });
   });
 

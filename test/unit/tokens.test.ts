@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Authenticator } from '../../src/dedupe/auth.js';
-import { SqliteDedupeStore } from '../../src/dedupe/sqlite-store.js';
+import { SqliteDedupeStore } from '../../src/dedupe/sqlite/store.js';
 import { ADMIN_GRANT, assetAllowed, describeGrant, grantOf, hashToken, producerAllowed, tokenId, tokenRequestSchema } from '../../src/dedupe/tokens.js';
 import { join } from 'node:path';
 import { tempDir } from '../support/temp.js';

@@ -1,5 +1,6 @@
 import type { TraceContext } from '../protocol/trace.js';
 import type { StoredEvent } from '../protocol/wire.js';
+import type { RecordedStatus } from './ingest/resolve.js';
 
 /** An events row as both stores hold it (column names are the same in SQLite and PostgreSQL). */
 export interface EventRow {
@@ -34,7 +35,7 @@ export interface SharedTables {
     attempt: number;
     seq: number;
     key: string;
-    status: string;
+    status: RecordedStatus;
     code: string;
     detail: string;
     field: string | null;

@@ -1,13 +1,12 @@
 import { randomFillSync } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
-import { RejectionCode } from '../protocol/errors.js';
-import type { ItemResult } from '../protocol/wire.js';
-import type { CheckedCheckpoint, CheckedEvent, CheckedItem, InvalidItem } from './item-check.js';
+import { RejectionCode } from '../../protocol/errors.js';
+import type { ItemResult } from '../../protocol/wire.js';
+import type { CheckedCheckpoint, CheckedEvent, CheckedItem, InvalidItem } from '../item-check.js';
 
 /**
  * What to do with each item of a batch, decided from the stream's last sequence number alone, before
- * any dedupe record is touched. Every store runs the same plan: SQLite item by item, PostgreSQL in
- * set-based statements.
+ * any dedupe record is touched.
  */
 export type Placement =
   /** Final without touching the dedupe table, and without a stream position: a gap, an unreadable item. */
@@ -70,69 +69,6 @@ export function planIngest(
     return { type: 'event', item };
   });
   return { placements, lastSeq };
-}
-
-/** What a store recorded for a stream position that did not become an event. */
-export interface RecordedOutcome {
-  key: string;
-  status: string;
-  code: string;
-  detail: string;
-  field: string | null;
-}
-
-/** A dedupe record: the receipt of a key. */
-export interface DedupeRecord {
-  fingerprint: string;
-  eventId: string;
-  ts: string;
-}
-
-/** The answer to a retry of a taken position: exactly what the first answer was. */
-export function replayResult(
-  item: CheckedItem | InvalidItem,
-  seq: number,
-  key: string,
-  outcome: RecordedOutcome | undefined,
-  existing: DedupeRecord | undefined,
-): ItemResult {
-  if (outcome && outcome.key === key) {
-    if (outcome.status === 'checkpointed') return { status: 'checkpointed', seq, key };
-    if (outcome.status === 'conflict') return { status: 'conflict', seq, key, code: RejectionCode.KeyConflict, detail: outcome.detail };
-    return {
-      status: 'rejected',
-      seq,
-      key,
-      code: outcome.code as RejectionCode,
-      detail: outcome.detail,
-      ...(outcome.field === null ? {} : { field: outcome.field }),
-    };
-  }
-  if (!outcome && existing && item.kind === 'event' && existing.fingerprint === item.fingerprint) {
-    return { status: 'duplicate', seq, key, eventId: existing.eventId, timestamp: existing.ts };
-  }
-  return {
-    status: 'rejected',
-    seq,
-    key,
-    code: RejectionCode.SequenceReused,
-    detail: `seq ${seq} of this stream was already taken by another item; a stream's sequence numbers must not be reused`,
-    field: 'seq',
-  };
-}
-
-/** The answer for a key the dedupe table already held when this item tried to insert it. */
-export function existingKeyResult(item: CheckedEvent, existing: DedupeRecord): ItemResult {
-  if (existing.fingerprint === item.fingerprint) {
-    return { status: 'duplicate', seq: item.seq, key: item.key, eventId: existing.eventId, timestamp: existing.ts };
-  }
-  return {
-    status: 'conflict',
-    seq: item.seq,
-    key: item.key,
-    code: RejectionCode.KeyConflict,
-    detail: `key ${item.key} was stored before with a different payload (event ${existing.eventId}); a re-run must emit the same asset, partition and extra for the same key, or use a new key`,
-  };
 }
 
 /**

@@ -1,16 +1,7 @@
 import type pg from 'pg';
-import { OnceboxError } from '../protocol/errors.js';
-import type { PostgresMigration } from './migrations/postgres/index.js';
-
-/** The schema holds migrations this code does not know: a newer oncebox migrated it. */
-export class PostgresSchemaTooNewError extends OnceboxError {
-  constructor(schema: string, found: number, known: number) {
-    super(
-      'schema_too_new',
-      `PostgreSQL schema "${schema}" is at version ${found}, newer than this oncebox knows (${known}); upgrade oncebox.`,
-    );
-  }
-}
+import { SchemaTooNewError } from '../../protocol/errors.js';
+import { checkMigrationNumbers } from '../../sqlite/migrate.js';
+import type { PostgresMigration } from './migrations.js';
 
 /** A stable 64-bit advisory lock key per schema, so that stores in different schemas do not wait on each other. */
 export function advisoryKey(schema: string, purpose: string): string {
@@ -26,9 +17,7 @@ export function advisoryKey(schema: string, purpose: string): string {
  * @internal
  */
 export async function migratePostgres(pool: pg.Pool, schema: string, migrations: readonly PostgresMigration[]): Promise<void> {
-  migrations.forEach((migration, index) => {
-    if (migration.version !== index + 1) throw new Error(`migration ${migration.name} must be number ${index + 1}`);
-  });
+  checkMigrationNumbers(migrations);
   const client = await pool.connect();
   const quoted = `"${schema.replaceAll('"', '""')}"`;
   try {
@@ -39,7 +28,7 @@ export async function migratePostgres(pool: pg.Pool, schema: string, migrations:
       await client.query('CREATE TABLE IF NOT EXISTS oncebox_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())');
       const { rows } = await client.query<{ version: number }>('SELECT coalesce(max(version), 0) AS version FROM oncebox_migrations');
       const current = rows[0]!.version;
-      if (current > migrations.length) throw new PostgresSchemaTooNewError(schema, current, migrations.length);
+      if (current > migrations.length) throw new SchemaTooNewError(`PostgreSQL schema "${schema}"`, current, migrations.length);
       for (const migration of migrations.slice(current)) {
         await client.query('BEGIN');
         try {

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { existingKeyResult, newEventIds, planIngest, refuseAttempt, replayResult } from '../../src/dedupe/ingest-plan.js';
+import { newEventIds, planIngest, refuseAttempt } from '../../src/dedupe/ingest/plan.js';
+import { existingKeyResult, replayResult } from '../../src/dedupe/ingest/resolve.js';
 import { checkItem, type CheckedEvent, type CheckedItem, type InvalidItem } from '../../src/dedupe/item-check.js';
 
 /**
- * The server's ingest decisions as pure functions (src/dedupe/ingest-plan.ts and item-check.ts): every
+ * The server's ingest decisions as pure functions (src/dedupe/ingest/ and item-check.ts): every
  * store runs them, so they are tested here once, with no database.
  */
 const key = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;

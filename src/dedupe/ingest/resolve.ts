@@ -1,0 +1,204 @@
+import { RejectionCode } from '../../protocol/errors.js';
+import type { ItemResult } from '../../protocol/wire.js';
+import type { CheckedEvent, CheckedItem, InvalidItem } from '../item-check.js';
+import type { IngestPlan } from './plan.js';
+
+/** The statuses a stream position keeps when it did not become an event. */
+export type RecordedStatus = 'checkpointed' | 'rejected' | 'conflict';
+
+/** What a store recorded for a stream position that did not become an event. */
+export interface RecordedOutcome {
+  key: string;
+  status: RecordedStatus;
+  /** The rejection code; '' for a checkpoint update. */
+  code: string;
+  detail: string;
+  field: string | null;
+}
+
+/** An outcome with the position it was recorded at. */
+export interface PositionOutcome extends RecordedOutcome {
+  seq: number;
+}
+
+/** A dedupe record: the receipt of a key. */
+export interface DedupeRecord {
+  fingerprint: string;
+  eventId: string;
+  ts: string;
+}
+
+/** A new event's key, inserted into the dedupe table before anything is decided (insert first). */
+export interface KeyClaim {
+  key: string;
+  fingerprint: string;
+  eventId: string;
+}
+
+/** What the store read for one request, inside its transaction. */
+export interface StoredState {
+  /** The keys whose claim inserted a dedupe record: this request is the first with them. */
+  claimed: ReadonlySet<string>;
+  /** Outcomes recorded at the positions this request retries. */
+  outcomes: ReadonlyMap<number, RecordedOutcome>;
+  /** The dedupe records that existed before this request, for the keys its answers depend on. */
+  records: ReadonlyMap<string, DedupeRecord>;
+}
+
+export interface NewEvent {
+  item: CheckedEvent;
+  eventId: string;
+}
+
+/** The writes that make a request's answers durable; the store makes them all in its transaction. */
+export interface IngestWrites {
+  events: NewEvent[];
+  outcomes: PositionOutcome[];
+  /** The newest value of each checkpoint this request updated. */
+  checkpoints: { name: string; value: string; seq: number }[];
+  /** The stream's new last sequence number; null when the request took no position. */
+  lastSeq: number | null;
+  /** The stream's new epoch; null when it stays. */
+  epoch: number | null;
+}
+
+/** The dedupe keys a plan's new events claim, first occurrence only: a later one in the batch retries it. */
+export function keyClaims(plan: IngestPlan, eventIds: (count: number) => string[]): KeyClaim[] {
+  const seen = new Set<string>();
+  const events: CheckedEvent[] = [];
+  for (const placement of plan.placements) {
+    if (placement.type !== 'event' || seen.has(placement.item.key)) continue;
+    seen.add(placement.item.key);
+    events.push(placement.item);
+  }
+  const ids = eventIds(events.length);
+  return events.map((item, i) => ({ key: item.key, fingerprint: item.fingerprint, eventId: ids[i]! }));
+}
+
+/** The positions and keys whose stored state the plan's answers depend on. */
+export function readsNeeded(plan: IngestPlan, lastSeqBefore: number, claimed: ReadonlySet<string>): { seqs: number[]; keys: string[] } {
+  const seqs = new Set<number>();
+  const keys = new Set<string>();
+  for (const placement of plan.placements) {
+    if (placement.type === 'replay') {
+      // A position this same request took has nothing stored yet: its answer comes from the request.
+      if (placement.seq <= lastSeqBefore) seqs.add(placement.seq);
+      keys.add(placement.key);
+    } else if (placement.type === 'event') {
+      keys.add(placement.item.key);
+    }
+  }
+  for (const key of claimed) keys.delete(key);
+  return { seqs: [...seqs], keys: [...keys] };
+}
+
+/**
+ * Turns what the store read into each item's answer and the writes to make. Items are answered in
+ * request order, each seeing what the items before it did: an item sent twice in one request is
+ * answered the second time as the first time, exactly as a retry in a later request would be.
+ */
+export function resolveIngest(
+  plan: IngestPlan,
+  stored: StoredState,
+  claims: readonly KeyClaim[],
+  context: { ts: string; lastSeqBefore: number; attempt: number; epoch: number },
+): { results: ItemResult[]; writes: IngestWrites } {
+  const outcomes = new Map(stored.outcomes);
+  const records = new Map(stored.records);
+  const claimedIds = new Map(claims.filter((claim) => stored.claimed.has(claim.key)).map((claim) => [claim.key, claim.eventId]));
+  const writes: IngestWrites = { events: [], outcomes: [], checkpoints: [], lastSeq: null, epoch: null };
+  const checkpoints = new Map<string, { name: string; value: string; seq: number }>();
+  const record = (seq: number, outcome: RecordedOutcome) => {
+    outcomes.set(seq, outcome);
+    writes.outcomes.push({ seq, ...outcome });
+  };
+
+  const results = plan.placements.map((placement): ItemResult => {
+    switch (placement.type) {
+      case 'final':
+        return placement.result;
+      case 'refused': {
+        const { result } = placement;
+        record(result.seq, { key: result.key, status: result.status, code: result.code, detail: result.detail, field: result.field ?? null });
+        return result;
+      }
+      case 'replay': {
+        const { item, seq, key } = placement;
+        const outcome = outcomes.get(seq);
+        return replayResult(item, seq, key, outcome, outcome ? undefined : records.get(key));
+      }
+      case 'checkpoint': {
+        const { item } = placement;
+        checkpoints.set(item.name, { name: item.name, value: item.value, seq: item.seq });
+        record(item.seq, { key: item.key, status: 'checkpointed', code: '', detail: '', field: null });
+        return { status: 'checkpointed', seq: item.seq, key: item.key };
+      }
+      case 'event': {
+        const { item } = placement;
+        const eventId = claimedIds.get(item.key);
+        if (eventId !== undefined && !records.has(item.key)) {
+          records.set(item.key, { fingerprint: item.fingerprint, eventId, ts: context.ts });
+          writes.events.push({ item, eventId });
+          return { status: 'accepted', seq: item.seq, key: item.key, eventId, timestamp: context.ts };
+        }
+        const result = existingKeyResult(item, records.get(item.key)!);
+        if (result.status === 'conflict') record(result.seq, { key: result.key, status: result.status, code: result.code, detail: result.detail, field: null });
+        return result;
+      }
+    }
+  });
+  writes.checkpoints = [...checkpoints.values()];
+  if (plan.lastSeq !== context.lastSeqBefore) {
+    writes.lastSeq = plan.lastSeq;
+    // The first delivery of a later attempt moves the epoch, which fences every earlier attempt.
+    if (context.attempt > context.epoch) writes.epoch = context.attempt;
+  }
+  return { results, writes };
+}
+
+/** The answer to a retry of a taken position: exactly what the first answer was. */
+export function replayResult(
+  item: CheckedItem | InvalidItem,
+  seq: number,
+  key: string,
+  outcome: RecordedOutcome | undefined,
+  existing: DedupeRecord | undefined,
+): ItemResult {
+  if (outcome && outcome.key === key) {
+    if (outcome.status === 'checkpointed') return { status: 'checkpointed', seq, key };
+    if (outcome.status === 'conflict') return { status: 'conflict', seq, key, code: RejectionCode.KeyConflict, detail: outcome.detail };
+    return {
+      status: 'rejected',
+      seq,
+      key,
+      code: outcome.code as RejectionCode,
+      detail: outcome.detail,
+      ...(outcome.field === null ? {} : { field: outcome.field }),
+    };
+  }
+  if (!outcome && existing && item.kind === 'event' && existing.fingerprint === item.fingerprint) {
+    return { status: 'duplicate', seq, key, eventId: existing.eventId, timestamp: existing.ts };
+  }
+  return {
+    status: 'rejected',
+    seq,
+    key,
+    code: RejectionCode.SequenceReused,
+    detail: `seq ${seq} of this stream was already taken by another item; a stream's sequence numbers must not be reused`,
+    field: 'seq',
+  };
+}
+
+/** The answer for a key the dedupe table already held when this item tried to insert it. */
+export function existingKeyResult(item: CheckedEvent, existing: DedupeRecord): ItemResult {
+  if (existing.fingerprint === item.fingerprint) {
+    return { status: 'duplicate', seq: item.seq, key: item.key, eventId: existing.eventId, timestamp: existing.ts };
+  }
+  return {
+    status: 'conflict',
+    seq: item.seq,
+    key: item.key,
+    code: RejectionCode.KeyConflict,
+    detail: `key ${item.key} was stored before with a different payload (event ${existing.eventId}); a re-run must emit the same asset, partition and extra for the same key, or use a new key`,
+  };
+}

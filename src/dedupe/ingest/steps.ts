@@ -1,0 +1,90 @@
+import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
+import type { CheckedItem, InvalidItem } from '../item-check.js';
+import { newEventIds, planIngest, refuseAttempt } from './plan.js';
+import { keyClaims, readsNeeded, resolveIngest, type DedupeRecord, type IngestWrites, type KeyClaim, type RecordedOutcome } from './resolve.js';
+
+/** The time a request is stamped with: an ISO timestamp for receipts, milliseconds for retention. */
+export interface IngestClock {
+  ts: string;
+  ms: number;
+}
+
+/**
+ * What the ingest of one request asks its store for, in this order, all inside one transaction. The
+ * decisions are made here, once; a store only reads and writes.
+ */
+export type IngestStep =
+  /** Lock the stream (where others could write it at once) and read its epoch and its attempt's last seq. */
+  | { op: 'position' }
+  /** Insert a dedupe record for each key where none exists; answer with the keys inserted. */
+  | { op: 'claim'; claims: readonly KeyClaim[]; clock: IngestClock }
+  /** Read the outcomes at these positions of the attempt, and the dedupe records of these keys. */
+  | { op: 'read'; seqs: readonly number[]; keys: readonly string[] }
+  | { op: 'write'; writes: IngestWrites; clock: IngestClock };
+
+/** What the store answers to each step. */
+export interface StepAnswers {
+  position: { epoch: number; lastSeq: number };
+  claim: ReadonlySet<string>;
+  read: { outcomes: ReadonlyMap<number, RecordedOutcome>; records: ReadonlyMap<string, DedupeRecord> };
+  write: void;
+}
+
+export type IngestSteps = Generator<IngestStep, ItemResult[], StepAnswers[keyof StepAnswers]>;
+
+export interface IngestRequest {
+  stream: StreamIdentity;
+  items: readonly (CheckedItem | InvalidItem)[];
+  now: Date;
+  maxAttemptStep: number;
+  isRegistered: (asset: string) => boolean;
+}
+
+const NOTHING_READ: StepAnswers['read'] = { outcomes: new Map(), records: new Map() };
+
+/**
+ * The ingest of one request as a sequence of store steps. A generator, so that SQLite can run it inside
+ * a synchronous transaction and PostgreSQL with a round trip per step, from the same code.
+ */
+export function* ingestSteps(request: IngestRequest): IngestSteps {
+  const { stream, items, now } = request;
+  const clock: IngestClock = { ts: now.toISOString(), ms: now.getTime() };
+  const { epoch, lastSeq: lastSeqBefore } = (yield { op: 'position' }) as StepAnswers['position'];
+  // Checked in the same transaction that a later attempt's first delivery moves the epoch in, so no
+  // item of a zombie is accepted once its retry has delivered anything.
+  const refusal = refuseAttempt(items, stream.attempt, epoch, request.maxAttemptStep);
+  if (refusal) return refusal;
+  const plan = planIngest(items, lastSeqBefore, request.isRegistered);
+  const claims = keyClaims(plan, newEventIds);
+  // Insert first: the unique key decides who is first, with no window between a check and an insert.
+  const claimed = claims.length === 0 ? new Set<string>() : ((yield { op: 'claim', claims, clock }) as StepAnswers['claim']);
+  const needed = readsNeeded(plan, lastSeqBefore, claimed);
+  const read =
+    needed.seqs.length + needed.keys.length === 0 ? NOTHING_READ : ((yield { op: 'read', ...needed }) as StepAnswers['read']);
+  const { results, writes } = resolveIngest(plan, { claimed, ...read }, claims, { ts: clock.ts, lastSeqBefore, attempt: stream.attempt, epoch });
+  yield { op: 'write', writes, clock };
+  return results;
+}
+
+/** A store's answer to each step; a method may return a promise only where the runner awaits. */
+export type StepHandler<Async extends boolean> = {
+  [Op in IngestStep['op']]: (step: Extract<IngestStep, { op: Op }>) => Async extends true ? Promise<StepAnswers[Op]> : StepAnswers[Op];
+};
+
+function answer<Async extends boolean>(handler: StepHandler<Async>, step: IngestStep) {
+  return handler[step.op](step as never);
+}
+
+/** Runs the steps synchronously, for a store whose transaction may not yield (better-sqlite3). */
+export function runIngestSync(steps: IngestSteps, handler: StepHandler<false>): ItemResult[] {
+  let next = steps.next();
+  while (!next.done) next = steps.next(answer(handler, next.value));
+  return next.value;
+}
+
+/** Runs the steps with a round trip each, for a store on a connection (PostgreSQL). */
+export async function runIngest(steps: IngestSteps, handler: StepHandler<true>): Promise<ItemResult[]> {
+  let next = steps.next();
+  while (!next.done) next = steps.next(await answer(handler, next.value));
+  return next.value;
+}

@@ -1,0 +1,305 @@
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import type pg from 'pg';
+import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../protocol/wire.js';
+import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
+import { ingestSteps, runIngest, type StepHandler } from '../ingest/steps.js';
+import type { CheckedItem, InvalidItem } from '../item-check.js';
+import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
+import { deleteInBatches, toStoredEvent, type EventRow } from '../tables.js';
+import { TokenRegistry } from '../tokens.js';
+import { createPool, inTransaction, runStatement } from './connection.js';
+import { advisoryKey, migratePostgres } from './migrate.js';
+import { serverPostgresMigrations } from './migrations.js';
+import { ingestStatements, type PgSchema } from './statements.js';
+
+export interface PostgresStoreOptions {
+  /** postgres://user@host:port/database */
+  connectionString: string;
+  /** The schema that holds oncebox's tables; created on start. @defaultValue 'oncebox' */
+  schema?: string;
+  /** Connections in this instance's pool. @defaultValue 10 */
+  poolSize?: number;
+  /** The clock the store stamps events and dedupe records with; injectable for tests. */
+  now?: () => Date;
+  /** How far above a stream's epoch a new attempt may be (see refuseAttempt). @defaultValue 1000 */
+  maxAttemptStep?: number;
+}
+
+/**
+ * The dedupe store on PostgreSQL, for several stateless server instances over one database.
+ *
+ * Concurrency: transactions run at READ COMMITTED, and every request first locks its stream's row in
+ * `streams` (SELECT … FOR UPDATE). Two instances handling the same stream therefore take turns: the
+ * second reads the epoch, the last sequence number and the checkpoint copy only after the first
+ * committed, so neither can accept a gap, accept a fenced attempt, or move a checkpoint backwards. Row
+ * locks were chosen over SERIALIZABLE because requests of one stream conflict by design (they extend the
+ * same sequence): under SERIALIZABLE they would abort and retry each other, while a row lock just
+ * queues them, and requests of different streams never wait on each other. Dedupe is insert-first on the
+ * primary key (INSERT … ON CONFLICT DO NOTHING): a concurrent insert of the same key by another
+ * stream's request waits for that transaction and then sees its row.
+ */
+export class PostgresDedupeStore implements DedupeStore {
+  private readonly db: Kysely<PgSchema>;
+  private readonly statements: ReturnType<typeof ingestStatements>;
+  private readonly now: () => Date;
+  private assets = new Set<string>();
+  readonly tokens: TokenRegistry;
+
+  private constructor(
+    private readonly pool: pg.Pool,
+    readonly schema: string,
+    now: (() => Date) | undefined,
+    private readonly maxAttemptStep: number,
+  ) {
+    this.db = new Kysely<PgSchema>({ dialect: new PostgresDialect({ pool }) });
+    this.statements = ingestStatements(this.db);
+    this.now = now ?? (() => new Date());
+    this.tokens = new TokenRegistry(new Kysely({ dialect: new PostgresDialect({ pool }) }), this.now);
+  }
+
+  /** Connects, migrates the schema (safely beside other instances doing the same) and loads the assets. */
+  static async open(options: PostgresStoreOptions): Promise<PostgresDedupeStore> {
+    const schema = options.schema ?? 'oncebox';
+    const pool = createPool({
+      connectionString: options.connectionString,
+      // Stryker disable next-line LogicalOperator: pg's own default pool size is 10 too
+      max: options.poolSize ?? 10,
+      options: `-c search_path=${startupOptionValue(`"${schema.replaceAll('"', '""')}"`)}`,
+    });
+    try {
+      await migratePostgres(pool, schema, serverPostgresMigrations);
+      const store = new PostgresDedupeStore(pool, schema, options.now, options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP);
+      await store.loadAssets();
+      return store;
+      // Stryker disable next-line BlockStatement: a pool left open leaks connections, which no test observes
+    } catch (error) {
+      await pool.end();
+      throw error;
+    }
+  }
+
+  private async loadAssets(): Promise<void> {
+    const rows = await this.db.selectFrom('assets').select('name').execute();
+    this.assets = new Set(rows.map((row) => row.name));
+  }
+
+  async ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): Promise<ItemResult[]> {
+    // Assets registered through another instance since this one loaded them.
+    const unknown = items.some((item) => item.kind === 'event' && !this.assets.has(item.payload.asset));
+    if (unknown) await this.loadAssets();
+    return inTransaction(this.pool, (client) =>
+      runIngest(
+        ingestSteps({ stream, items, now: this.now(), maxAttemptStep: this.maxAttemptStep, isRegistered: (asset) => this.assets.has(asset) }),
+        this.stepHandler(client, stream),
+      ),
+    );
+  }
+
+  /** The reads and writes of one request's ingest, each one round trip inside its transaction. */
+  private stepHandler(client: pg.PoolClient, stream: StreamIdentity): StepHandler<true> {
+    const run = this.statements;
+    const ofAttempt = { producer: stream.producer, runId: stream.runId, task: stream.task ?? '', attempt: stream.attempt };
+    const { producer } = stream;
+    return {
+      position: async () => {
+        await runStatement(client, run.ensureStream, { ...ofAttempt, ts: this.now().toISOString() });
+        const [locked] = await runStatement(client, run.lockStream, ofAttempt);
+        const [seqRow] = await runStatement(client, run.lastSeq, ofAttempt);
+        return { epoch: locked!.epoch, lastSeq: seqRow?.last_seq ?? 0 };
+      },
+      claim: async ({ claims, clock }) => {
+        const rows = await runStatement(client, run.claimKeys, {
+          producer,
+          keys: claims.map((c) => c.key),
+          fingerprints: claims.map((c) => c.fingerprint),
+          eventIds: claims.map((c) => c.eventId),
+          ts: clock.ts,
+          createdAt: clock.ms,
+        });
+        return new Set(rows.map((row) => row.key));
+      },
+      read: async ({ seqs, keys }) => {
+        const outcomes = new Map<number, RecordedOutcome>();
+        if (seqs.length > 0) {
+          for (const { seq, ...outcome } of await runStatement(client, run.recordedOutcomes, { ...ofAttempt, seqs: [...seqs] })) outcomes.set(seq, outcome);
+        }
+        const records = new Map<string, DedupeRecord>();
+        if (keys.length > 0) {
+          for (const row of await runStatement(client, run.readRecords, { producer, keys: [...keys] })) {
+            records.set(row.key, { fingerprint: row.fingerprint, eventId: row.event_id, ts: row.ts });
+          }
+        }
+        return { outcomes, records };
+      },
+      write: async ({ writes, clock }) => {
+        const { events, outcomes } = writes;
+        if (events.length > 0) {
+          await runStatement(client, run.insertEvents, {
+            eventIds: events.map((e) => e.eventId),
+            keys: events.map((e) => e.item.key),
+            assets: events.map((e) => e.item.payload.asset),
+            partitionKeys: events.map((e) => e.item.payload.partitionKey ?? null),
+            partitionDates: events.map((e) => e.item.payload.partitionDate ?? null),
+            extras: events.map((e) => e.item.payload.extra ?? null),
+            seqs: events.map((e) => e.item.seq),
+            traceContexts: events.map((e) => (e.item.trace === undefined ? null : JSON.stringify(e.item.trace))),
+            ts: clock.ts,
+            producer,
+            workflow: stream.workflow,
+            runId: stream.runId,
+            task: stream.task,
+            attempt: stream.attempt,
+          });
+        }
+        if (outcomes.length > 0) {
+          await runStatement(client, run.recordOutcomes, {
+            ...ofAttempt,
+            seqs: outcomes.map((o) => o.seq),
+            keys: outcomes.map((o) => o.key),
+            statuses: outcomes.map((o) => o.status),
+            codes: outcomes.map((o) => o.code),
+            details: outcomes.map((o) => o.detail),
+            fields: outcomes.map((o) => o.field),
+            createdAt: clock.ms,
+          });
+        }
+        for (const checkpoint of writes.checkpoints) await runStatement(client, run.saveCheckpoint, { ...ofAttempt, ...checkpoint, ts: clock.ts });
+        if (writes.lastSeq !== null) await runStatement(client, run.saveLastSeq, { ...ofAttempt, lastSeq: writes.lastSeq });
+        if (writes.epoch !== null) await runStatement(client, run.raiseEpoch, { ...ofAttempt, epoch: writes.epoch, ts: clock.ts });
+      },
+    };
+  }
+
+  /**
+   * Gives committed events their cursors, in insertion order, one sequencer at a time. A row whose
+   * transaction has not committed yet is invisible here and gets a cursor later, above every cursor
+   * given so far: so a reader paging by cursor never skips an event that committed late.
+   */
+  private async sequenceEvents(): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await sql`SELECT pg_advisory_xact_lock(${advisoryKey(this.schema, 'sequence')}::bigint)`.execute(trx);
+      const { last } = await trx.selectFrom('event_cursor').select('last').where('id', '=', 1).executeTakeFirstOrThrow();
+      const result = await sql<{ cursor: number }>`
+        UPDATE events SET cursor = ${last}::bigint + numbered.rn
+        FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM events WHERE cursor IS NULL) AS numbered
+        WHERE events.id = numbered.id
+        RETURNING events.cursor`.execute(trx);
+      if (result.rows.length > 0) {
+        await trx.updateTable('event_cursor').set({ last: sql`last + ${result.rows.length}` }).where('id', '=', 1).execute();
+      }
+    });
+  }
+
+  async listEvents(query: EventQuery): Promise<EventPage> {
+    await this.sequenceEvents();
+    let select = this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('cursor', 'is not', null)
+      .where('cursor', '>', query.after)
+      .orderBy('cursor')
+      .limit(query.limit);
+    if (query.asset !== undefined) select = select.where('asset', '=', query.asset);
+    // Only sequenced rows were selected: cursor is not null.
+    const events = (await select.execute()).map((row) => toStoredEvent(row as EventRow));
+    return { events, next: events.at(-1)?.cursor ?? query.after };
+  }
+
+  async streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined> {
+    const where = { producer, run_id: runId, task: task ?? '' };
+    const attempts = await this.db
+      .selectFrom('stream_seqs')
+      .select(['attempt', 'last_seq'])
+      .where((eb) => eb.and(where))
+      .orderBy('attempt')
+      .execute();
+    if (attempts.length === 0) return undefined;
+    // Every request inserts its stream's row before it takes a position, so a stream with positions has one.
+    const stream = await this.db
+      .selectFrom('streams')
+      .select('epoch')
+      .where((eb) => eb.and(where))
+      .executeTakeFirstOrThrow();
+    const rows = await this.db
+      .selectFrom('stream_checkpoints')
+      .select(['name', 'value'])
+      .where((eb) => eb.and(where))
+      .orderBy('name')
+      .execute();
+    const checkpoints: Record<string, unknown> = {};
+    for (const row of rows) checkpoints[row.name] = JSON.parse(row.value);
+    return {
+      producer,
+      runId,
+      task,
+      epoch: stream.epoch,
+      attempts: attempts.map((row) => ({ attempt: row.attempt, lastSeq: Number(row.last_seq) })),
+      checkpoints,
+    };
+  }
+
+  async registerAsset(name: string): Promise<{ created: boolean }> {
+    const result = await this.db
+      .insertInto('assets')
+      .values({ name, created_at: this.now().toISOString() })
+      .onConflict((oc) => oc.column('name').doNothing())
+      .executeTakeFirst();
+    this.assets.add(name);
+    return { created: Number(result.numInsertedOrUpdatedRows ?? 0) === 1 };
+  }
+
+  async sizes(): Promise<StoreSizes> {
+    // reltuples is -1 before the table was first analysed; it is an estimate, refreshed by autovacuum.
+    const { rows } = await this.pool.query<{ relname: string; estimate: number }>(
+      `SELECT c.relname, greatest(c.reltuples, 0)::bigint AS estimate FROM pg_class c
+       JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname IN ('events', 'dedupe')`,
+      [this.schema],
+    );
+    const estimate = (table: string) => Number(rows.find((row) => row.relname === table)?.estimate ?? 0);
+    return { events: estimate('events'), dedupeRecords: estimate('dedupe') };
+  }
+
+  async listAssets(): Promise<string[]> {
+    const rows = await this.db.selectFrom('assets').select('name').orderBy('name').execute();
+    return rows.map((row) => row.name);
+  }
+
+  async compact(policy: RetentionPolicy): Promise<CompactionResult> {
+    const now = this.now().getTime();
+    // Small batches, each its own short transaction, so that compaction never holds ingestion up.
+    const dedupeRecords = await deleteInBatches(policy.batchSize, async () => {
+      const result = await sql`
+        DELETE FROM dedupe WHERE ctid IN (
+          SELECT ctid FROM dedupe WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
+      return Number(result.numAffectedRows ?? 0);
+    });
+    const outcomes = await deleteInBatches(policy.batchSize, async () => {
+      const result = await sql`
+        DELETE FROM stream_outcomes WHERE ctid IN (
+          SELECT ctid FROM stream_outcomes WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
+      return Number(result.numAffectedRows ?? 0);
+    });
+    let events = 0;
+    if (policy.eventRetentionMs !== null) {
+      const cutoff = new Date(now - policy.eventRetentionMs).toISOString();
+      events = await deleteInBatches(policy.batchSize, async () => {
+        const result = await sql`
+          DELETE FROM events WHERE id IN (SELECT id FROM events WHERE ts < ${cutoff} LIMIT ${policy.batchSize}::integer)`.execute(this.db);
+        return Number(result.numAffectedRows ?? 0);
+      });
+    }
+    return { dedupeRecords, events, outcomes };
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+}
+
+/**
+ * A value in the `options` startup parameter, where whitespace separates arguments: a space or a
+ * backslash in it is escaped with a backslash (PostgreSQL's libpq rules), so any schema name survives.
+ */
+function startupOptionValue(value: string): string {
+  return value.replace(/[\\\s]/g, (char) => `\\${char}`);
+}

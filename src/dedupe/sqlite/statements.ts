@@ -1,0 +1,227 @@
+import type Database from 'better-sqlite3';
+import { sql, type Generated } from 'kysely';
+import { params, prepare, prepareConstant, queryBuilder } from '../../sqlite/statements.js';
+import type { RecordedStatus } from '../ingest/resolve.js';
+import type { EventRow, SharedTables } from '../tables.js';
+
+export interface ServerSchema extends SharedTables {
+  events: Omit<EventRow, 'cursor'> & { cursor: Generated<number> };
+}
+
+/** One stream (producer, run, task); a stream without a task is kept under '' (NULL never equals NULL in a key). */
+export interface OfStream {
+  producer: string;
+  runId: string;
+  task: string;
+}
+
+export interface OfAttempt extends OfStream {
+  attempt: number;
+}
+
+/** Every statement of the embedded store, compiled and prepared once when it opens. */
+export function serverStatements(db: Database.Database) {
+  const q = queryBuilder<ServerSchema>(db);
+  const stream = params<OfStream>();
+  const attempt = params<OfAttempt>();
+  const ofStream = { producer: stream.producer, run_id: stream.runId, task: stream.task };
+  const ofAttempt = { ...ofStream, attempt: attempt.attempt };
+
+  const p = {
+    seq: params<OfAttempt & { lastSeq: number }>(),
+    epoch: params<OfAttempt & { ts: string }>(),
+    position: params<OfAttempt & { seq: number }>(),
+    key: params<{ producer: string; key: string }>(),
+    dedupe: params<{ producer: string; key: string; fingerprint: string; eventId: string; ts: string; createdAt: number }>(),
+    event: params<{
+      eventId: string;
+      key: string;
+      ts: string;
+      asset: string;
+      partitionKey: string | null;
+      partitionDate: string | null;
+      extra: string | null;
+      producer: string;
+      workflow: string;
+      runId: string;
+      taskOrNull: string | null;
+      attempt: number;
+      seq: number;
+      traceContext: string | null;
+    }>(),
+    outcome: params<OfAttempt & { seq: number; key: string; status: RecordedStatus; code: string; detail: string; field: string | null; createdAt: number }>(),
+    checkpoint: params<OfAttempt & { name: string; value: string; seq: number; ts: string }>(),
+    page: params<{ after: number; limit: number }>(),
+    assetPage: params<{ after: number; limit: number; asset: string }>(),
+    asset: params<{ name: string; createdAt: string }>(),
+    /** Rows created before `cutoff` (milliseconds). */
+    compactCreated: params<{ cutoff: number; limit: number }>(),
+    /** Events stamped before `cutoff` (an ISO timestamp). */
+    compactStamped: params<{ cutoff: string; limit: number }>(),
+  };
+
+  return {
+    lastSeq: prepare(db, attempt, q.selectFrom('stream_seqs').select('last_seq').where((eb) => eb.and(ofAttempt))),
+    saveLastSeq: prepare(
+      db,
+      p.seq,
+      q
+        .insertInto('stream_seqs')
+        .values({ producer: p.seq.producer, run_id: p.seq.runId, task: p.seq.task, attempt: p.seq.attempt, last_seq: p.seq.lastSeq })
+        .onConflict((oc) => oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet({ last_seq: p.seq.lastSeq })),
+    ),
+    // Insert first: the unique key decides who is first, with no window between a check and an insert.
+    insertDedupe: prepare(
+      db,
+      p.dedupe,
+      q
+        .insertInto('dedupe')
+        .values({
+          producer: p.dedupe.producer,
+          key: p.dedupe.key,
+          fingerprint: p.dedupe.fingerprint,
+          event_id: p.dedupe.eventId,
+          ts: p.dedupe.ts,
+          created_at: p.dedupe.createdAt,
+        })
+        .onConflict((oc) => oc.columns(['producer', 'key']).doNothing()),
+    ),
+    findDedupe: prepare(
+      db,
+      p.key,
+      q.selectFrom('dedupe').select(['fingerprint', 'event_id', 'ts']).where((eb) => eb.and({ producer: p.key.producer, key: p.key.key })),
+    ),
+    insertEvent: prepare(
+      db,
+      p.event,
+      q.insertInto('events').values({
+        event_id: p.event.eventId,
+        key: p.event.key,
+        ts: p.event.ts,
+        asset: p.event.asset,
+        partition_key: p.event.partitionKey,
+        partition_date: p.event.partitionDate,
+        extra: p.event.extra,
+        producer: p.event.producer,
+        workflow: p.event.workflow,
+        run_id: p.event.runId,
+        task: p.event.taskOrNull,
+        attempt: p.event.attempt,
+        seq: p.event.seq,
+        trace_context: p.event.traceContext,
+      }),
+    ),
+    insertOutcome: prepare(
+      db,
+      p.outcome,
+      q
+        .insertInto('stream_outcomes')
+        .values({
+          producer: p.outcome.producer,
+          run_id: p.outcome.runId,
+          task: p.outcome.task,
+          attempt: p.outcome.attempt,
+          seq: p.outcome.seq,
+          key: p.outcome.key,
+          status: p.outcome.status,
+          code: p.outcome.code,
+          detail: p.outcome.detail,
+          field: p.outcome.field,
+          created_at: p.outcome.createdAt,
+        })
+        .onConflict((oc) => oc.doNothing()),
+    ),
+    findOutcome: prepare(
+      db,
+      p.position,
+      q
+        .selectFrom('stream_outcomes')
+        .select(['key', 'status', 'code', 'detail', 'field'])
+        .where((eb) => eb.and({ ...ofAttempt, seq: p.position.seq })),
+    ),
+    eventsAll: prepare(db, p.page, q.selectFrom('events').selectAll().where('cursor', '>', p.page.after).orderBy('cursor').limit(p.page.limit)),
+    eventsByAsset: prepare(
+      db,
+      p.assetPage,
+      q
+        .selectFrom('events')
+        .selectAll()
+        .where('asset', '=', p.assetPage.asset)
+        .where('cursor', '>', p.assetPage.after)
+        .orderBy('cursor')
+        .limit(p.assetPage.limit),
+    ),
+    insertAsset: prepare(
+      db,
+      p.asset,
+      q
+        .insertInto('assets')
+        .values({ name: p.asset.name, created_at: p.asset.createdAt })
+        .onConflict((oc) => oc.column('name').doNothing()),
+    ),
+    allAssets: prepareConstant(db, q.selectFrom('assets').select('name').orderBy('name')),
+    countEvents: prepareConstant(db, q.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n'))),
+    countDedupe: prepareConstant(db, q.selectFrom('dedupe').select((eb) => eb.fn.countAll<number>().as('n'))),
+    // Row values in IN: kysely's builder has no typed form for them, so these two are raw templates.
+    compactDedupe: prepare(
+      db,
+      p.compactCreated,
+      {
+        compile: () =>
+          sql`DELETE FROM dedupe WHERE (producer, key) IN (
+                SELECT producer, key FROM dedupe WHERE created_at < ${p.compactCreated.cutoff} LIMIT ${p.compactCreated.limit})`.compile(q),
+      },
+    ),
+    compactOutcomes: prepare(
+      db,
+      p.compactCreated,
+      {
+        compile: () =>
+          sql`DELETE FROM stream_outcomes WHERE (producer, run_id, task, attempt, seq) IN (
+                SELECT producer, run_id, task, attempt, seq FROM stream_outcomes WHERE created_at < ${p.compactCreated.cutoff} LIMIT ${p.compactCreated.limit})`.compile(q),
+      },
+    ),
+    compactEvents: prepare(
+      db,
+      p.compactStamped,
+      q
+        .deleteFrom('events')
+        .where('cursor', 'in', (sub) => sub.selectFrom('events').select('cursor').where('ts', '<', p.compactStamped.cutoff).limit(p.compactStamped.limit)),
+    ),
+    epoch: prepare(db, stream, q.selectFrom('streams').select('epoch').where((eb) => eb.and(ofStream))),
+    saveEpoch: prepare(
+      db,
+      p.epoch,
+      q
+        .insertInto('streams')
+        .values({ producer: p.epoch.producer, run_id: p.epoch.runId, task: p.epoch.task, epoch: p.epoch.attempt, updated_at: p.epoch.ts })
+        .onConflict((oc) => oc.columns(['producer', 'run_id', 'task']).doUpdateSet({ epoch: p.epoch.attempt, updated_at: p.epoch.ts })),
+    ),
+    saveCheckpoint: prepare(
+      db,
+      p.checkpoint,
+      q
+        .insertInto('stream_checkpoints')
+        .values({
+          producer: p.checkpoint.producer,
+          run_id: p.checkpoint.runId,
+          task: p.checkpoint.task,
+          name: p.checkpoint.name,
+          value: p.checkpoint.value,
+          attempt: p.checkpoint.attempt,
+          seq: p.checkpoint.seq,
+          updated_at: p.checkpoint.ts,
+        })
+        .onConflict((oc) =>
+          oc.columns(['producer', 'run_id', 'task', 'name']).doUpdateSet({
+            value: p.checkpoint.value,
+            attempt: p.checkpoint.attempt,
+            seq: p.checkpoint.seq,
+            updated_at: p.checkpoint.ts,
+          }),
+        ),
+    ),
+    streamCheckpoints: prepare(db, stream, q.selectFrom('stream_checkpoints').select(['name', 'value']).where((eb) => eb.and(ofStream)).orderBy('name')),
+    streamAttempts: prepare(db, stream, q.selectFrom('stream_seqs').select(['attempt', 'last_seq']).where((eb) => eb.and(ofStream)).orderBy('attempt')),
+  };
+}

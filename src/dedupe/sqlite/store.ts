@@ -1,0 +1,156 @@
+import type Database from 'better-sqlite3';
+import { SchemaTooNewError } from '../../protocol/errors.js';
+import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../protocol/wire.js';
+import { migrateSqlite } from '../../sqlite/migrate.js';
+import { openSqlite, type Durability } from '../../sqlite/open.js';
+import { queryBuilder, type Prepared } from '../../sqlite/statements.js';
+import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
+import { ingestSteps, runIngestSync, type StepHandler } from '../ingest/steps.js';
+import type { CheckedItem, InvalidItem } from '../item-check.js';
+import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
+import { deleteInBatches, toStoredEvent } from '../tables.js';
+import { TokenRegistry } from '../tokens.js';
+import { serverSqliteMigrations } from './migrations.js';
+import { serverStatements } from './statements.js';
+
+export interface SqliteStoreOptions {
+  path: string;
+  durability?: Durability;
+  /** The clock the store stamps events and dedupe records with; injectable for tests. */
+  now?: () => Date;
+  /** How far above a stream's epoch a new attempt may be (see refuseAttempt). @defaultValue 1000 */
+  maxAttemptStep?: number;
+}
+
+/** The embedded dedupe store: one SQLite file, one writer transaction per request. */
+export class SqliteDedupeStore implements DedupeStore {
+  private readonly db: Database.Database;
+  private readonly now: () => Date;
+  private readonly maxAttemptStep: number;
+  private readonly assets = new Set<string>();
+  private readonly statements: ReturnType<typeof serverStatements>;
+  private readonly ingestTransaction;
+  readonly tokens: TokenRegistry;
+
+  constructor(options: SqliteStoreOptions) {
+    this.db = openSqlite(options.path, options.durability ?? 'full');
+    this.now = options.now ?? (() => new Date());
+    this.maxAttemptStep = options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP;
+    migrateSqlite(this.db, serverSqliteMigrations, (found, known) => new SchemaTooNewError(`${options.path} (server store)`, found, known));
+    this.tokens = new TokenRegistry(queryBuilder(this.db), this.now);
+    this.statements = serverStatements(this.db);
+    for (const row of this.statements.allAssets.all()) this.assets.add(row.name);
+    this.ingestTransaction = this.db.transaction((stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]) =>
+      runIngestSync(
+        ingestSteps({ stream, items, now: this.now(), maxAttemptStep: this.maxAttemptStep, isRegistered: (asset) => this.assets.has(asset) }),
+        this.stepHandler(stream),
+      ),
+    );
+  }
+
+  async ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): Promise<ItemResult[]> {
+    return this.ingestTransaction.immediate(stream, items);
+  }
+
+  /** The reads and writes of one request's ingest, all inside its IMMEDIATE transaction. */
+  private stepHandler(stream: StreamIdentity): StepHandler<false> {
+    const s = this.statements;
+    const ofAttempt = { producer: stream.producer, runId: stream.runId, task: stream.task ?? '', attempt: stream.attempt };
+    const { producer } = stream;
+    return {
+      position: () => ({ epoch: s.epoch.get(ofAttempt)?.epoch ?? 0, lastSeq: s.lastSeq.get(ofAttempt)?.last_seq ?? 0 }),
+      claim: ({ claims, clock }) =>
+        new Set(
+          claims
+            .filter((claim) => s.insertDedupe.run({ producer, ...claim, ts: clock.ts, createdAt: clock.ms }).changes === 1)
+            .map((claim) => claim.key),
+        ),
+      read: ({ seqs, keys }) => {
+        const outcomes = new Map<number, RecordedOutcome>();
+        for (const seq of seqs) {
+          const row = s.findOutcome.get({ ...ofAttempt, seq });
+          if (row) outcomes.set(seq, row);
+        }
+        const records = new Map<string, DedupeRecord>();
+        for (const key of keys) {
+          const row = s.findDedupe.get({ producer, key });
+          if (row) records.set(key, { fingerprint: row.fingerprint, eventId: row.event_id, ts: row.ts });
+        }
+        return { outcomes, records };
+      },
+      write: ({ writes, clock }) => {
+        for (const { item, eventId } of writes.events) {
+          s.insertEvent.run({
+            producer,
+            workflow: stream.workflow,
+            runId: stream.runId,
+            taskOrNull: stream.task,
+            attempt: stream.attempt,
+            seq: item.seq,
+            eventId,
+            key: item.key,
+            ts: clock.ts,
+            asset: item.payload.asset,
+            partitionKey: item.payload.partitionKey ?? null,
+            partitionDate: item.payload.partitionDate ?? null,
+            extra: item.payload.extra ?? null,
+            traceContext: item.trace === undefined ? null : JSON.stringify(item.trace),
+          });
+        }
+        for (const outcome of writes.outcomes) s.insertOutcome.run({ ...ofAttempt, ...outcome, createdAt: clock.ms });
+        for (const checkpoint of writes.checkpoints) s.saveCheckpoint.run({ ...ofAttempt, ...checkpoint, ts: clock.ts });
+        if (writes.lastSeq !== null) s.saveLastSeq.run({ ...ofAttempt, lastSeq: writes.lastSeq });
+        if (writes.epoch !== null) s.saveEpoch.run({ ...ofAttempt, attempt: writes.epoch, ts: clock.ts });
+      },
+    };
+  }
+
+  async listEvents(query: EventQuery): Promise<EventPage> {
+    const rows =
+      query.asset === undefined
+        ? this.statements.eventsAll.all({ after: query.after, limit: query.limit })
+        : this.statements.eventsByAsset.all({ asset: query.asset, after: query.after, limit: query.limit });
+    const events = rows.map(toStoredEvent);
+    return { events, next: events.at(-1)?.cursor ?? query.after };
+  }
+
+  async streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined> {
+    const params = { producer, runId, task: task ?? '' };
+    const attempts = this.statements.streamAttempts.all(params).map((row) => ({ attempt: row.attempt, lastSeq: row.last_seq }));
+    if (attempts.length === 0) return undefined;
+    const checkpoints: Record<string, unknown> = {};
+    for (const row of this.statements.streamCheckpoints.all(params)) checkpoints[row.name] = JSON.parse(row.value);
+    // A stream that took positions has its epoch row: the first delivery of an attempt writes both.
+    return { producer, runId, task, epoch: this.statements.epoch.get(params)!.epoch, attempts, checkpoints };
+  }
+
+  async registerAsset(name: string): Promise<{ created: boolean }> {
+    const created = this.statements.insertAsset.run({ name, createdAt: this.now().toISOString() }).changes === 1;
+    this.assets.add(name);
+    return { created };
+  }
+
+  async sizes(): Promise<StoreSizes> {
+    return { events: this.statements.countEvents.get()!.n, dedupeRecords: this.statements.countDedupe.get()!.n };
+  }
+
+  async listAssets(): Promise<string[]> {
+    return this.statements.allAssets.all().map((row) => row.name);
+  }
+
+  async compact(policy: RetentionPolicy): Promise<CompactionResult> {
+    const now = this.now().getTime();
+    const limit = policy.batchSize;
+    const drain = <Cutoff>(statement: Prepared<{ cutoff: Cutoff; limit: number }, unknown>, cutoff: Cutoff) =>
+      deleteInBatches(limit, () => statement.run({ cutoff, limit }).changes);
+    const dedupeRecords = await drain(this.statements.compactDedupe, now - policy.dedupeRetentionMs);
+    const outcomes = await drain(this.statements.compactOutcomes, now - policy.dedupeRetentionMs);
+    const events =
+      policy.eventRetentionMs === null ? 0 : await drain(this.statements.compactEvents, new Date(now - policy.eventRetentionMs).toISOString());
+    return { dedupeRecords, events, outcomes };
+  }
+
+  async close(): Promise<void> {
+    this.db.close(); // closing twice is harmless
+  }
+}
