@@ -2,7 +2,7 @@ import { OutboxFile } from '../outbox/outbox-file.js';
 import { Relay, RELAY_DEFAULTS } from '../outbox/relay.js';
 import { defaultLogger, Reporter } from '../outbox/reporter.js';
 import { readStatus } from '../outbox/status.js';
-import { HttpTransport } from '../outbox/transport.js';
+import { ServerClient } from '../outbox/server-client.js';
 import { DrainProgress, type DrainCounts, type ProgressOutput } from './drain-progress.js';
 
 /**
@@ -40,7 +40,7 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
   });
   const relay = new Relay(file, {
     ...RELAY_DEFAULTS,
-    transport: new HttpTransport({ servers: options.servers, token: options.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs }),
+    client: new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs }),
     now: Date.now,
     reporter,
   });

@@ -2,6 +2,7 @@ import type { Registry } from 'prom-client';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { assetNameSchema } from '../protocol/emission.js';
+import { InternalError } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
 import type { Same } from '../protocol/same-type.js';
@@ -200,7 +201,7 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
     async listen({ port = 0, host = '127.0.0.1' } = {}) {
       await app.listen({ port, host });
       const address = app.server.address();
-      if (address === null || typeof address === 'string') throw new Error('server is not listening on TCP');
+      if (address === null || typeof address === 'string') throw new InternalError('the server is listening on a pipe, not on TCP; it has no URL');
       const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       return `http://${shownHost}:${address.port}`;
     },

@@ -3,7 +3,7 @@ import type { ItemResult, StreamIdentity } from '../protocol/wire.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
 import type { SettledRow } from './relay.js';
 import type { Fence } from './run-attempts.js';
-import { DeliveryError } from './transport.js';
+import { DeliveryError } from './server-client.js';
 
 /** What the server's answers to one batch did to the batch's rows. */
 export interface AppliedAnswers {

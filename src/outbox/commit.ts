@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import { canonicalJson, payloadFingerprint } from '../protocol/canonical-json.js';
 import { describeFirstIssue, emissionPayloadSchema } from '../protocol/emission.js';
-import { EmissionValidationError, KeyConflictError, OutboxClosedError } from '../protocol/errors.js';
+import { CommitEndedError, EmissionValidationError, KeyConflictError, NotCommittedError } from '../protocol/errors.js';
 import type { TraceContext } from '../protocol/trace.js';
 import type { Receipt } from '../protocol/wire.js';
 import { checkpointKey, deriveKey, explicitKey } from './keys.js';
@@ -43,7 +43,7 @@ export class Emission {
 
   /** The idempotency key, known once the commit has returned. */
   get key(): string {
-    if (!this.committed) throw new OutboxClosedError('emission.key: the commit has not returned yet');
+    if (!this.committed) throw new NotCommittedError('emission.key: the commit has not returned yet; read the key after commit() returns');
     return this.idempotencyKey!;
   }
 
@@ -53,7 +53,7 @@ export class Emission {
    */
   receipt(): Promise<Receipt> {
     if (!this.committed) {
-      return Promise.reject(new OutboxClosedError('emission.receipt(): call it after commit() has returned'));
+      return Promise.reject(new NotCommittedError('emission.receipt(): call it after commit() has returned'));
     }
     return this.waitFor(this);
   }
@@ -230,7 +230,7 @@ export class CommitTransaction {
 
   private assertOpen(method: string): void {
     if (!this.open) {
-      throw new OutboxClosedError(`tx.${method}(): this commit has already ended; use tx only inside the commit callback`);
+      throw new CommitEndedError(`tx.${method}(): this commit has already ended; use tx only inside the commit callback`);
     }
   }
 }

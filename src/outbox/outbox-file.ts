@@ -6,6 +6,7 @@ import { OutboxFileError, SchemaTooNewError, WrongOutboxFileError } from '../pro
 import { migrateSqlite } from '../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../sqlite/open.js';
 import { params, prepare, prepareConstant, queryBuilder } from '../sqlite/statements.js';
+import { FileMeta } from './file-meta.js';
 import { outboxMigrations } from './migrations.js';
 import { RunAttempts } from './run-attempts.js';
 
@@ -123,6 +124,8 @@ export class OutboxFile {
   readonly statements: OutboxStatements;
   /** The attempts of each run that opened this file or were fenced, and the rule that older ones may not commit. */
   readonly runs: RunAttempts;
+  /** What the file keeps about itself: its producer, its last run, the relay's last error. */
+  readonly meta: FileMeta;
 
   /**
    * @param create whether a missing file (and its folder) is created: a job's outbox is; a file that the
@@ -149,6 +152,8 @@ export class OutboxFile {
       throw error instanceof SchemaTooNewError ? error : new OutboxFileError(path, error);
     }
     this.runs = new RunAttempts(this);
+    const s = this.statements;
+    this.meta = new FileMeta({ read: (name) => s.getMeta.get({ name })?.value, write: (name, value) => s.setMeta.run({ name, value }) });
   }
 
   /** Rows (emissions and checkpoint updates) waiting to be delivered. */
@@ -177,13 +182,6 @@ export class OutboxFile {
     }
   }
 
-  getMeta(name: string): string | undefined {
-    return this.statements.getMeta.get({ name })?.value;
-  }
-
-  setMeta(name: string, value: string): void {
-    this.statements.setMeta.run({ name, value });
-  }
 
   /**
    * Binds a new file to its producer, and refuses to open one that belongs to another: two producers
@@ -192,8 +190,8 @@ export class OutboxFile {
   bindProducer(producer: string): void {
     this.db
       .transaction(() => {
-        const owner = this.getMeta('producer');
-        if (owner === undefined) this.setMeta('producer', producer);
+        const owner = this.meta.read('producer');
+        if (owner === undefined) this.meta.write('producer', producer);
         else if (owner !== producer) {
           throw new WrongOutboxFileError(
             `${this.path}: this outbox belongs to producer "${owner}", not "${producer}"; give each producer its own file`,

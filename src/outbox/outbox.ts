@@ -18,11 +18,11 @@ import { fromRow, ReceiptWaiters } from './receipts.js';
 import { Relay, waitUntilDrained } from './relay.js';
 import type { OutboxEventMap, OutboxLogger, RelayError } from './relay-events.js';
 import type { Fence, RunKey } from './run-attempts.js';
-import { resumeFromServer } from './resume.js';
+import { resumeFromServer } from '../checkpoint/resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
 import { OutboxMetrics } from './metrics.js';
 import { defaultLogger, Reporter } from './reporter.js';
-import { HttpTransport } from './transport.js';
+import { ServerClient } from './server-client.js';
 
 /** How often a receipt promise checks the file while another process's relay does the delivering. */
 const RECEIPT_POLL_MS = 50;
@@ -72,6 +72,8 @@ export class Outbox {
   readonly producer: string;
   readonly run: RunContext | undefined;
   private readonly options: ResolvedOutboxOptions & { servers: string[] };
+  /** The one client for the server, for delivery and for resuming; none without a server. */
+  private readonly client: ServerClient | undefined;
   private readonly waiters = new ReceiptWaiters();
   private readonly reporter: Reporter;
   private readonly metrics: OutboxMetrics | undefined;
@@ -93,6 +95,10 @@ export class Outbox {
   /** @internal Use openOutbox. */
   constructor(options: ResolvedOutboxOptions & { servers: string[] }) {
     this.options = options;
+    this.client =
+      options.servers.length === 0
+        ? undefined
+        : new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: options.requestTimeoutMs });
     this.producer = options.producer;
     this.run = options.run;
     this.file = new OutboxFile(options.path, options.durability);
@@ -129,11 +135,7 @@ export class Outbox {
         options.relay === 'external'
           ? undefined
           : new Relay(this.file, {
-              transport: new HttpTransport({
-                servers: options.servers,
-                token: options.token,
-                requestTimeoutMs: options.requestTimeoutMs,
-              }),
+              client: this.client!,
               batchMaxRows: options.batchMaxRows,
               batchMaxBytes: options.batchMaxBytes,
               retryMinDelayMs: options.retryMinDelayMs,
@@ -166,24 +168,22 @@ export class Outbox {
       failpoint('commit:after-write');
       return result;
     });
-    this.file.setMeta('run', JSON.stringify(options.run ?? null));
+    this.file.meta.write('run', options.run ?? null);
   }
 
   /** @internal Resumes from the server when the policy says so, then starts the relay. */
   async start(): Promise<void> {
     this.otel = await loadOtel();
     this.relay?.useTracing(this.otel);
-    const { run, servers } = this.options;
-    if (run && servers.length > 0) {
+    const { run } = this.options;
+    if (run && this.client) {
       this.resumedFrom = await resumeFromServer({
         file: this.file,
         producer: this.producer,
         run,
         lastWriter: this.lastWriter,
-        servers,
-        token: this.options.token,
+        client: this.client,
         policy: this.options.resume,
-        requestTimeoutMs: this.options.requestTimeoutMs,
         resumeTimeoutMs: this.options.resumeTimeoutMs,
       });
     }

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
-import { FencedError, LeaseLostError, OnceboxError } from '../protocol/errors.js';
+import { FencedError, LeaseLostError, OnceboxError, ProducerErrorCode, WrongOutboxFileError } from '../protocol/errors.js';
 import { endingSpan, linkTo, type OtelApi, type TraceContext } from '../protocol/trace.js';
 import type { ItemResult, StreamIdentity } from '../protocol/wire.js';
 import { isTransientSqliteError } from '../sqlite/local-errors.js';
@@ -12,11 +12,11 @@ import type { OutboxFile, OutboxRow } from './outbox-file.js';
 import type { Fence } from './run-attempts.js';
 import type { RelayError } from './relay-events.js';
 import type { Reporter } from './reporter.js';
-import { DeliveryError, type HttpTransport } from './transport.js';
+import { DeliveryError, type ServerClient } from './server-client.js';
 
 /** @internal */
 export interface RelayOptions {
-  transport: HttpTransport;
+  client: ServerClient;
   /** Most rows in one request. @defaultValue 500 */
   batchMaxRows: number;
   /** Most bytes of payload in one request (roughly: extra plus a fixed allowance per row). @defaultValue 1 MiB */
@@ -110,16 +110,17 @@ export class Relay {
   ) {
     this.lease = new RelayLease(file, options.leaseTtlMs, options.now);
     this.maxRows = options.batchMaxRows;
-    const producer = file.getMeta('producer');
-    if (producer === undefined) throw new Error(`${file.path}: no producer recorded; open it with openOutbox first`);
+    const producer = file.meta.read('producer');
+    if (producer === undefined) {
+      throw new WrongOutboxFileError(`${file.path}: no producer recorded in this outbox; a job opens it with openOutbox() first, and only then can it be relayed`);
+    }
     this.producer = producer;
     this.applyResults = file.db.transaction((rows: readonly OutboxRow[], results: readonly ItemResult[]) => {
       // Proved inside the transaction that marks rows, so that the proof and the marks commit together.
       this.lease.confirm();
       return applyAnswers(file, rows, results, options.now());
     });
-    const stored = file.getMeta('relay_last_error');
-    this.lastError = stored === undefined ? undefined : (JSON.parse(stored) as RelayError);
+    this.lastError = file.meta.read('relay_last_error');
   }
 
   /** Makes a span for each batch sent, linked to the trace each emission was committed in. */
@@ -338,7 +339,7 @@ export class Relay {
   private async sendTraced(stream: StreamIdentity, batch: readonly OutboxRow[]): Promise<ItemResult[]> {
     const body = encodeBatch(stream, batch);
     const otel = this.otel;
-    if (!otel) return this.options.transport.send(body, batch.length, this.stopper.signal);
+    if (!otel) return this.options.client.sendEmissions(body, batch.length, this.stopper.signal);
     const links = batch.flatMap((row) => {
       const link = row.trace_context === null ? undefined : linkTo(otel, JSON.parse(row.trace_context) as TraceContext);
       return link ? [link] : [];
@@ -358,7 +359,7 @@ export class Relay {
     });
     const headers: Record<string, string> = {};
     otel.propagation.inject(otel.trace.setSpan(otel.context.active(), span), headers);
-    return endingSpan(otel, span, () => this.options.transport.send(body, batch.length, this.stopper.signal, headers));
+    return endingSpan(otel, span, () => this.options.client.sendEmissions(body, batch.length, this.stopper.signal, headers));
   }
 
   private startRenewing(): void {
@@ -395,11 +396,16 @@ export class Relay {
   private recordError(error: OnceboxError): void {
     this.lastError = { code: error.code, message: error.message, at: new Date(this.options.now()).toISOString() };
     try {
-      this.file.setMeta('relay_last_error', JSON.stringify(this.lastError));
+      this.file.meta.write('relay_last_error', this.lastError);
     } catch {
       // The error is still on this.lastError; failing to persist it must not hide it.
     }
   }
 }
 
-class OutboxStopped extends Error {}
+/** The reason the relay's requests are aborted with when the outbox closes; never thrown to a caller. */
+class OutboxStopped extends OnceboxError {
+  constructor() {
+    super(ProducerErrorCode.OutboxClosed, 'the outbox closed while a delivery was in flight; it is sent again when the outbox opens');
+  }
+}

@@ -44,14 +44,12 @@ export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.n
     else if (row.state === 'pending') pendingCheckpoints = row.count;
     if (row.state === 'pending' && row.oldest !== null) oldestPending = Math.min(oldestPending ?? row.oldest, row.oldest);
   }
-  const storedRun = file.getMeta('run');
-  const run = storedRun === undefined ? null : (JSON.parse(storedRun) as OutboxStatus['run']);
+  const run = file.meta.read('run') ?? null;
   const fence = run ? file.runs.supersededBy({ runId: run.runId, task: run.task ?? '' }, run.attempt) : undefined;
   const lease = s.getLease.get();
-  const storedError = file.getMeta('relay_last_error');
   return {
     path: file.path,
-    producer: file.getMeta('producer'),
+    producer: file.meta.read('producer'),
     run,
     ...counts,
     pendingCheckpoints,
@@ -61,7 +59,7 @@ export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.n
     lease: lease
       ? { owner: lease.owner, pid: lease.pid, host: lease.host, expiresAt: new Date(lease.expires_at).toISOString() }
       : null,
-    lastError: relay?.lastError ?? (storedError === undefined ? null : (JSON.parse(storedError) as RelayError)),
+    lastError: relay?.lastError ?? file.meta.read('relay_last_error') ?? null,
     deadRows: s.deadRows.all({ limit: 20 }).filter((row) => row.kind === 'event').map((row) => ({
       id: row.id,
       key: row.key,

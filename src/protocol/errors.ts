@@ -22,6 +22,8 @@ export const ProducerErrorCode = {
   ResumeUnavailable: 'resume_unavailable',
   DeadLetterRefused: 'dead_letter_refused',
   Internal: 'internal',
+  NotCommitted: 'not_committed',
+  CommitEnded: 'commit_ended',
 } as const;
 export type ProducerErrorCode = (typeof ProducerErrorCode)[keyof typeof ProducerErrorCode];
 
@@ -117,6 +119,20 @@ export class NoRunContextError extends OnceboxError {
 export class OutboxClosedError extends OnceboxError {
   constructor(message: string) {
     super(ProducerErrorCode.OutboxClosed, message);
+  }
+}
+
+/** An emission's key or receipt asked for inside its commit, before the commit has returned. */
+export class NotCommittedError extends OnceboxError {
+  constructor(message: string) {
+    super(ProducerErrorCode.NotCommitted, message);
+  }
+}
+
+/** A commit's `tx` used after the commit callback returned (kept past its commit, or used in a callback). */
+export class CommitEndedError extends OnceboxError {
+  constructor(message: string) {
+    super(ProducerErrorCode.CommitEnded, message);
   }
 }
 

@@ -69,7 +69,7 @@ describe('resuming a retry from the server', () => {
     await expect(opening).rejects.toMatchObject({
       code: 'resume_unavailable',
       message: expect.stringMatching(
-        /^attempt 2 of run 2026-11-30 could not read its stream state from http:\/\/127\.0\.0\.1:9\/v1\/streams\/p\/2026-11-30\?task=ingest within 300 ms .*pass resume: 'never' to start from this file's own checkpoints$/,
+        /^attempt 2 of run 2026-11-30 could not read its stream state: no server answered within 300 ms \(http:\/\/127\.0\.0\.1:9\/v1\/streams\/p\/2026-11-30\?task=ingest: could not reach .*pass resume: 'never' to start from this file's own checkpoints$/,
       ),
     });
   });

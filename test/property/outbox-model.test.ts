@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { createServer, type OnceboxServer } from '../../src/dedupe/index.js';
 import { FencedError, openOutbox, type Outbox } from '../../src/outbox/index.js';
 import { Relay } from '../../src/outbox/relay.js';
-import { DeliveryError, HttpTransport } from '../../src/outbox/transport.js';
+import { DeliveryError, ServerClient } from '../../src/outbox/server-client.js';
 import type { StreamState } from '../../src/protocol/wire.js';
 import { startFaultProxy, type Fault, type FaultProxy } from '../support/fault-proxy.js';
 import { allEvents } from '../support/server.js';
@@ -125,7 +125,7 @@ class System {
 
   newRelay(box: Outbox): Relay {
     return new Relay(box.file, {
-      transport: new HttpTransport({ servers: [this.proxy.url], requestTimeoutMs: 5000 }),
+      client: new ServerClient({ servers: [this.proxy.url], requestTimeoutMs: 5000 }),
       batchMaxRows: 3,
       batchMaxBytes: 1 << 20,
       retryMinDelayMs: 1,

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { afterAnswers, applyAnswers, type AppliedAnswers } from '../../src/outbox/answers.js';
 import { FencedError, StreamStateLostError } from '../../src/outbox/index.js';
 import { OutboxFile, type OutboxRow } from '../../src/outbox/outbox-file.js';
-import { DeliveryError } from '../../src/outbox/transport.js';
+import { DeliveryError } from '../../src/outbox/server-client.js';
 import type { ItemResult } from '../../src/protocol/wire.js';
 import { tempDir } from '../support/temp.js';
 

@@ -10,7 +10,7 @@ import {
   type CommitTransaction,
 } from '../../src/outbox/index.js';
 import { deriveKey, explicitKey } from '../../src/outbox/keys.js';
-import { EmissionValidationError } from '../../src/outbox/index.js';
+import { EmissionValidationError, NotCommittedError } from '../../src/outbox/index.js';
 import { RUN, testOutbox } from '../support/outbox.js';
 import { tempDir } from '../support/temp.js';
 
@@ -147,7 +147,7 @@ describe('commit', () => {
       leaked = tx;
     });
     expect(() => leaked!.emit(box.asset('batch_ready'))).toThrow(
-      'tx.emit(): this commit has already ended; use tx only inside the commit callback',
+      expect.objectContaining({ code: 'commit_ended', message: 'tx.emit(): this commit has already ended; use tx only inside the commit callback' }),
     );
   });
 
@@ -177,9 +177,10 @@ describe('commit', () => {
       receiptInside.catch(() => undefined);
       return handle;
     });
-    expect(keyInside).toBeInstanceOf(OutboxClosedError);
-    expect((keyInside as Error).message).toBe('emission.key: the commit has not returned yet');
-    await expect(receiptInside).rejects.toThrow('emission.receipt(): call it after commit() has returned');
+    expect(keyInside).toBeInstanceOf(NotCommittedError);
+    expect(keyInside).toMatchObject({ code: 'not_committed', message: 'emission.key: the commit has not returned yet; read the key after commit() returns' });
+    await expect(receiptInside).rejects.toThrow(new NotCommittedError('emission.receipt(): call it after commit() has returned'));
+    await expect(receiptInside).rejects.toMatchObject({ code: 'not_committed' });
     expect(emission.key).toMatch(/^[0-9a-f-]{36}$/);
   });
 

@@ -1,9 +1,8 @@
-import pRetry from 'p-retry';
+import type { OutboxFile } from '../outbox/outbox-file.js';
+import type { RunContext } from '../outbox/options.js';
+import type { ServerClient } from '../outbox/server-client.js';
 import { ResumeUnavailableError } from '../protocol/errors.js';
 import type { StreamState } from '../protocol/wire.js';
-import type { OutboxFile } from './outbox-file.js';
-import type { RunContext } from './options.js';
-import { apiUrl } from './transport.js';
 
 /**
  * When a retry takes the server's copy of its run's checkpoints:
@@ -21,11 +20,9 @@ export interface ResumeOptions {
   run: RunContext;
   /** The highest attempt of this run whose rows the file held when this one opened it; undefined for none. */
   lastWriter: number | undefined;
-  /** Tried in turn until one answers. */
-  servers: readonly string[];
-  token?: string | undefined;
+  /** The servers, tried in turn until one answers. */
+  client: ServerClient;
   policy: ResumePolicy;
-  requestTimeoutMs: number;
   /** How long to keep trying to reach the server before giving up with ResumeUnavailableError. */
   resumeTimeoutMs: number;
 }
@@ -53,7 +50,7 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
       for (const [name, value] of Object.entries(state.checkpoints)) {
         file.statements.setCheckpoint.run({ name, value: JSON.stringify(value), now });
       }
-      file.setMeta('resumed', JSON.stringify({ epoch: state.epoch, attempt: run.attempt, at: new Date(now).toISOString() }));
+      file.meta.write('resumed', { epoch: state.epoch, attempt: run.attempt, at: new Date(now).toISOString() });
     })
     .immediate();
   return state;
@@ -61,29 +58,13 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
 
 async function fetchStreamState(options: ResumeOptions): Promise<StreamState | undefined> {
   const { run } = options;
-  const urls = options.servers.map((server) => {
-    const url = apiUrl(server, `v1/streams/${encodeURIComponent(options.producer)}/${encodeURIComponent(run.runId)}`);
-    if (run.task !== undefined) url.searchParams.set('task', run.task);
-    return url;
-  });
-  const url = urls[0]!;
-  const headers: Record<string, string> = options.token === undefined ? {} : { authorization: `Bearer ${options.token}` };
   try {
-    return await pRetry(
-      async (attemptNumber) => {
-        const target = urls[(attemptNumber - 1) % urls.length]!;
-        const response = await fetch(target, { headers, signal: AbortSignal.timeout(options.requestTimeoutMs) });
-        if (response.status === 404) return undefined;
-        if (!response.ok) throw new Error(`${target} answered ${response.status}: ${(await response.text()).slice(0, 200)}`);
-        return (await response.json()) as StreamState;
-      },
-      { retries: Number.POSITIVE_INFINITY, minTimeout: 100, maxTimeout: 2000, randomize: true, maxRetryTime: options.resumeTimeoutMs },
-    );
+    return await options.client.streamState(options.producer, run.runId, run.task, options.resumeTimeoutMs);
   } catch (error) {
     throw new ResumeUnavailableError(
-      `attempt ${run.attempt} of run ${run.runId} could not read its stream state from ${url} within ${options.resumeTimeoutMs} ms ` +
-        `(${(error as Error).message}); without it a retry on a fresh machine would start from scratch. Make the server reachable, ` +
-        "or pass resume: 'never' to start from this file's own checkpoints",
+      `attempt ${run.attempt} of run ${run.runId} could not read its stream state: ${(error as Error).message}. Without it a retry ` +
+        "on a fresh machine would start from scratch. Make the server reachable, or pass resume: 'never' to start from this " +
+        "file's own checkpoints",
       { cause: error },
     );
   }

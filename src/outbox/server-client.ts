@@ -1,0 +1,185 @@
+import pRetry from 'p-retry';
+import { OnceboxError, OptionsError } from '../protocol/errors.js';
+import type { EmissionBatchResponse, ItemResult, Problem, StreamState } from '../protocol/wire.js';
+
+/**
+ * A request to the server that got no usable answer. For a delivery the relay retries every row of the
+ * batch with the same keys: a timeout or a reset is "unknown" (the server may have stored the batch),
+ * and a refusal of the whole request (401, 5xx, 429) says nothing about any item, so no row may be
+ * parked for it.
+ * @internal
+ */
+export class DeliveryError extends OnceboxError {
+  constructor(
+    code: string,
+    message: string,
+    readonly details: { status?: number; retryAfterMs?: number; problem?: Problem; url?: string } = {},
+    options?: { cause?: unknown },
+  ) {
+    super(code, message, options);
+  }
+}
+
+export interface ServerClientOptions {
+  /** One server, or several instances of one server over a shared database, to fail over between. */
+  servers: readonly string[];
+  token?: string | undefined;
+  requestTimeoutMs: number;
+}
+
+/** What one server answered. */
+interface Answer {
+  url: string;
+  status: number;
+  text: string;
+  headers: Headers;
+}
+
+/**
+ * The producer's one HTTP client for the server: URLs under a base path, the bearer token, timeouts,
+ * failover between instances, and errors that say which URL answered what. With several servers it
+ * talks to one until a request fails, then moves to the next: a retried delivery carries the same keys
+ * and sequence numbers, and the instances share one store, so the order holds across them.
+ * @internal
+ */
+export class ServerClient {
+  private readonly headers: Record<string, string>;
+  private active = 0;
+
+  constructor(private readonly options: ServerClientOptions) {
+    if (options.servers.length === 0) {
+      throw new OptionsError('server', 'server: give at least one server URL (e.g. http://127.0.0.1:8181) to deliver to');
+    }
+    this.headers = options.token === undefined ? {} : { authorization: `Bearer ${options.token}` };
+  }
+
+  /** The server requests go to now. */
+  get server(): string {
+    return this.options.servers[this.active]!;
+  }
+
+  /**
+   * Sends a body made by encodeBatch to `POST /v1/emissions`; resolves to one result per item, in the
+   * items' order.
+   */
+  async sendEmissions(body: string, itemCount: number, signal?: AbortSignal, headers: Record<string, string> = {}): Promise<ItemResult[]> {
+    const answer = await this.exchange('v1/emissions', { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } }, signal);
+    if (answer.status !== 200) throw this.refusal(answer);
+    const parsed = parseJson(answer.text) as EmissionBatchResponse | undefined;
+    if (!parsed || !Array.isArray(parsed.results) || parsed.results.length !== itemCount) {
+      throw this.fail(new DeliveryError('bad_response', `${answer.url} answered ${answer.status} without one result per item`, { status: answer.status, url: answer.url }));
+    }
+    return parsed.results;
+  }
+
+  /**
+   * The server's state of one stream (`GET /v1/streams/…`), or undefined when it never delivered there.
+   * Tries the servers in turn, with backoff, for up to `retryForMs`; the error then names every URL tried
+   * and what each last answered.
+   */
+  async streamState(producer: string, runId: string, task: string | undefined, retryForMs: number): Promise<StreamState | undefined> {
+    const route = `v1/streams/${encodeURIComponent(producer)}/${encodeURIComponent(runId)}${task === undefined ? '' : `?task=${encodeURIComponent(task)}`}`;
+    const lastFailure = new Map<string, string>();
+    try {
+      return await pRetry(
+        async () => {
+          const answer = await this.exchange(route, { method: 'GET' });
+          if (answer.status === 404) return undefined;
+          if (answer.status !== 200) throw this.refusal(answer);
+          return JSON.parse(answer.text) as StreamState;
+        },
+        {
+          retries: Number.POSITIVE_INFINITY,
+          minTimeout: 100,
+          maxTimeout: 2000,
+          randomize: true,
+          maxRetryTime: retryForMs,
+          onFailedAttempt: ({ error }) => {
+            const url = error instanceof DeliveryError ? error.details.url : undefined;
+            lastFailure.set(url ?? this.url(route), error.message);
+          },
+        },
+      );
+    } catch (error) {
+      const tried = [...lastFailure].map(([url, why]) => `${url}: ${why}`).join('; ');
+      throw new DeliveryError('unreachable', `no server answered within ${retryForMs} ms (${tried || (error as Error).message})`, {}, { cause: error });
+    }
+  }
+
+  /** One request to the server in use; any failure moves later requests to the next server. */
+  private async exchange(route: string, init: { method: string; body?: string; headers?: Record<string, string> }, signal?: AbortSignal): Promise<Answer> {
+    const url = this.url(route);
+    const timeout = AbortSignal.timeout(this.options.requestTimeoutMs);
+    try {
+      const response = await fetch(url, {
+        ...init,
+        headers: { ...this.headers, ...init.headers },
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      });
+      return { url, status: response.status, text: await response.text(), headers: response.headers };
+    } catch (error) {
+      const timedOut = timeout.aborted;
+      throw this.fail(
+        new DeliveryError(
+          timedOut ? 'timeout' : 'network',
+          timedOut
+            ? `no answer from ${url} within ${this.options.requestTimeoutMs} ms; the outcome is unknown, so the batch is resent with the same keys`
+            : `could not reach ${url}: ${(error as Error).message}`,
+          { url },
+          { cause: error },
+        ),
+      );
+    }
+  }
+
+  /** A whole request refused: the problem's code, or `http_<status>` when the body is not a problem. */
+  private refusal(answer: Answer): DeliveryError {
+    const problem = parseJson(answer.text) as Problem | undefined;
+    const retryAfterMs = parseRetryAfter(answer.headers.get('retry-after'));
+    const detail = problem?.detail ?? answer.text.slice(0, 200);
+    const code = typeof problem?.code === 'string' ? problem.code : `http_${answer.status}`;
+    return this.fail(
+      new DeliveryError(code, `${answer.url} answered ${answer.status}: ${detail}`, {
+        status: answer.status,
+        url: answer.url,
+        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+        ...(problem ? { problem } : {}),
+      }),
+    );
+  }
+
+  /** Whatever went wrong (down, overloaded, refusing), the next request tries the next instance. */
+  private fail(error: DeliveryError): DeliveryError {
+    this.active = (this.active + 1) % this.options.servers.length;
+    return error;
+  }
+
+  private url(route: string): string {
+    return apiUrl(this.server, route).toString();
+  }
+}
+
+/**
+ * A route of the API under a server URL. A path in the server URL is a base path (a server behind a
+ * proxy at `https://host/oncebox`), kept rather than replaced.
+ * @internal
+ */
+export function apiUrl(server: string, route: string): URL {
+  return new URL(route, server.endsWith('/') ? server : `${server}/`);
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function parseRetryAfter(header: string | null): number | undefined {
+  if (header === null) return undefined;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
