@@ -117,3 +117,24 @@ export async function latency(samples: number): Promise<{ p50: number; p99: numb
     return { p50: percentile(times, 50), p99: percentile(times, 99) };
   });
 }
+
+/**
+ * The time of one durable SQLite commit here: a one-row transaction in WAL mode with synchronous=FULL,
+ * median of `samples`. Commit to receipt takes two of them (the outbox row, the server's record), so
+ * this is the floor that latency is measured against.
+ */
+export function fsyncMs(samples: number): number {
+  const db = new Database(join(benchDir(), 'fsync.db'));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)');
+  const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+  const times: number[] = [];
+  for (let i = 0; i < samples + 10; i++) {
+    const started = performance.now();
+    insert.run('x');
+    if (i >= 10) times.push(performance.now() - started);
+  }
+  db.close();
+  return percentile(times, 50);
+}

@@ -15,6 +15,8 @@ export interface IngestRun {
   eventsPerS: number;
   /** CPU seconds of the client, the servers and PostgreSQL per wall second; null without /proc. */
   coresBusy: number | null;
+  /** CPU microseconds of the servers and PostgreSQL (not the load generator) per event stored; null without /proc. */
+  serverCpuUsPerEvent: number | null;
 }
 
 function requestBody(runId: string, request: number): string {
@@ -78,13 +80,16 @@ async function drive(servers: readonly ServerProcess[], events: number): Promise
 /** Times `work`, which stores `events` events, and reads how many cores it and `pids` kept busy. */
 async function measure(events: number, pids: readonly number[], work: () => Promise<void>): Promise<IngestRun> {
   const cpuBefore = cpuSeconds(pids);
+  const serverBefore = cpuSeconds(pids, false);
   const started = performance.now();
   await work();
   const seconds = (performance.now() - started) / 1000;
   const cpuAfter = cpuSeconds(pids);
+  const serverAfter = cpuSeconds(pids, false);
   return {
     eventsPerS: events / seconds,
     coresBusy: cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / seconds,
+    serverCpuUsPerEvent: serverBefore === null || serverAfter === null ? null : ((serverAfter - serverBefore) * 1e6) / events,
   };
 }
 
@@ -185,8 +190,8 @@ export async function pgIngestGrowth(events: number, small: number, large: numbe
       // Starting (and stopping) one instance creates the schema at its current version.
       await (await startOnceboxServer(benchDir(), PG_URL, schema)).stop();
       await client.query(
-        `INSERT INTO ${schema}.dedupe (key, fingerprint, event_id, ts, created_at)
-         SELECT md5(i::text)::uuid, 'f', md5(i::text)::uuid, '2026-01-01T00:00:00.000Z', 0 FROM generate_series(1, $1::integer) AS i`,
+        `INSERT INTO ${schema}.dedupe (producer, key, fingerprint, event_id, ts, created_at)
+         SELECT 'bench', md5(i::text)::uuid, 'f', md5(i::text)::uuid, '2026-01-01T00:00:00.000Z', 0 FROM generate_series(1, $1::integer) AS i`,
         [keys],
       );
       await client.query(`VACUUM ANALYZE ${schema}.dedupe`);

@@ -81,10 +81,11 @@ export function startServerProcess(dir: string): Promise<ServerProcess> {
 }
 
 /**
- * CPU seconds used so far by this process, the given child processes and every `postgres` process,
- * read from /proc; null where /proc cannot be read. Shows whether the cores were all busy.
+ * CPU seconds used so far by the given child processes, every `postgres` process and (unless told not
+ * to) this process, read from /proc; null where /proc cannot be read. Shows whether the cores were all
+ * busy, and, without this process (the load generator), what the server side spent.
  */
-export function cpuSeconds(pids: readonly number[]): number | null {
+export function cpuSeconds(pids: readonly number[], includeSelf = true): number | null {
   try {
     const ticks = (pid: number) => {
       const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -102,7 +103,7 @@ export function cpuSeconds(pids: readonly number[]): number | null {
     for (const pid of pids) total += ticks(pid);
     const own = process.cpuUsage();
     // USER_HZ is 100 on every Linux this runs on.
-    return total / 100 + (own.user + own.system) / 1e6;
+    return total / 100 + (includeSelf ? (own.user + own.system) / 1e6 : 0);
   } catch {
     return null;
   }

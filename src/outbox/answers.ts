@@ -86,7 +86,14 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
  * order would break the stream; any other gap, or an answer that settled nothing, is retried with backoff.
  * @internal
  */
-export function afterAnswers(stream: StreamIdentity, batch: readonly OutboxRow[], results: readonly ItemResult[], applied: AppliedAnswers): number {
+export function afterAnswers(
+  stream: StreamIdentity,
+  batch: readonly OutboxRow[],
+  results: readonly ItemResult[],
+  applied: AppliedAnswers,
+  /** The seq of the first row sent at once with this batch: every row before it was settled before sending. */
+  sentFrom: number = batch[0]!.seq,
+): number {
   const { fence } = applied;
   if (fence) {
     throw new FencedError(
@@ -96,13 +103,13 @@ export function afterAnswers(stream: StreamIdentity, batch: readonly OutboxRow[]
         'may deliver nothing more; its pending rows are parked, and this process should stop',
     );
   }
-  const first = batch[0]!;
   const gap = results.find((result) => result.status === 'gap');
   if (gap) {
-    if (gap.expectedSeq < first.seq) {
+    // A gap inside the batches sent together is a race between them; before them, the server lost rows.
+    if (gap.expectedSeq < sentFrom) {
       throw new StreamStateLostError(
         `the server expects seq ${gap.expectedSeq} of stream ${stream.producer}/${stream.runId} attempt ${stream.attempt}, ` +
-          `but this outbox settled every row before seq ${first.seq}; the server's store was reset or restored from an old backup. ` +
+          `but this outbox settled every row before seq ${sentFrom}; the server's store was reset or restored from an old backup. ` +
           'The relay stops rather than resend out of order; see docs/operations.md',
       );
     }

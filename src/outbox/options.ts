@@ -70,6 +70,8 @@ const outboxOptionsSchema = z
     batchMaxRows: z.number().int().min(1).max(Limits.maxBatchItems).default(RELAY_DEFAULTS.batchMaxRows),
     /** @defaultValue 1 MiB */
     batchMaxBytes: z.number().int().min(1024).max(Limits.maxBodyBytes).default(RELAY_DEFAULTS.batchMaxBytes),
+    /** @defaultValue 4 */
+    maxInFlight: z.number().int().min(1).max(64).default(RELAY_DEFAULTS.maxInFlight),
     /** After this long without an answer a request counts as "unknown" and is resent with the same keys. @defaultValue 10000 */
     requestTimeoutMs: z.number().int().min(1).default(RELAY_DEFAULTS.requestTimeoutMs),
     /** @defaultValue 100 */
@@ -164,6 +166,12 @@ export interface OutboxOptions {
   batchMaxRows?: number | undefined;
   /** Most bytes of payload in one request (at least 1 KiB, at most 8 MiB). @defaultValue 1 MiB */
   batchMaxBytes?: number | undefined;
+  /**
+   * Most requests of one stream in flight at once (1 to 64). They are sent in order and answered in any
+   * order: one that reaches the server before the one ahead of it is answered with a gap and sent again,
+   * so nothing is reordered. 1 sends one batch at a time. @defaultValue 4
+   */
+  maxInFlight?: number | undefined;
   /** After this long without an answer a request counts as "unknown" and is resent with the same keys. @defaultValue 10000 */
   requestTimeoutMs?: number | undefined;
   /** The shortest wait before a failed batch is sent again; waits double, with jitter, up to retryMaxDelayMs. @defaultValue 100 */

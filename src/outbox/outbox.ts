@@ -138,6 +138,7 @@ export class Outbox {
               client: this.client!,
               batchMaxRows: options.batchMaxRows,
               batchMaxBytes: options.batchMaxBytes,
+              maxInFlight: options.maxInFlight,
               retryMinDelayMs: options.retryMinDelayMs,
               retryMaxDelayMs: options.retryMaxDelayMs,
               leaseTtlMs: options.leaseTtlMs,

@@ -21,6 +21,8 @@ export interface RelayOptions {
   batchMaxRows: number;
   /** Most bytes of payload in one request (roughly: extra plus a fixed allowance per row). @defaultValue 1 MiB */
   batchMaxBytes: number;
+  /** Most requests of one stream in flight at once, in order. @defaultValue 4 */
+  maxInFlight?: number;
   /** Backoff between retries of one batch: exponential from min to max, with jitter, and no limit on count. */
   retryMinDelayMs: number;
   retryMaxDelayMs: number;
@@ -49,6 +51,7 @@ const ROW_OVERHEAD_BYTES = 256;
 export const RELAY_DEFAULTS = {
   batchMaxRows: 500,
   batchMaxBytes: 1024 * 1024,
+  maxInFlight: 4,
   requestTimeoutMs: 10_000,
   retryMinDelayMs: 100,
   retryMaxDelayMs: 5_000,
@@ -169,9 +172,7 @@ export class Relay {
    */
   async step(): Promise<number> {
     if (!this.holding) this.acquireOrThrow();
-    const batch = this.nextBatch();
-    if (batch.length === 0) return 0;
-    return this.deliver(batch);
+    return this.deliverWindow(this.nextBatches(1));
   }
 
   private acquireOrThrow(): void {
@@ -206,13 +207,12 @@ export class Relay {
         this.holding = true;
         this.startRenewing();
       }
-      const batch = this.nextBatch();
-      if (batch.length === 0) {
+      if (this.nextBatches(1).length === 0) {
         await this.sleepUntilNotified();
         continue;
       }
       try {
-        await pRetry(() => this.deliver(batch.slice(0, this.maxRows)), {
+        await pRetry(() => this.deliverWindow(this.nextBatches(this.options.maxInFlight ?? RELAY_DEFAULTS.maxInFlight)), {
           retries: Number.POSITIVE_INFINITY,
           factor: 2,
           minTimeout: this.options.retryMinDelayMs,
@@ -252,20 +252,59 @@ export class Relay {
     this.woken = false;
   }
 
-  /** The first pending rows in commit order, all of one stream, within the row and byte limits. */
-  private nextBatch(): OutboxRow[] {
-    const rows = this.file.statements.pending.all({ limit: this.maxRows });
+  /**
+   * The next pending rows in commit order, all of one stream, cut into at most `count` consecutive
+   * batches within the row and byte limits. Rows of the next stream wait for this stream's window: the
+   * order between streams is commit order, and only the server's gap check orders a stream's requests.
+   */
+  private nextBatches(count: number): OutboxRow[][] {
+    const rows = this.file.statements.pending.all({ limit: this.maxRows * count });
     const first = rows[0];
-    if (!first) return rows;
+    const batches: OutboxRow[][] = [];
+    let batch: OutboxRow[] = [];
     let bytes = 0;
-    let end = 0;
     for (const row of rows) {
-      if (row.run_id !== first.run_id || row.task !== first.task || row.attempt !== first.attempt) break;
-      bytes += ROW_OVERHEAD_BYTES + (row.extra?.length ?? 0);
-      if (end > 0 && bytes > this.options.batchMaxBytes) break;
-      end++;
+      if (row.run_id !== first!.run_id || row.task !== first!.task || row.attempt !== first!.attempt) break;
+      const size = ROW_OVERHEAD_BYTES + (row.extra?.length ?? 0);
+      if (batch.length === this.maxRows || (batch.length > 0 && bytes + size > this.options.batchMaxBytes)) {
+        batches.push(batch);
+        if (batches.length === count) return batches;
+        batch = [];
+        bytes = 0;
+      }
+      batch.push(row);
+      bytes += size;
     }
-    return end === rows.length ? rows : rows.slice(0, end);
+    if (batch.length > 0) batches.push(batch);
+    return batches;
+  }
+
+  /**
+   * Sends consecutive batches of one stream at once and applies their answers in order. A batch that
+   * reached the server before the one ahead of it was stored is answered with a gap and marks nothing;
+   * its rows are simply sent again, right away when the batches ahead made progress.
+   * @returns how many rows it settled.
+   */
+  private async deliverWindow(batches: readonly OutboxRow[][]): Promise<number> {
+    if (batches.length === 0) return 0;
+    const windowStart = batches[0]![0]!.seq;
+    // Every send is started before any answer is awaited, and every one is awaited, so none runs unobserved.
+    const sends = batches.map((batch) => this.send(batch).then((answer) => ({ answer }), (error: unknown) => ({ error })));
+    let settled = 0;
+    let failure: { error: unknown } | undefined;
+    for (const [index, sending] of sends.entries()) {
+      const outcome = await sending;
+      try {
+        if ('error' in outcome) throw outcome.error;
+        settled += this.apply(batches[index]!, outcome.answer, windowStart);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+    if (failure === undefined) return settled;
+    const raced = failure.error instanceof DeliveryError && failure.error.code === 'sequence_gap' && settled > 0;
+    if (raced) return settled;
+    throw failure.error;
   }
 
   /**
@@ -296,7 +335,8 @@ export class Relay {
     }
   }
 
-  private async deliver(batch: readonly OutboxRow[]): Promise<number> {
+  /** Sends one batch: the stream it belongs to and the server's per-item results. */
+  private async send(batch: readonly OutboxRow[]): Promise<{ stream: StreamIdentity; results: ItemResult[] }> {
     const first = batch[0]!;
     const stream = {
       producer: this.producer,
@@ -305,7 +345,11 @@ export class Relay {
       task: first.task === '' ? null : first.task,
       attempt: first.attempt,
     };
-    const results = await this.sendTraced(stream, batch);
+    return { stream, results: await this.sendTraced(stream, batch) };
+  }
+
+  /** Marks the batch's rows with the server's answers, and says whether the relay goes on. */
+  private apply(batch: readonly OutboxRow[], { stream, results }: { stream: StreamIdentity; results: ItemResult[] }, windowStart: number): number {
     failpoint('relay:after-response');
     this.options.reporter?.deliverySucceeded();
     let applied: AppliedAnswers;
@@ -328,7 +372,7 @@ export class Relay {
     }
     if (applied.fence) this.options.reporter?.fenced({ runId: applied.fence.runId, attempt: applied.fence.attempt, by: applied.fence.by });
     this.pruneNowAndThen();
-    return afterAnswers(stream, batch, results, applied);
+    return afterAnswers(stream, batch, results, applied, windowStart);
   }
 
   /**

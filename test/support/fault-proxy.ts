@@ -22,8 +22,8 @@ export interface FaultProxy {
   plan(...faults: Fault[]): void;
   /** Drops the faults not used up yet. */
   clearPlan(): void;
-  /** Requests seen, and requests that reached the server. */
-  readonly stats: { requests: number; forwarded: number };
+  /** Requests seen, requests that reached the server, and the most requests the proxy held at once. */
+  readonly stats: { requests: number; forwarded: number; maxConcurrent: number };
   setUpstream(url: string): void;
   /** Passes the held requests on now, in the order they came; their answers go nowhere. */
   releaseHeld(): Promise<void>;
@@ -35,11 +35,13 @@ export interface FaultProxy {
 const proxies: Server[] = [];
 
 /** A small HTTP proxy on loopback between the relay and the server, for network faults. */
-export async function startFaultProxy(upstream: string, options: { delayMs?: number } = {}): Promise<FaultProxy> {
+export async function startFaultProxy(upstream: string, options: { delayMs?: number | (() => number) } = {}): Promise<FaultProxy> {
   let target = upstream;
   const queue: Fault[] = [];
   const held: { url: string; method: string; headers: Record<string, string>; body: Buffer }[] = [];
-  const stats = { requests: 0, forwarded: 0 };
+  const stats = { requests: 0, forwarded: 0, maxConcurrent: 0 };
+  let concurrent = 0;
+  const delayMs = () => (typeof options.delayMs === 'function' ? options.delayMs() : (options.delayMs ?? 50));
 
   const headersOf = (req: IncomingMessage) => {
     const headers: Record<string, string> = {};
@@ -64,6 +66,9 @@ export async function startFaultProxy(upstream: string, options: { delayMs?: num
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    concurrent++;
+    stats.maxConcurrent = Math.max(stats.maxConcurrent, concurrent);
+    res.on('close', () => concurrent--);
     req.on('end', async () => {
       stats.requests++;
       const body = Buffer.concat(chunks);
@@ -85,7 +90,7 @@ export async function startFaultProxy(upstream: string, options: { delayMs?: num
             await forward(req, body);
             return reply(res, await forward(req, body));
           case 'delay':
-            await sleep(options.delayMs ?? 50);
+            await sleep(delayMs());
             return reply(res, await forward(req, body));
           case 'fail-503':
             res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '0' });
