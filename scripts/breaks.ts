@@ -42,6 +42,7 @@ const delivery = 'test/integration/delivery.test.ts';
 const scopedTokens = 'test/integration/scoped-tokens.test.ts';
 const tokens = 'src/dedupe/tokens.ts';
 const conformance = 'test/store/conformance.test.ts';
+const pipelined = 'test/fault/pipelined-relay.test.ts';
 const cluster = 'test/fault/postgres-cluster.test.ts';
 
 const ingestPlan = 'src/dedupe/ingest/plan.ts';
@@ -93,9 +94,9 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: relay,
-        find: 'const results = await this.sendTraced(stream, batch);',
+        find: 'return { stream, results: await this.sendTraced(stream, batch) };',
         replace:
-          "const results: ItemResult[] = await this.sendTraced(stream, batch).catch(() => batch.map((row) => ({ status: 'accepted' as const, seq: row.seq, key: row.key, eventId: '00000000-0000-7000-8000-000000000000', timestamp: new Date(0).toISOString() })));",
+          "return { stream, results: await this.sendTraced(stream, batch).catch(() => batch.map((row) => ({ status: 'accepted' as const, seq: row.seq, key: row.key, eventId: '00000000-0000-7000-8000-000000000000', timestamp: new Date(0).toISOString() }))) };",
       },
     ],
     caughtBy: [{ file: 'test/fault/network.test.ts' }, { file: model }],
@@ -136,6 +137,24 @@ export const BREAKS: Break[] = [
       },
     ],
     caughtBy: [{ file: conformance, name: 'sent twice in one request' }],
+  },
+  {
+    what: 'a gap between requests sent together taken for a server that lost its rows (the relay stops)',
+    guarantee: 'G3, G7',
+    edits: [{ file: relay, find: '    return afterAnswers(stream, batch, results, applied, windowStart);', replace: '    return afterAnswers(stream, batch, results, applied);' }],
+    caughtBy: [{ file: pipelined, name: 'seed 11' }],
+  },
+  {
+    what: 'a checkpoint update stored past a gap, ahead of the events before it',
+    guarantee: 'G11',
+    edits: [
+      {
+        file: ingestPlan,
+        find: "    if (seq > lastSeq + 1) return { type: 'final'",
+        replace: "    if (seq > lastSeq + 1 && item.kind !== 'checkpoint') return { type: 'final'",
+      },
+    ],
+    caughtBy: [{ file: pipelined, name: 'seed 11' }],
   },
   {
     what: "the server's fencing check removed",

@@ -29,6 +29,8 @@ export interface ServerClientOptions {
 
 /** What one server answered. */
 interface Answer {
+  /** Which of the servers it was. */
+  server: number;
   url: string;
   status: number;
   text: string;
@@ -67,7 +69,10 @@ export class ServerClient {
     if (answer.status !== 200) throw this.refusal(answer);
     const parsed = parseJson(answer.text) as EmissionBatchResponse | undefined;
     if (!parsed || !Array.isArray(parsed.results) || parsed.results.length !== itemCount) {
-      throw this.fail(new DeliveryError('bad_response', `${answer.url} answered ${answer.status} without one result per item`, { status: answer.status, url: answer.url }));
+      throw this.fail(
+        answer.server,
+        new DeliveryError('bad_response', `${answer.url} answered ${answer.status} without one result per item`, { status: answer.status, url: answer.url }),
+      );
     }
     return parsed.results;
   }
@@ -108,6 +113,7 @@ export class ServerClient {
 
   /** One request to the server in use; any failure moves later requests to the next server. */
   private async exchange(route: string, init: { method: string; body?: string; headers?: Record<string, string> }, signal?: AbortSignal): Promise<Answer> {
+    const server = this.active;
     const url = this.url(route);
     const timeout = AbortSignal.timeout(this.options.requestTimeoutMs);
     try {
@@ -116,10 +122,11 @@ export class ServerClient {
         headers: { ...this.headers, ...init.headers },
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
       });
-      return { url, status: response.status, text: await response.text(), headers: response.headers };
+      return { server, url, status: response.status, text: await response.text(), headers: response.headers };
     } catch (error) {
       const timedOut = timeout.aborted;
       throw this.fail(
+        server,
         new DeliveryError(
           timedOut ? 'timeout' : 'network',
           timedOut
@@ -139,6 +146,7 @@ export class ServerClient {
     const detail = problem?.detail ?? answer.text.slice(0, 200);
     const code = typeof problem?.code === 'string' ? problem.code : `http_${answer.status}`;
     return this.fail(
+      answer.server,
       new DeliveryError(code, `${answer.url} answered ${answer.status}: ${detail}`, {
         status: answer.status,
         url: answer.url,
@@ -148,9 +156,12 @@ export class ServerClient {
     );
   }
 
-  /** Whatever went wrong (down, overloaded, refusing), the next request tries the next instance. */
-  private fail(error: DeliveryError): DeliveryError {
-    this.active = (this.active + 1) % this.options.servers.length;
+  /**
+   * Whatever went wrong (down, overloaded, refusing), the next request tries the next instance. Several
+   * requests in flight to one server that all fail move on once, not once each.
+   */
+  private fail(server: number, error: DeliveryError): DeliveryError {
+    if (this.active === server) this.active = (server + 1) % this.options.servers.length;
     return error;
   }
 

@@ -156,6 +156,11 @@ describe('afterAnswers', () => {
     expect(() => afterAnswers(STREAM, rows, [], applied(0))).toThrow(new DeliveryError('no_progress', 'the server settled none of 2 rows; retrying with backoff'));
   });
 
+  it('takes a gap before this batch but inside the requests sent with it for a race between them, not a lost store', () => {
+    expect(() => afterAnswers(STREAM, rows, gap(4), applied(0), 3)).toThrow(new DeliveryError('sequence_gap', 'the server expects seq 4 first; resending in order'));
+    expect(() => afterAnswers(STREAM, rows, gap(2), applied(0), 3)).toThrow(StreamStateLostError);
+  });
+
   it('goes on when the rows were taken over by a newer attempt in flight', () => {
     expect(afterAnswers(STREAM, rows, [], applied(0, 2))).toBe(0);
   });

@@ -31,6 +31,15 @@ describe("the producer's server client", () => {
     expect(client.server).toBe(NOBODY);
   });
 
+  it('moves on once when several requests in flight to one server fail, not once each', async () => {
+    const { url } = await startServer();
+    const client = new ServerClient({ servers: [NOBODY, url], requestTimeoutMs: 2000 });
+    const body = JSON.stringify({ stream: { producer: 'p', workflow: 'w', runId: 'r', task: null, attempt: 1 }, items: [] });
+    const failures = await Promise.all([1, 2, 3, 4].map(() => client.sendEmissions(body, 0).catch((error: { code: string }) => error.code)));
+    expect(failures).toEqual(['network', 'network', 'network', 'network']);
+    expect(client.server).toBe(url);
+  });
+
   it('reads stream state from whichever server answers, with the token, under a base path', async () => {
     const { url } = await startServer({ token: 'secret-token' });
     const withToken = new ServerClient({ servers: [NOBODY, url], token: 'secret-token', requestTimeoutMs: 2000 });
