@@ -1,14 +1,16 @@
+import type Database from 'better-sqlite3';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { openOutbox } from '../src/outbox/index.js';
 import { checkpointKey, deriveKey } from '../src/outbox/keys.js';
-import { OutboxFile } from '../src/outbox/outbox-file.js';
+import { rawOutbox } from './raw-outbox.js';
 import { benchDir } from './support.js';
 
 /**
  * Commit throughput: oncebox's commit() against raw better-sqlite3 prepared statements writing the same
  * rows (one outbox row per emission, the checkpoint upsert and the checkpoint's outbox row for the
- * server's mirror) into the same schema, in the same
+ * server's mirror) into a hand-written outbox (bench/raw-outbox.ts), in the same
  * transaction mode (BEGIN IMMEDIATE, WAL, synchronous=FULL). The raw side inserts the same key values,
  * computed before its clock starts, and a constant fingerprint, so the gap is everything oncebox does
  * per commit and per emission (validation, deriving the UUIDv5 key, the canonical-JSON fingerprint).
@@ -37,52 +39,35 @@ export async function commitBench(perCommit: number, rows: number, slices: numbe
       for (let e = 0; e < perCommit; e++) tx.emit(asset, { partitionKey: `batch-${c}-${e}`, extra: { rows: e } });
     });
 
-  const file = new OutboxFile(join(dir, `raw-${perCommit}.db`), 'full');
-  const s = file.statements;
-  const keys = Array.from({ length: commits * perCommit }, (_, i) =>
+  const raw = rawOutbox(join(dir, `raw-${perCommit}.db`));
+  const keys = Array.from({ length: (commits + PAGE_SAMPLE_COMMITS) * perCommit }, (_, i) =>
     deriveKey({ producer: 'raw', workflow: 'w', runId: 'r', task: 't', asset: 'batch_ready', partitionKey: `batch-${i}`, position: null, occurrence: 0 }),
   );
-  const checkpointKeys = Array.from({ length: commits }, (_, c) => checkpointKey('raw', { workflow: 'w', runId: 'r', task: 't', attempt: 1 }, c + 1));
-  const rawCommit = file.db.transaction((c: number) => {
-    s.setCheckpoint.run({ name: 'backlog', value: `{"batch":${c}}`, now: 0 });
+  const checkpointKeys = Array.from({ length: commits + PAGE_SAMPLE_COMMITS }, (_, c) => checkpointKey('raw', { workflow: 'w', runId: 'r', task: 't', attempt: 1 }, c + 1));
+  const rawCommit = raw.db.transaction((c: number) => {
+    raw.setCheckpoint.run('backlog', `{"batch":${c}}`);
     for (let e = 0; e < perCommit; e++) {
-      s.insertRow.run({
+      raw.insertRow.run({
         key: keys[c * perCommit + e]!,
-        fingerprint: 'f',
-        workflow: 'w',
-        runId: 'r',
-        task: 't',
-        attempt: 1,
         seq: c * perCommit + e + 1,
         kind: 'event',
         asset: 'batch_ready',
         partitionKey: `batch-${c}-${e}`,
-        partitionDate: null,
         extra: `{"rows":${e}}`,
-        committedAt: 0,
         checkpointName: null,
         checkpointValue: null,
-        traceContext: null,
       });
     }
     // oncebox also queues the checkpoint update for the server's mirror, after the commit's emissions.
-    s.insertRow.run({
+    raw.insertRow.run({
       key: checkpointKeys[c]!,
-      fingerprint: 'f',
-      workflow: 'w',
-      runId: 'r',
-      task: 't',
-      attempt: 1,
-      seq: commits * perCommit + c + 1,
+      seq: 1_000_000_000 + c,
       kind: 'checkpoint',
       asset: '',
       partitionKey: null,
-      partitionDate: null,
       extra: null,
-      committedAt: 0,
       checkpointName: 'backlog',
       checkpointValue: `{"batch":${c}}`,
-      traceContext: null,
     });
   });
 
@@ -97,9 +82,27 @@ export async function commitBench(perCommit: number, rows: number, slices: numbe
     rawMs += performance.now() - started;
   }
   const done = Math.floor(commits / perSlice) * perSlice * perCommit;
+  const onceboxPages = walPagesPerCommit(box.file.db, box.file.path, (i) => onceboxCommit(commits + i));
+  const rawPages = walPagesPerCommit(raw.db, join(dir, `raw-${perCommit}.db`), (i) => rawCommit.immediate(commits + i));
   await box.close({ timeoutMs: 0 });
-  file.close();
+  raw.db.close();
   const onceboxRowsPerS = done / (onceboxMs / 1000);
   const rawRowsPerS = done / (rawMs / 1000);
-  return { onceboxRowsPerS, rawRowsPerS, ratio: onceboxRowsPerS / rawRowsPerS };
+  return { onceboxRowsPerS, rawRowsPerS, ratio: onceboxRowsPerS / rawRowsPerS, onceboxPages, rawPages };
+}
+
+const PAGE_SAMPLE_COMMITS = 20;
+
+/**
+ * Pages written per commit, read from the WAL: emptied first, with automatic checkpoints off, then
+ * PAGE_SAMPLE_COMMITS commits; each frame of the WAL is one page written.
+ */
+function walPagesPerCommit(db: Database.Database, path: string, commit: (i: number) => void): number {
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  db.pragma('wal_autocheckpoint = 0');
+  for (let i = 0; i < PAGE_SAMPLE_COMMITS; i++) commit(i);
+  const pageSize = db.pragma('page_size', { simple: true }) as number;
+  const frames = (statSync(`${path}-wal`).size - 32) / (pageSize + 24);
+  db.pragma('wal_autocheckpoint = 1000');
+  return frames / PAGE_SAMPLE_COMMITS;
 }

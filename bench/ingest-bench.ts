@@ -17,6 +17,8 @@ export interface IngestRun {
   coresBusy: number | null;
   /** CPU microseconds of the servers and PostgreSQL (not the load generator) per event stored; null without /proc. */
   serverCpuUsPerEvent: number | null;
+  /** The part of serverCpuUsPerEvent spent in PostgreSQL's own processes. */
+  postgresCpuUsPerEvent: number | null;
 }
 
 function requestBody(runId: string, request: number): string {
@@ -81,12 +83,15 @@ async function drive(servers: readonly ServerProcess[], events: number): Promise
 async function measure(events: number, pids: readonly number[], work: () => Promise<void>): Promise<IngestRun> {
   const cpuBefore = cpuSeconds(pids);
   const serverBefore = cpuSeconds(pids, false);
+  const postgresBefore = cpuSeconds([], false);
   const started = performance.now();
   await work();
   const seconds = (performance.now() - started) / 1000;
   const cpuAfter = cpuSeconds(pids);
   const serverAfter = cpuSeconds(pids, false);
+  const postgresAfter = cpuSeconds([], false);
   return {
+    postgresCpuUsPerEvent: postgresBefore === null || postgresAfter === null ? null : ((postgresAfter - postgresBefore) * 1e6) / events,
     eventsPerS: events / seconds,
     coresBusy: cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / seconds,
     serverCpuUsPerEvent: serverBefore === null || serverAfter === null ? null : ((serverAfter - serverBefore) * 1e6) / events,

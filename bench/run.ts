@@ -21,8 +21,10 @@ console.log(`oncebox bench (${values.quick ? 'quick' : 'full'}): node ${process.
 
 const commit1 = await commitBench(1, Math.round(4000 * scale), 200);
 console.log(`commit, 1 emission per commit:    oncebox ${fmt(commit1.onceboxRowsPerS)} commits/s, raw ${fmt(commit1.rawRowsPerS)} commits/s, ratio ${ratio(commit1.ratio)} (target >= 0.87, i.e. within 1.15x)`);
+console.log(`  pages written per commit:        oncebox ${commit1.onceboxPages.toFixed(1)}, raw ${commit1.rawPages.toFixed(1)}`);
 const commit100 = await commitBench(100, Math.round(200_000 * scale), 100);
 console.log(`commit, 100 emissions per commit: oncebox ${fmt(commit100.onceboxRowsPerS)} rows/s, raw ${fmt(commit100.rawRowsPerS)} rows/s, ratio ${ratio(commit100.ratio)} (target >= 0.87)`);
+console.log(`  pages written per commit:        oncebox ${commit100.onceboxPages.toFixed(1)}, raw ${commit100.rawPages.toFixed(1)}`);
 
 const events = Math.round(50_000 * scale);
 const e2e: number[] = [];
@@ -57,8 +59,11 @@ const cores = (runs: IngestRun[]) =>
   runs.some((run) => run.coresBusy === null) ? null : Number(median(runs.map((run) => run.coresBusy!)).toFixed(2));
 const cpuPerEvent = (runs: IngestRun[]) =>
   runs.some((run) => run.serverCpuUsPerEvent === null) ? null : Number(median(runs.map((run) => run.serverCpuUsPerEvent!)).toFixed(1));
+const postgresPerEvent = (runs: IngestRun[]) =>
+  runs.some((run) => run.postgresCpuUsPerEvent === null) ? null : Number(median(runs.map((run) => run.postgresCpuUsPerEvent!)).toFixed(1));
 const coresText = (runs: IngestRun[]) =>
-  (cores(runs) === null ? '' : `, ${cores(runs)!.toFixed(2)} cores busy`) + (cpuPerEvent(runs) === null ? '' : `, ${cpuPerEvent(runs)} µs CPU per event (server side)`);
+  (cores(runs) === null ? '' : `, ${cores(runs)!.toFixed(2)} cores busy`) +
+  (cpuPerEvent(runs) === null ? '' : `, ${cpuPerEvent(runs)} µs CPU per event (server side, ${postgresPerEvent(runs)} of it PostgreSQL)`);
 const pgRaw = rate(ingestRounds.raw);
 const pgFloor = rate(ingestRounds.floor);
 const pgOne = rate(ingestRounds.one);
@@ -90,6 +95,10 @@ if (values.json) {
       commit100_oncebox_rows_per_s: Math.round(commit100.onceboxRowsPerS),
       commit100_raw_rows_per_s: Math.round(commit100.rawRowsPerS),
       commit100_ratio_to_raw: Number(commit100.ratio.toFixed(3)),
+      commit1_pages_per_commit: Number(commit1.onceboxPages.toFixed(1)),
+      commit1_raw_pages_per_commit: Number(commit1.rawPages.toFixed(1)),
+      commit100_pages_per_commit: Number(commit100.onceboxPages.toFixed(1)),
+      commit100_raw_pages_per_commit: Number(commit100.rawPages.toFixed(1)),
       e2e_events_per_s: Math.round(e2eRate),
       raw_chain_events_per_s: Math.round(rawRate),
       e2e_ratio_to_raw_chain: Number((e2eRate / rawRate).toFixed(3)),
@@ -109,6 +118,8 @@ if (values.json) {
       pg_ingest_ratio_to_raw: Number((pgOne / pgRaw).toFixed(3)),
       pg_cpu_us_per_event: pgCpu,
       pg_http_floor_cpu_us_per_event: floorCpu,
+      pg_postgres_cpu_us_per_event: postgresPerEvent(ingestRounds.one),
+      pg_http_floor_postgres_cpu_us_per_event: postgresPerEvent(ingestRounds.floor),
       pg_cpu_ratio_to_http_floor: pgCpu === null || floorCpu === null ? null : Number((pgCpu / floorCpu).toFixed(3)),
       pg_two_instances_speedup: Number((pgTwo / pgOne).toFixed(3)),
       sqlite_ingest_events_per_s: Math.round(sqliteOne),

@@ -161,8 +161,12 @@ export class CommitTransaction {
         partitionDate: emission.partitionDate,
         extra: emission.extra,
       });
-      const inserted = s.insertRow.run({
+      // A key derived from a partition is unique among that partition's rows; any other in the whole file.
+      const byPartition = emission.userKey === undefined && partitionKey !== null;
+      const insert = byPartition ? s.insertPartitionRow : s.insertFileRow;
+      const inserted = insert.run({
         key,
+        keyScope: byPartition ? 'partition' : 'file',
         fingerprint,
         workflow: run.workflow,
         runId: run.runId,
@@ -185,7 +189,9 @@ export class CommitTransaction {
         nextSeq++;
         continue;
       }
-      const existing = s.rowByKey.get({ key })!;
+      const existing = byPartition
+        ? s.rowByPartitionKey.get({ runId: run.runId, task, asset: handle.asset, partitionKey: partitionKey!, key })!
+        : s.rowByFileKey.get({ key })!;
       if (existing.fingerprint !== fingerprint) throw keyConflict(existing, handle, emission.userKey);
       // The same emission was committed before (a re-run of a batch): it keeps its one row and event.
       handle.rowId = existing.id;
@@ -194,8 +200,9 @@ export class CommitTransaction {
     // Checkpoint updates follow the commit's emissions in the stream, so the server's copy of a
     // checkpoint is applied only after the events it accounts for.
     for (const [name, value] of this.checkpoints) {
-      s.insertRow.run({
+      s.insertStreamRow.run({
         key: checkpointKey(producer, run, nextSeq),
+        keyScope: 'stream',
         // Stryker disable next-line ObjectLiteral: never compared; a checkpoint row's key is its stream position, new in every commit
         fingerprint: payloadFingerprint({ asset: name, extra: value }),
         workflow: run.workflow,

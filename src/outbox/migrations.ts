@@ -129,4 +129,60 @@ export const outboxMigrations: readonly Migration[] = [
       ALTER TABLE outbox ADD COLUMN trace_context TEXT;
     `,
   },
+  {
+    version: 7,
+    name: '007_keys_by_scope',
+    sql: `
+      -- A unique index on the random UUID key put each new row on a random page of the index: about one
+      -- page written per row. Keys are now unique within their scope, indexed where they fall together:
+      --   'partition': derived from a partition key, so unique per (run, task, asset, partition): the index
+      --     is ordered by partition, and a commit's rows land on a few neighbouring pages;
+      --   'file': an explicit key, or one derived from the commit's position, unique in the whole file;
+      --   'stream': a checkpoint update, unique by its stream position;
+      --   'legacy': a row from before this step, whose scope is not known: it is in both key indexes.
+      -- SQLite cannot drop a UNIQUE constraint, so the table is rebuilt, row for row and id for id.
+      CREATE TABLE outbox_by_scope (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL,
+        -- A row written without a scope is found by both key indexes, like a row from before them.
+        key_scope TEXT NOT NULL DEFAULT 'legacy' CHECK (key_scope IN ('partition', 'file', 'stream', 'legacy')),
+        fingerprint TEXT NOT NULL,
+        workflow TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        asset TEXT NOT NULL,
+        partition_key TEXT,
+        partition_date TEXT,
+        extra TEXT,
+        committed_at INTEGER NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'dead')),
+        event_id TEXT,
+        event_ts TEXT,
+        duplicate INTEGER,
+        settled_at INTEGER,
+        dead_code TEXT,
+        dead_reason TEXT,
+        checkpoint_name TEXT,
+        checkpoint_value TEXT,
+        trace_context TEXT,
+        UNIQUE (run_id, task, attempt, seq)
+      );
+      INSERT INTO outbox_by_scope (id, key, key_scope, fingerprint, workflow, run_id, task, attempt, seq, kind, asset, partition_key,
+          partition_date, extra, committed_at, state, event_id, event_ts, duplicate, settled_at, dead_code, dead_reason,
+          checkpoint_name, checkpoint_value, trace_context)
+        SELECT id, key, CASE WHEN kind = 'checkpoint' THEN 'stream' ELSE 'legacy' END, fingerprint, workflow, run_id, task, attempt,
+          seq, kind, asset, partition_key, partition_date, extra, committed_at, state, event_id, event_ts, duplicate, settled_at,
+          dead_code, dead_reason, checkpoint_name, checkpoint_value, trace_context
+        FROM outbox;
+      DROP TABLE outbox;
+      ALTER TABLE outbox_by_scope RENAME TO outbox;
+      CREATE INDEX outbox_pending ON outbox (id) WHERE state = 'pending';
+      CREATE INDEX outbox_delivered_by_age ON outbox (settled_at) WHERE state = 'delivered';
+      CREATE UNIQUE INDEX outbox_partition_keys ON outbox (run_id, task, asset, partition_key, key) WHERE key_scope IN ('partition', 'legacy');
+      CREATE UNIQUE INDEX outbox_file_keys ON outbox (key) WHERE key_scope IN ('file', 'legacy');
+    `,
+  },
 ];

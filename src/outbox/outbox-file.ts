@@ -16,6 +16,7 @@ export interface OutboxSchema {
   outbox: {
     id: Generated<number>;
     key: string;
+    key_scope: Generated<KeyScope>;
     fingerprint: string;
     workflow: string;
     run_id: string;
@@ -59,6 +60,15 @@ export type RowState = 'pending' | 'delivered' | 'dead';
 /** An emission, or a checkpoint update that travels in stream order with them. */
 export type RowKind = 'event' | 'checkpoint';
 
+/**
+ * Where a row's key is unique, and so which index finds it again: see outbox migration 007.
+ * - partition: derived from a partition key; unique per run, task, asset and partition;
+ * - file: explicit, or derived from the commit's position; unique in the whole file;
+ * - stream: a checkpoint update's, unique by its stream position;
+ * - legacy: written before keys had scopes; found by either index.
+ */
+export type KeyScope = 'partition' | 'file' | 'stream' | 'legacy';
+
 /** @internal An outbox row as the relay reads it: the table's columns, as kysely types them. */
 export type OutboxRow = Selectable<OutboxSchema['outbox']>;
 
@@ -83,6 +93,7 @@ interface SentRow {
 /** @internal The values of a new outbox row. */
 export interface NewRow extends OfAttempt {
   key: string;
+  keyScope: Exclude<KeyScope, 'legacy'>;
   fingerprint: string;
   workflow: string;
   seq: number;
@@ -206,6 +217,10 @@ export class OutboxFile {
   }
 }
 
+// Rows found by each key index: their own scope, and the rows from before scopes existed.
+const PARTITION_SCOPES = [sql.lit<KeyScope>('partition'), sql.lit<KeyScope>('legacy')];
+const FILE_SCOPES = [sql.lit<KeyScope>('file'), sql.lit<KeyScope>('legacy')];
+
 function prepareStatements(db: Database.Database) {
   const q = queryBuilder<OutboxSchema>(db);
   const run = params<OfRun>();
@@ -218,6 +233,7 @@ function prepareStatements(db: Database.Database) {
     row: params<NewRow>(),
     id: params<{ id: number }>(),
     key: params<{ key: string }>(),
+    partitionKey: params<OfRun & { asset: string; partitionKey: string; key: string }>(),
     limit: params<{ limit: number }>(),
     // A row is marked only while it is still where the relay sent it from: a newer attempt that took it
     // over (renumbered it) in the meantime delivers it again as its own.
@@ -233,6 +249,26 @@ function prepareStatements(db: Database.Database) {
     prune: params<{ cutoff: number; limit: number }>(),
   };
   const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq };
+  const insertRow = () =>
+    q.insertInto('outbox').values({
+      key: p.row.key,
+      key_scope: p.row.keyScope,
+      fingerprint: p.row.fingerprint,
+      workflow: p.row.workflow,
+      run_id: p.row.runId,
+      task: p.row.task,
+      attempt: p.row.attempt,
+      seq: p.row.seq,
+      kind: p.row.kind,
+      asset: p.row.asset,
+      partition_key: p.row.partitionKey,
+      partition_date: p.row.partitionDate,
+      extra: p.row.extra,
+      committed_at: p.row.committedAt,
+      checkpoint_name: p.row.checkpointName,
+      checkpoint_value: p.row.checkpointValue,
+      trace_context: p.row.traceContext,
+    });
   return {
     getMeta: prepare(db, p.name, q.selectFrom('meta').select('value').where('name', '=', p.name.name)),
     setMeta: prepare(
@@ -243,33 +279,33 @@ function prepareStatements(db: Database.Database) {
         .values({ name: p.meta.name, value: p.meta.value })
         .onConflict((oc) => oc.column('name').doUpdateSet({ value: p.meta.value })),
     ),
-    insertRow: prepare(
+    // Insert first: a key already in the file is caught by its scope's unique index, not by a prior read.
+    insertPartitionRow: prepare(
       db,
       p.row,
-      q
-        .insertInto('outbox')
-        .values({
-          key: p.row.key,
-          fingerprint: p.row.fingerprint,
-          workflow: p.row.workflow,
-          run_id: p.row.runId,
-          task: p.row.task,
-          attempt: p.row.attempt,
-          seq: p.row.seq,
-          kind: p.row.kind,
-          asset: p.row.asset,
-          partition_key: p.row.partitionKey,
-          partition_date: p.row.partitionDate,
-          extra: p.row.extra,
-          committed_at: p.row.committedAt,
-          checkpoint_name: p.row.checkpointName,
-          checkpoint_value: p.row.checkpointValue,
-          trace_context: p.row.traceContext,
-        })
-        // Insert first: a key already in the file is caught by the unique index, not by a prior read.
-        .onConflict((oc) => oc.column('key').doNothing()),
+      insertRow().onConflict((oc) =>
+        oc.columns(['run_id', 'task', 'asset', 'partition_key', 'key']).where('key_scope', 'in', PARTITION_SCOPES).doNothing(),
+      ),
     ),
-    rowByKey: prepare(db, p.key, q.selectFrom('outbox').selectAll().where('key', '=', p.key.key)),
+    insertFileRow: prepare(
+      db,
+      p.row,
+      insertRow().onConflict((oc) => oc.column('key').where('key_scope', 'in', FILE_SCOPES).doNothing()),
+    ),
+    // A checkpoint update's key is its stream position, which the stream's unique index guards.
+    insertStreamRow: prepare(db, p.row, insertRow()),
+    rowByPartitionKey: prepare(
+      db,
+      p.partitionKey,
+      q
+        .selectFrom('outbox')
+        .selectAll()
+        .where((eb) =>
+          eb.and({ run_id: p.partitionKey.runId, task: p.partitionKey.task, asset: p.partitionKey.asset, partition_key: p.partitionKey.partitionKey, key: p.partitionKey.key }),
+        )
+        .where('key_scope', 'in', PARTITION_SCOPES),
+    ),
+    rowByFileKey: prepare(db, p.key, q.selectFrom('outbox').selectAll().where('key', '=', p.key.key).where('key_scope', 'in', FILE_SCOPES)),
     rowById: prepare(db, p.id, q.selectFrom('outbox').selectAll().where('id', '=', p.id.id)),
     lastSeq: prepare(
       db,

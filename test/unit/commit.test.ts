@@ -116,6 +116,25 @@ describe('commit', () => {
     expect(box.status().pending).toBe(1);
   });
 
+  // Each scope of key has its own index (outbox migration 007): a partition's, the file's, a stream position's.
+  it.each([
+    ['a partition key', { partitionKey: 'batch-41' }],
+    ['an explicit key', { key: 'load-41' }],
+    ['only its position in the job', {}],
+  ])('catches an emission keyed by %s committed again, as the same or as a conflict', async (_what, identity) => {
+    const box = await testOutbox();
+    const progress = box.checkpoint('backlog', z.object({ batch: z.number() }));
+    const commit = (rows: number) =>
+      box.commit((tx) => {
+        tx.set(progress, { batch: 41 });
+        return tx.emit(box.asset('batch_ready'), { ...identity, extra: { rows } });
+      });
+    const first = commit(1);
+    expect(commit(1).key).toBe(first.key);
+    expect(() => commit(2)).toThrow(KeyConflictError);
+    expect(box.file.db.prepare("SELECT count(*) FROM outbox WHERE kind = 'event'").pluck().get()).toBe(1);
+  });
+
   it('scopes an explicit key to the producer and checks it like a derived one', async () => {
     const box = await testOutbox();
     const asset = box.asset('batch_ready');

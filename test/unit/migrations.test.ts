@@ -2,7 +2,8 @@ import Database from 'better-sqlite3';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { OutboxFileError, openOutbox, SchemaTooNewError } from '../../src/outbox/index.js';
+import { z } from 'zod';
+import { KeyConflictError, OutboxFileError, openOutbox, SchemaTooNewError, type CommitTransaction, type Outbox } from '../../src/outbox/index.js';
 import { outboxMigrations } from '../../src/outbox/migrations.js';
 import { OutboxFile } from '../../src/outbox/outbox-file.js';
 import { migrateSqlite, type Migration } from '../../src/sqlite/migrate.js';
@@ -55,6 +56,56 @@ describe('migrations', () => {
     await expect(
       openOutbox({ path, producer: 'p', run: { ...RUN, runId: 'r1', attempt: 1 }, server: 'http://127.0.0.1:9', relay: 'manual' }),
     ).rejects.toMatchObject({ code: 'fenced', fencedBy: 2 });
+  });
+
+  it('carry rows from before 007 over: a re-commit of any of them is still caught, whatever its key was derived from', async () => {
+    const dir = tempDir();
+    const progress = z.object({ batch: z.number() });
+    const commitAll = (box: Outbox, extra: number) =>
+      box.commit((tx) => {
+        tx.set(box.checkpoint('progress', progress), { batch: 1 });
+        return [
+          tx.emit(box.asset('batch_ready'), { partitionKey: 'batch-1', extra: { n: extra } }),
+          tx.emit(box.asset('batch_ready'), { key: 'load-1', extra: { n: extra } }),
+          tx.emit(box.asset('batch_ready'), { extra: { n: extra } }),
+        ];
+      });
+    const options = (path: string) => ({ path, producer: 'p', run: RUN, server: 'http://127.0.0.1:9', relay: 'manual' as const });
+    // The rows a version 6 file would hold: written by today's code, copied into a file migrated to 006.
+    const source = await openOutbox(options(join(dir, 'source.db')));
+    const keys = commitAll(source, 1).map((emission) => emission.key);
+    await source.close();
+    const path = join(dir, 'old.db');
+    const old = new Database(path);
+    migrateSqlite(old, outboxMigrations.slice(0, 6), tooNew);
+    old.exec(`ATTACH '${join(dir, 'source.db')}' AS source`);
+    const columns = (old.prepare("SELECT name FROM pragma_table_info('outbox')").pluck().all() as string[]).join(', ');
+    old.exec(`INSERT INTO outbox (${columns}) SELECT ${columns} FROM source.outbox; INSERT INTO meta SELECT * FROM source.meta;
+              INSERT INTO runs SELECT * FROM source.runs; INSERT INTO checkpoints SELECT * FROM source.checkpoints`);
+    old.exec('DETACH source');
+    old.close();
+
+    const box = await openOutbox(options(path));
+    const again = commitAll(box, 1);
+    expect(again.map((emission) => emission.key)).toEqual(keys);
+    const rows = () => box.file.db.prepare("SELECT key_scope FROM outbox WHERE kind = 'event' ORDER BY id").pluck().all();
+    expect(rows()).toEqual(['legacy', 'legacy', 'legacy']);
+    for (const emit of [
+      (tx: CommitTransaction) => tx.emit(box.asset('batch_ready'), { partitionKey: 'batch-1', extra: { n: 2 } }),
+      (tx: CommitTransaction) => tx.emit(box.asset('batch_ready'), { key: 'load-1', extra: { n: 2 } }),
+    ]) {
+      expect(() => box.commit(emit)).toThrow(KeyConflictError);
+    }
+    // A position-derived key names the commit's checkpoint values and the emission's place among the
+    // other emissions without a partition (the explicit one is first): the same commit with another payload.
+    const positional = (tx: CommitTransaction) => {
+      tx.set(box.checkpoint('progress', progress), { batch: 1 });
+      tx.emit(box.asset('batch_ready'), { key: 'load-1', extra: { n: 1 } });
+      tx.emit(box.asset('batch_ready'), { extra: { n: 2 } });
+    };
+    expect(() => box.commit(positional)).toThrow(KeyConflictError);
+    expect(rows()).toHaveLength(3);
+    await box.close();
   });
 
   it('apply only the new steps to an existing file, keeping its data', () => {
