@@ -13,6 +13,7 @@ import {
   streamIdentitySchema,
   streamParamsSchema,
   streamQuerySchema,
+  type EmissionBatch,
   type EmissionBatchResponse,
   type EventPage,
   type Problem,
@@ -114,7 +115,9 @@ const answersMatchTheWireTypes: [
   Same<z.infer<typeof eventPageSchema>, EventPage>,
   Same<Omit<z.infer<typeof problemSchema>, 'code'>, Omit<Problem, 'code'>>,
   Same<z.infer<typeof tokenInfoSchema>, TokenInfo>,
-] = [true, true, true, true, true, true];
+  // The request the relay sends (encodeBatch) is the one the server validates.
+  Same<z.input<typeof batchSchema>, EmissionBatch>,
+] = [true, true, true, true, true, true, true];
 void answersMatchTheWireTypes;
 
 const schemas = {

@@ -245,7 +245,7 @@ export class Outbox {
         `${this.path}: opened without a run context; pass run: { workflow, runId, attempt } to openOutbox to commit or emit`,
       );
     }
-    if (typeof fn !== 'function') throw new TypeError('commit(fn): fn must be a function');
+    if (typeof fn !== 'function') throw new OptionsError('fn', `commit(fn): fn must be a function (tx) => { … }, not ${typeof fn}`);
     if (fn.constructor?.name === 'AsyncFunction') throw new AsyncCommitError();
     const tx = new CommitTransaction(this.commitContext);
     const result = this.runInTransaction.immediate(tx, fn) as R;

@@ -62,6 +62,8 @@ export interface WireEventItem {
   partitionKey?: string;
   partitionDate?: string;
   extra?: Record<string, unknown>;
+  /** The W3C trace context the emission was committed in: metadata, in neither key nor fingerprint. */
+  trace?: TraceContext;
 }
 
 /**

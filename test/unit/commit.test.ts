@@ -76,6 +76,11 @@ describe('commit', () => {
     ]);
   });
 
+  it('refuses a commit callback that is not a function, with a typed error naming it', async () => {
+    const box = await testOutbox();
+    expect(() => box.commit('emit' as never)).toThrow(expect.objectContaining({ code: 'invalid_option', field: 'fn', message: 'commit(fn): fn must be a function (tx) => { … }, not string' }));
+  });
+
   it('refuses an async callback and writes nothing', async () => {
     const box = await testOutbox();
     const asset = box.asset('batch_ready');
