@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { newEventIds, planIngest, refuseAttempt } from '../../src/dedupe/ingest/plan.js';
-import { existingKeyResult, replayResult } from '../../src/dedupe/ingest/resolve.js';
+import { existingKeyResult, keyClaims, readsNeeded, replayResult, resolveIngest } from '../../src/dedupe/ingest/resolve.js';
 import { checkItem, type CheckedEvent, type CheckedItem, type InvalidItem } from '../../src/dedupe/item-check.js';
 
 /**
@@ -151,6 +151,60 @@ describe('planIngest', () => {
         },
       },
     ]);
+  });
+});
+
+describe('resolveIngest', () => {
+  const ids = (count: number) => Array.from({ length: count }, (_, i) => `id-${i + 1}`);
+  const context = { ts: 'now', lastSeqBefore: 2, attempt: 2, epoch: 1 };
+  const nothingStored = { outcomes: new Map(), records: new Map() };
+
+  it('claims each new key once, and answers its repeat in the request from the first item there', () => {
+    const plan = planIngest([event(3, 3), event(3, 3), event(4, 3, { partitionKey: 'b3' })], 2, registered);
+    const claims = keyClaims(plan, ids);
+    expect(claims.map((claim) => claim.key)).toEqual([key(3)]);
+    const { results, writes } = resolveIngest(plan, { claimed: new Set([key(3)]), ...nothingStored }, claims, context);
+    expect(results.map((r) => r.status)).toEqual(['accepted', 'duplicate', 'duplicate']);
+    expect(results[1]).toEqual({ status: 'duplicate', seq: 3, key: key(3), eventId: 'id-1', timestamp: 'now' });
+    expect(writes.events).toEqual([{ item: event(3, 3), eventId: 'id-1' }]);
+    expect(writes).toMatchObject({ lastSeq: 4, epoch: 2, outcomes: [] });
+  });
+
+  it('answers a key it did not claim from the record stored before, and records a conflict', () => {
+    const plan = planIngest([event(3, 3, { extra: { other: true } })], 2, registered);
+    const stored = { fingerprint: (event(3, 3) as CheckedEvent).fingerprint, eventId: 'old', ts: 'then' };
+    const { results, writes } = resolveIngest(plan, { claimed: new Set(), outcomes: new Map(), records: new Map([[key(3), stored]]) }, keyClaims(plan, ids), context);
+    expect(results[0]).toMatchObject({ status: 'conflict', code: 'key_conflict' });
+    expect(writes.events).toEqual([]);
+    expect(writes.outcomes).toEqual([{ seq: 3, key: key(3), status: 'conflict', code: 'key_conflict', detail: (results[0] as { detail: string }).detail, field: null }]);
+  });
+
+  it('replays a position taken earlier in the same request from what that item recorded', () => {
+    const refused = event(3, 3, { asset: 'unknown_thing' });
+    const plan = planIngest([refused, refused, checkpoint(4, 4), checkpoint(4, 4)], 2, registered);
+    const { results, writes } = resolveIngest(plan, { claimed: new Set(), ...nothingStored }, [], context);
+    expect(results[1]).toEqual(results[0]);
+    expect(results.slice(2)).toEqual([
+      { status: 'checkpointed', seq: 4, key: key(4) },
+      { status: 'checkpointed', seq: 4, key: key(4) },
+    ]);
+    expect(writes.outcomes.map((o) => [o.seq, o.status])).toEqual([
+      [3, 'rejected'],
+      [4, 'checkpointed'],
+    ]);
+  });
+
+  it('writes the newest value of each checkpoint, and moves neither seq nor epoch for a request that took no position', () => {
+    const plan = planIngest([checkpoint(3, 3, { batch: 1 }), event(4, 4), checkpoint(5, 5, { batch: 2 })], 2, registered);
+    const { writes } = resolveIngest(plan, { claimed: new Set([key(4)]), ...nothingStored }, keyClaims(plan, ids), context);
+    expect(writes.checkpoints).toEqual([{ name: 'backlog', value: '{"batch":2}', seq: 5 }]);
+    const replayOnly = planIngest([event(2, 2)], 2, registered);
+    expect(resolveIngest(replayOnly, { claimed: new Set(), ...nothingStored }, [], context).writes).toMatchObject({ lastSeq: null, epoch: null });
+  });
+
+  it('reads only positions taken before the request, and only keys it did not claim', () => {
+    const plan = planIngest([event(1, 1), event(3, 3), event(3, 5), event(4, 4)], 2, registered);
+    expect(readsNeeded(plan, 2, new Set([key(3)]))).toEqual({ seqs: [1], keys: [key(1), key(5), key(4)] });
   });
 });
 
