@@ -26,6 +26,8 @@ export interface CheckedCheckpoint {
   key: string;
   name: string;
   value: string;
+  /** 0 for an update as first committed; higher for one the producer coalesced newer values into. */
+  revision: number;
 }
 
 export type CheckedItem = CheckedEvent | CheckedCheckpoint;
@@ -94,7 +96,7 @@ function checkCheckpoint(
 ): CheckedCheckpoint | InvalidItem {
   const parsed = checkpointItemFieldsSchema.safeParse(payload);
   if (!parsed.success) {
-    const problem = describeFirstIssue(parsed.error, { input: payload, prefix: where, knownKeys: ['seq', 'key', 'kind', 'name', 'value'] });
+    const problem = describeFirstIssue(parsed.error, { input: payload, prefix: where, knownKeys: ['seq', 'key', 'kind', 'name', 'value', 'revision'] });
     return invalid(problem.field, problem.message);
   }
   let value: string;
@@ -107,7 +109,7 @@ function checkCheckpoint(
   if (Buffer.byteLength(value) > Limits.maxExtraBytes) {
     return invalid(`${where}.value`, `${where}.value: must be at most ${Limits.maxExtraBytes} bytes as JSON; keep checkpoints small`);
   }
-  return { valid: true, kind: 'checkpoint', ...placed, name: parsed.data.name, value };
+  return { valid: true, kind: 'checkpoint', ...placed, name: parsed.data.name, value, revision: parsed.data.revision ?? 0 };
 }
 
 /**

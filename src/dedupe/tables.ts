@@ -50,6 +50,7 @@ export interface SharedTables {
     attempt: number;
     seq: number;
     updated_at: string;
+    revision: number;
   };
 }
 

@@ -40,7 +40,7 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
     if (result.key !== row.key && result.key !== null) {
       throw new DeliveryError('bad_response', `result ${index} is for key ${result.key}, not ${row.key}`);
     }
-    const sent = { id: row.id, attempt: row.attempt, seq: row.seq, now };
+    const sent = { id: row.id, attempt: row.attempt, seq: row.seq, revision: row.revision, now };
     switch (result.status) {
       case 'accepted':
       case 'duplicate': {

@@ -9,7 +9,8 @@ import type { OutboxRow } from './outbox-file.js';
 export function encodeBatch(stream: StreamIdentity, rows: readonly OutboxRow[]): string {
   const items = rows.map((row) => {
     if (row.kind === 'checkpoint') {
-      return `{"seq":${row.seq},"key":"${row.key}","kind":"checkpoint","name":${JSON.stringify(row.checkpoint_name)},"value":${row.checkpoint_value}}`;
+      const revision = row.revision === 0 ? '' : `,"revision":${row.revision}`;
+      return `{"seq":${row.seq},"key":"${row.key}","kind":"checkpoint","name":${JSON.stringify(row.checkpoint_name)},"value":${row.checkpoint_value}${revision}}`;
     }
     const head = JSON.stringify({
       seq: row.seq,

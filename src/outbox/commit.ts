@@ -203,8 +203,13 @@ export class CommitTransaction {
       handle.recommitted = true;
     }
     // Checkpoint updates follow the commit's emissions in the stream, so the server's copy of a
-    // checkpoint is applied only after the events it accounts for.
+    // checkpoint is applied only after the events it accounts for. A commit without emissions rewrites
+    // the stream's waiting update of the same checkpoint when no emission follows it: the newest wins.
     for (const [name, value] of this.checkpoints) {
+      if (this.emissions.length === 0) {
+        const waiting = s.coalescibleCheckpoint.get({ runId: run.runId, task, attempt: run.attempt, name });
+        if (waiting && s.reviseCheckpointRow.run({ id: waiting.id, value }).changes === 1) continue;
+      }
       s.insertStreamRow.run({
         key: checkpointKey(producer, run, nextSeq),
         keyScope: 'stream',

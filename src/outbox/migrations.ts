@@ -185,4 +185,14 @@ export const outboxMigrations: readonly Migration[] = [
       CREATE UNIQUE INDEX outbox_file_keys ON outbox (key) WHERE key_scope IN ('file', 'legacy');
     `,
   },
+  {
+    version: 8,
+    name: '008_checkpoint_revisions',
+    sql: `
+      -- Consecutive checkpoint-only commits are coalesced into the stream's last row while it waits to be
+      -- delivered: the newest value wins, and the row's revision counts how often it was rewritten, so
+      -- that the server takes the rewrite even when an older revision reached it first.
+      ALTER TABLE outbox ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];

@@ -39,6 +39,7 @@ export interface OutboxSchema {
     checkpoint_name: string | null;
     checkpoint_value: string | null;
     trace_context: string | null;
+    revision: Generated<number>;
   };
   checkpoints: { name: string; value: string; updated_at: number };
   lease: { id: number; owner: string; pid: number; host: string; expires_at: number };
@@ -83,11 +84,12 @@ export interface OfAttempt extends OfRun {
   attempt: number;
 }
 
-/** Where the relay sent a row from: it is marked only if it is still there. */
+/** Where the relay sent a row from, and which revision: it is marked only if it is still that row. */
 interface SentRow {
   id: number;
   attempt: number;
   seq: number;
+  revision: number;
 }
 
 /** @internal The values of a new outbox row. */
@@ -247,8 +249,10 @@ function prepareStatements(db: Database.Database) {
     fence: params<OfRun & { by: number }>(),
     adopt: params<{ id: number; attempt: number; seq: number }>(),
     prune: params<{ cutoff: number; limit: number }>(),
+    coalesce: params<OfAttempt & { name: string }>(),
+    revise: params<{ id: number; value: string }>(),
   };
-  const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq };
+  const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq, revision: p.delivered.revision };
   const insertRow = () =>
     q.insertInto('outbox').values({
       key: p.row.key,
@@ -454,6 +458,50 @@ function prepareStatements(db: Database.Database) {
             .where('id', 'not in', (newest) => newest.selectFrom('outbox').select((eb) => eb.fn.max('id').as('id')).groupBy(['run_id', 'task', 'attempt']))
             .limit(p.prune.limit),
         ),
+    ),
+    // The stream's newest pending update of this checkpoint when no emission follows it: a
+    // checkpoint-only commit rewrites it instead of adding a row, and no value moves past an emission.
+    coalescibleCheckpoint: prepare(
+      db,
+      p.coalesce,
+      q
+        .selectFrom('outbox')
+        .select('id')
+        .where((eb) =>
+          eb.and({
+            run_id: p.coalesce.runId,
+            task: p.coalesce.task,
+            attempt: p.coalesce.attempt,
+            kind: sql.lit<RowKind>('checkpoint'),
+            state: sql.lit<RowState>('pending'),
+            checkpoint_name: p.coalesce.name,
+          }),
+        )
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('outbox as later')
+                .select(sql.lit(1).as('one'))
+                .whereRef('later.run_id', '=', 'outbox.run_id')
+                .whereRef('later.task', '=', 'outbox.task')
+                .whereRef('later.attempt', '=', 'outbox.attempt')
+                .whereRef('later.seq', '>', 'outbox.seq')
+                .where('later.kind', '<>', sql.lit<RowKind>('checkpoint')),
+            ),
+          ),
+        )
+        .orderBy('seq', 'desc')
+        .limit(sql.lit(1)),
+    ),
+    reviseCheckpointRow: prepare(
+      db,
+      p.revise,
+      q
+        .updateTable('outbox')
+        // committed_at stays: the row has waited since its first commit, and the status says so.
+        .set({ checkpoint_value: p.revise.value, revision: sql`revision + 1` })
+        .where('id', '=', p.revise.id)
+        .where('state', '=', sql.lit('pending')),
     ),
     anyCheckpoint: prepareConstant(db, q.selectFrom('checkpoints').select('name').limit(sql.lit(1))),
   };

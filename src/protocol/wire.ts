@@ -38,7 +38,11 @@ export const itemPositionSchema = z.object({
 });
 
 /** The fields of a checkpoint item besides its position. */
-export const checkpointItemFieldsSchema = z.strictObject({ name: nameSchema, value: z.unknown() });
+export const checkpointItemFieldsSchema = z.strictObject({
+  name: nameSchema,
+  value: z.unknown(),
+  revision: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+});
 
 /** The query of `GET /v1/events`. */
 export const eventQuerySchema = z.strictObject({
@@ -76,6 +80,11 @@ export interface WireCheckpointItem {
   kind: 'checkpoint';
   name: string;
   value: unknown;
+  /**
+   * How often the producer revised this update before it was delivered (absent for 0): consecutive
+   * checkpoint-only commits are coalesced into one row, which is then sent again at the same position.
+   */
+  revision?: number;
 }
 
 export interface EmissionBatch {

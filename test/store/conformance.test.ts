@@ -378,6 +378,28 @@ for (const backend of BACKENDS) {
   describe('stream epochs, fencing and the checkpoint mirror', () => {
     const attempt = (n: number) => ({ ...STREAM, runId: 'fence-run', attempt: n });
 
+    it('takes a revised checkpoint update at its position only upwards, and only while no newer position of it exists', async () => {
+      const { url } = await startServer({ backend });
+      const mark = newKey();
+      const update = (seq: number, key: string, value: unknown, revision?: number) => ({ seq, key, kind: 'checkpoint', name: 'progress', value, ...(revision === undefined ? {} : { revision }) });
+      const mirror = async () => ((await (await fetch(`${url}/v1/streams/p/fence-run`)).json()) as { checkpoints: unknown }).checkpoints;
+      expect((await send(url, [item(1, newKey()), update(2, mark, { batch: 1 })], attempt(1))).json.results[1].status).toBe('checkpointed');
+      // The producer coalesced two more checkpoint-only commits into the waiting update.
+      expect((await send(url, [update(2, mark, { batch: 3 }, 2)], attempt(1))).json.results).toEqual([{ status: 'checkpointed', seq: 2, key: mark }]);
+      expect(await mirror()).toEqual({ progress: { batch: 3 } });
+      // An older revision that arrives late changes nothing.
+      await send(url, [update(2, mark, { batch: 2 }, 1)], attempt(1));
+      expect(await mirror()).toEqual({ progress: { batch: 3 } });
+      // Once a later position holds the checkpoint, a revision of an earlier one is answered and ignored.
+      await send(url, [item(3, newKey()), update(4, newKey(), { batch: 4 })], attempt(1));
+      expect((await send(url, [update(2, mark, { batch: 9 }, 3)], attempt(1))).json.results[0].status).toBe('checkpointed');
+      expect(await mirror()).toEqual({ progress: { batch: 4 } });
+      // Sent twice in one request, the higher revision wins at a new position too.
+      const fifth = newKey();
+      await send(url, [update(5, fifth, { batch: 5 }, 1), update(5, fifth, { batch: 6 }, 2)], attempt(1));
+      expect(await mirror()).toEqual({ progress: { batch: 6 } });
+    });
+
     it('fences every item of an older attempt once a later one has delivered', async () => {
       const { url } = await startServer({ backend });
       const keys = Array.from({ length: 4 }, () => newKey());

@@ -140,6 +140,35 @@ describe('commit', () => {
     expect(box.file.db.prepare("SELECT count(*) FROM outbox WHERE kind = 'event'").pluck().get()).toBe(1);
   });
 
+  it('coalesces consecutive checkpoint-only commits into the waiting update: the newest wins, none moves past an emission', async () => {
+    const box = await testOutbox();
+    const asset = box.asset('batch_ready');
+    const progress = box.checkpoint('progress', z.object({ batch: z.number() }));
+    const other = box.checkpoint('other', z.object({ n: z.number() }));
+    const rows = () =>
+      box.file.db.prepare('SELECT seq, kind, checkpoint_name AS name, checkpoint_value AS value, revision FROM outbox ORDER BY seq').all();
+    box.commit((tx) => {
+      tx.set(progress, { batch: 1 });
+      tx.emit(asset, { partitionKey: 'batch-1' });
+    });
+    for (const batch of [2, 3]) box.commit((tx) => tx.set(progress, { batch }));
+    box.commit((tx) => tx.set(other, { n: 1 }));
+    box.commit((tx) => tx.set(progress, { batch: 4 }));
+    expect(rows()).toEqual([
+      { seq: 1, kind: 'event', name: null, value: null, revision: 0 },
+      { seq: 2, kind: 'checkpoint', name: 'progress', value: '{"batch":4}', revision: 3 },
+      { seq: 3, kind: 'checkpoint', name: 'other', value: '{"n":1}', revision: 0 },
+    ]);
+    // An emission ends the run of checkpoint-only commits: what follows it is a new update.
+    box.commit((tx) => tx.emit(asset, { partitionKey: 'batch-5' }));
+    box.commit((tx) => tx.set(progress, { batch: 5 }));
+    expect(rows().slice(3)).toEqual([
+      { seq: 4, kind: 'event', name: null, value: null, revision: 0 },
+      { seq: 5, kind: 'checkpoint', name: 'progress', value: '{"batch":5}', revision: 0 },
+    ]);
+    expect(box.checkpoint('progress', z.object({ batch: z.number() })).get()).toEqual({ batch: 5 });
+  });
+
   it('scopes an explicit key to the producer and checks it like a derived one', async () => {
     const box = await testOutbox();
     const asset = box.asset('batch_ready');
@@ -246,9 +275,9 @@ describe('commit', () => {
     box.commit((tx) => tx.set(a, 3));
     expect(box.file.db.prepare('SELECT seq, kind, asset, partition_key, partition_date, extra, checkpoint_name, checkpoint_value FROM outbox ORDER BY id').all()).toEqual([
       { seq: 1, kind: 'event', asset: 'batch_ready', partition_key: 'p', partition_date: '2026-11-30T00:00:00Z', extra: '{"n":1}', checkpoint_name: null, checkpoint_value: null },
-      { seq: 2, kind: 'checkpoint', asset: '', partition_key: null, partition_date: null, extra: null, checkpoint_name: 'a', checkpoint_value: '1' },
+      // The checkpoint-only commit rewrote the waiting update of a: no emission follows it.
+      { seq: 2, kind: 'checkpoint', asset: '', partition_key: null, partition_date: null, extra: null, checkpoint_name: 'a', checkpoint_value: '3' },
       { seq: 3, kind: 'checkpoint', asset: '', partition_key: null, partition_date: null, extra: null, checkpoint_name: 'b', checkpoint_value: '2' },
-      { seq: 4, kind: 'checkpoint', asset: '', partition_key: null, partition_date: null, extra: null, checkpoint_name: 'a', checkpoint_value: '3' },
     ]);
   });
 

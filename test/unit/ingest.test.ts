@@ -77,13 +77,15 @@ describe('checkItem', () => {
   });
 
   it('checks a checkpoint item: a name, a JSON value in canonical form, and a size bound', () => {
-    expect(checkpoint(2, 2, { z: 1, a: null })).toEqual({ valid: true, kind: 'checkpoint', seq: 2, key: key(2), name: 'backlog', value: '{"a":null,"z":1}' });
+    expect(checkpoint(2, 2, { z: 1, a: null })).toEqual({ valid: true, kind: 'checkpoint', seq: 2, key: key(2), name: 'backlog', value: '{"a":null,"z":1}', revision: 0 });
+    expect(checkItem({ seq: 1, key: key(1), kind: 'checkpoint', name: 'x', value: 1, revision: 3 }, 0)).toMatchObject({ valid: true, revision: 3 });
+    expect(checkItem({ seq: 1, key: key(1), kind: 'checkpoint', name: 'x', value: 1, revision: 0 }, 0)).toMatchObject({ valid: false, field: 'items[0].revision' });
     expect(checkItem({ seq: 1, key: key(1), kind: 'checkpoint', value: 1 }, 0)).toMatchObject({ valid: false, seq: 1, field: 'items[0].name', detail: 'items[0].name: is required' });
     expect(checkItem({ seq: 1, key: key(1), kind: 'checkpoint', name: 'x', value: 1, nme: 2 }, 0)).toMatchObject({
       detail: 'items[0].nme: unknown field; did you mean "name"?',
     });
     expect(checkItem({ seq: 1, key: key(1), kind: 'checkpoint', name: 'x', value: 1, zzzzzzzz: 2 }, 0)).toMatchObject({
-      detail: 'items[0].zzzzzzzz: unknown field; known fields are seq, key, kind, name, value',
+      detail: 'items[0].zzzzzzzz: unknown field; known fields are seq, key, kind, name, value, revision',
     });
     // A trace context is an event's only: on a checkpoint item it is an unknown field, not dropped.
     expect(checkItem({ seq: 1, key: key(1), kind: 'checkpoint', name: 'x', value: 1, trace: { traceparent: '00' } }, 0)).toMatchObject({
@@ -197,7 +199,7 @@ describe('resolveIngest', () => {
   it('writes the newest value of each checkpoint, and moves neither seq nor epoch for a request that took no position', () => {
     const plan = planIngest([checkpoint(3, 3, { batch: 1 }), event(4, 4), checkpoint(5, 5, { batch: 2 })], 2, registered);
     const { writes } = resolveIngest(plan, { claimed: new Set([key(4)]), ...nothingStored }, keyClaims(plan, ids), context);
-    expect(writes.checkpoints).toEqual([{ name: 'backlog', value: '{"batch":2}', seq: 5 }]);
+    expect(writes.checkpoints).toEqual([{ name: 'backlog', value: '{"batch":2}', seq: 5, revision: 0 }]);
     const replayOnly = planIngest([event(2, 2)], 2, registered);
     expect(resolveIngest(replayOnly, { claimed: new Set(), ...nothingStored }, [], context).writes).toMatchObject({ lastSeq: null, epoch: null });
   });

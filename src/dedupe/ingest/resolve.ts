@@ -55,11 +55,23 @@ export interface IngestWrites {
   events: NewEvent[];
   outcomes: PositionOutcome[];
   /** The newest value of each checkpoint this request updated. */
-  checkpoints: { name: string; value: string; seq: number }[];
+  checkpoints: CheckpointWrite[];
+  /**
+   * Revised values of updates at positions taken before: each applies only while its position is still
+   * the newest of its name in this attempt, and its revision is higher than the one stored.
+   */
+  revisions: CheckpointWrite[];
   /** The stream's new last sequence number; null when the request took no position. */
   lastSeq: number | null;
   /** The stream's new epoch; null when it stays. */
   epoch: number | null;
+}
+
+export interface CheckpointWrite {
+  name: string;
+  value: string;
+  seq: number;
+  revision: number;
 }
 
 /** The dedupe keys a plan's new events claim, first occurrence only: a later one in the batch retries it. */
@@ -106,8 +118,8 @@ export function resolveIngest(
   const outcomes = new Map(stored.outcomes);
   const records = new Map(stored.records);
   const claimedIds = new Map(claims.filter((claim) => stored.claimed.has(claim.key)).map((claim) => [claim.key, claim.eventId]));
-  const writes: IngestWrites = { events: [], outcomes: [], checkpoints: [], lastSeq: null, epoch: null };
-  const checkpoints = new Map<string, { name: string; value: string; seq: number }>();
+  const writes: IngestWrites = { events: [], outcomes: [], checkpoints: [], revisions: [], lastSeq: null, epoch: null };
+  const checkpoints = new Map<string, CheckpointWrite>();
   const record = (seq: number, outcome: RecordedOutcome) => {
     outcomes.set(seq, outcome);
     writes.outcomes.push({ seq, ...outcome });
@@ -125,11 +137,18 @@ export function resolveIngest(
       case 'replay': {
         const { item, seq, key } = placement;
         const outcome = outcomes.get(seq);
-        return replayResult(item, seq, key, outcome, outcome ? undefined : records.get(key));
+        const result = replayResult(item, seq, key, outcome, outcome ? undefined : records.get(key));
+        if (result.status === 'checkpointed' && item.kind === 'checkpoint' && item.revision > 0) {
+          const revised = { name: item.name, value: item.value, seq, revision: item.revision };
+          // A position this request took itself is written with its newest revision below; one taken before is revised in place.
+          if (checkpoints.get(item.name)?.seq === seq) checkpoints.set(item.name, newer(checkpoints.get(item.name)!, revised));
+          else writes.revisions.push(revised);
+        }
+        return result;
       }
       case 'checkpoint': {
         const { item } = placement;
-        checkpoints.set(item.name, { name: item.name, value: item.value, seq: item.seq });
+        checkpoints.set(item.name, { name: item.name, value: item.value, seq: item.seq, revision: item.revision });
         record(item.seq, { key: item.key, status: 'checkpointed', code: '', detail: '', field: null });
         return { status: 'checkpointed', seq: item.seq, key: item.key };
       }
@@ -154,6 +173,11 @@ export function resolveIngest(
     if (context.attempt > context.epoch) writes.epoch = context.attempt;
   }
   return { results, writes };
+}
+
+/** Of two writes of one checkpoint at one position, the one with the higher revision. */
+function newer(a: CheckpointWrite, b: CheckpointWrite): CheckpointWrite {
+  return b.revision > a.revision ? b : a;
 }
 
 /** The answer to a retry of a taken position: exactly what the first answer was. */

@@ -186,4 +186,14 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       ALTER TABLE events ADD COLUMN trace_context text;
     `,
   },
+  {
+    version: 7,
+    name: '007_checkpoint_revisions',
+    sql: `
+      -- A checkpoint update the producer revised before it was delivered (consecutive checkpoint-only
+      -- commits coalesced into one row) is sent again at the same position with a higher revision; the
+      -- mirror takes it only while that position is still the newest of its name, and only upwards.
+      ALTER TABLE stream_checkpoints ADD COLUMN revision integer NOT NULL DEFAULT 0;
+    `,
+  },
 ];

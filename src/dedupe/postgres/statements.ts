@@ -78,11 +78,12 @@ export function ingestStatements(db: Kysely<PgSchema>) {
   const outcomes = pgParams<
     OfAttempt & { seqs: number[]; keys: string[]; statuses: RecordedStatus[]; codes: string[]; details: string[]; fields: (string | null)[]; createdAt: number }
   >({ ...ATTEMPT_TYPES, seqs: 'bigint[]', keys: 'text[]', statuses: 'text[]', codes: 'text[]', details: 'text[]', fields: 'text[]', createdAt: 'bigint' });
-  const checkpoint = pgParams<OfAttempt & { name: string; value: string; seq: number; ts: string }>({
+  const checkpoint = pgParams<OfAttempt & { name: string; value: string; seq: number; revision: number; ts: string }>({
     ...ATTEMPT_TYPES,
     name: 'text',
     value: 'text',
     seq: 'bigint',
+    revision: 'integer',
     ts: 'text',
   });
   const lastSeq = pgParams<OfAttempt & { lastSeq: number }>({ ...ATTEMPT_TYPES, lastSeq: 'bigint' });
@@ -164,13 +165,25 @@ export function ingestStatements(db: Kysely<PgSchema>) {
           name: checkpoint.name,
           value: checkpoint.value,
           seq: checkpoint.seq,
+          revision: checkpoint.revision,
           updated_at: checkpoint.ts,
         })
         .onConflict((oc) =>
           oc
             .columns(['producer', 'run_id', 'task', 'name'])
-            .doUpdateSet({ value: checkpoint.value, attempt: checkpoint.attempt, seq: checkpoint.seq, updated_at: checkpoint.ts }),
+            .doUpdateSet({ value: checkpoint.value, attempt: checkpoint.attempt, seq: checkpoint.seq, revision: checkpoint.revision, updated_at: checkpoint.ts }),
         )
+        .compile(),
+    ),
+    // Only while the revised position is still the newest of its name in this attempt, and only upwards.
+    reviseCheckpoint: pgStatement(
+      'reviseCheckpoint',
+      checkpoint,
+      db
+        .updateTable('stream_checkpoints')
+        .set({ value: checkpoint.value, revision: checkpoint.revision, updated_at: checkpoint.ts })
+        .where((eb) => eb.and({ ...where(checkpoint), name: checkpoint.name, attempt: checkpoint.attempt, seq: checkpoint.seq }))
+        .where('revision', '<', checkpoint.revision)
         .compile(),
     ),
     saveLastSeq: pgStatement(

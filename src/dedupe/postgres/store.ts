@@ -163,6 +163,7 @@ export class PostgresDedupeStore implements DedupeStore {
             createdAt: clock.ms,
           });
         }
+        for (const checkpoint of writes.revisions) await runStatement(client, run.reviseCheckpoint, { ...ofAttempt, ...checkpoint, ts: clock.ts });
         for (const checkpoint of writes.checkpoints) await runStatement(client, run.saveCheckpoint, { ...ofAttempt, ...checkpoint, ts: clock.ts });
         if (writes.lastSeq !== null) await runStatement(client, run.saveLastSeq, { ...ofAttempt, lastSeq: writes.lastSeq });
         if (writes.epoch !== null) await runStatement(client, run.raiseEpoch, { ...ofAttempt, epoch: writes.epoch, ts: clock.ts });

@@ -167,4 +167,14 @@ export const serverSqliteMigrations: readonly Migration[] = [
       ALTER TABLE events ADD COLUMN trace_context TEXT;
     `,
   },
+  {
+    version: 8,
+    name: '008_checkpoint_revisions',
+    sql: `
+      -- A checkpoint update the producer revised before it was delivered (consecutive checkpoint-only
+      -- commits coalesced into one row) is sent again at the same position with a higher revision; the
+      -- mirror takes it only while that position is still the newest of its name, and only upwards.
+      ALTER TABLE stream_checkpoints ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];

@@ -50,7 +50,7 @@ export function serverStatements(db: Database.Database) {
       traceContext: string | null;
     }>(),
     outcome: params<OfAttempt & { seq: number; key: string; status: RecordedStatus; code: string; detail: string; field: string | null; createdAt: number }>(),
-    checkpoint: params<OfAttempt & { name: string; value: string; seq: number; ts: string }>(),
+    checkpoint: params<OfAttempt & { name: string; value: string; seq: number; revision: number; ts: string }>(),
     page: params<{ after: number; limit: number }>(),
     assetPage: params<{ after: number; limit: number; asset: string }>(),
     asset: params<{ name: string; createdAt: string }>(),
@@ -210,6 +210,7 @@ export function serverStatements(db: Database.Database) {
           value: p.checkpoint.value,
           attempt: p.checkpoint.attempt,
           seq: p.checkpoint.seq,
+          revision: p.checkpoint.revision,
           updated_at: p.checkpoint.ts,
         })
         .onConflict((oc) =>
@@ -217,9 +218,29 @@ export function serverStatements(db: Database.Database) {
             value: p.checkpoint.value,
             attempt: p.checkpoint.attempt,
             seq: p.checkpoint.seq,
+            revision: p.checkpoint.revision,
             updated_at: p.checkpoint.ts,
           }),
         ),
+    ),
+    // Only while the revised position is still the newest of its name in this attempt, and only upwards.
+    reviseCheckpoint: prepare(
+      db,
+      p.checkpoint,
+      q
+        .updateTable('stream_checkpoints')
+        .set({ value: p.checkpoint.value, revision: p.checkpoint.revision, updated_at: p.checkpoint.ts })
+        .where((eb) =>
+          eb.and({
+            producer: p.checkpoint.producer,
+            run_id: p.checkpoint.runId,
+            task: p.checkpoint.task,
+            name: p.checkpoint.name,
+            attempt: p.checkpoint.attempt,
+            seq: p.checkpoint.seq,
+          }),
+        )
+        .where('revision', '<', p.checkpoint.revision),
     ),
     streamCheckpoints: prepare(db, stream, q.selectFrom('stream_checkpoints').select(['name', 'value']).where((eb) => eb.and(ofStream)).orderBy('name')),
     streamAttempts: prepare(db, stream, q.selectFrom('stream_seqs').select(['attempt', 'last_seq']).where((eb) => eb.and(ofStream)).orderBy('attempt')),

@@ -98,6 +98,7 @@ export class SqliteDedupeStore implements DedupeStore {
           });
         }
         for (const outcome of writes.outcomes) s.insertOutcome.run({ ...ofAttempt, ...outcome, createdAt: clock.ms });
+        for (const checkpoint of writes.revisions) s.reviseCheckpoint.run({ ...ofAttempt, ...checkpoint, ts: clock.ts });
         for (const checkpoint of writes.checkpoints) s.saveCheckpoint.run({ ...ofAttempt, ...checkpoint, ts: clock.ts });
         if (writes.lastSeq !== null) s.saveLastSeq.run({ ...ofAttempt, lastSeq: writes.lastSeq });
         if (writes.epoch !== null) s.saveEpoch.run({ ...ofAttempt, attempt: writes.epoch, ts: clock.ts });
