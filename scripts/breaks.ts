@@ -33,6 +33,7 @@ export interface Break {
 const sqliteStore = 'src/dedupe/sqlite/store.ts';
 const postgresStore = 'src/dedupe/postgres/store.ts';
 const postgresStatements = 'src/dedupe/postgres/statements.ts';
+const sqliteStatements = 'src/dedupe/sqlite/statements.ts';
 const relay = 'src/outbox/relay.ts';
 const answers = 'src/outbox/answers.ts';
 const outboxFile = 'src/outbox/outbox-file.ts';
@@ -132,8 +133,8 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/dedupe/ingest/resolve.ts',
-        find: '        return replayResult(item, seq, key, outcome, outcome ? undefined : records.get(key));',
-        replace: '        return replayResult(item, seq, key, stored.outcomes.get(seq), stored.outcomes.has(seq) ? undefined : stored.records.get(key));',
+        find: '        const result = replayResult(item, seq, key, outcome, outcome ? undefined : records.get(key));',
+        replace: '        const result = replayResult(item, seq, key, stored.outcomes.get(seq), stored.outcomes.has(seq) ? undefined : stored.records.get(key));',
       },
     ],
     caughtBy: [{ file: conformance, name: 'sent twice in one request' }],
@@ -155,6 +156,30 @@ export const BREAKS: Break[] = [
       },
     ],
     caughtBy: [{ file: pipelined, name: 'seed 11' }],
+  },
+  {
+    what: 'a revised checkpoint update taken whatever its revision (a late, older rewrite wins)',
+    guarantee: 'G11',
+    edits: [{ file: sqliteStatements, find: "        .where('revision', '<', p.checkpoint.revision),", replace: '' }],
+    caughtBy: [{ file: conformance, name: 'only upwards' }],
+  },
+  {
+    what: 'a checkpoint row rewritten while in flight marked delivered by the answer to its older revision',
+    guarantee: 'G11',
+    edits: [
+      {
+        file: outboxFile,
+        find: 'const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq, revision: p.delivered.revision };',
+        replace: 'const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq };',
+      },
+    ],
+    caughtBy: [{ file: pipelined, name: 'rewritten while in flight' }],
+  },
+  {
+    what: 'a checkpoint-only commit rewriting a waiting update that an emission follows (the value moves past the emission)',
+    guarantee: 'G11',
+    edits: [{ file: outboxFile, find: "                .where('later.kind', '<>', sql.lit<RowKind>('checkpoint')),", replace: "                .where('later.kind', '=', sql.lit<RowKind>('nothing' as RowKind))," }],
+    caughtBy: [{ file: 'test/unit/commit.test.ts', name: 'coalesces consecutive checkpoint-only commits' }],
   },
   {
     what: "the server's fencing check removed",
@@ -195,7 +220,7 @@ export const BREAKS: Break[] = [
   {
     what: 'the relay marking a row without checking it is still where it was sent from',
     guarantee: 'G7, G12',
-    edits: [{ file: outboxFile, find: 'const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq };', replace: 'const sentRow = { id: p.delivered.id };' }],
+    edits: [{ file: outboxFile, find: 'const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq, revision: p.delivered.revision };', replace: 'const sentRow = { id: p.delivered.id, revision: p.delivered.revision };' }],
     caughtBy: [{ file: sameFile, name: 'in flight' }],
   },
   {

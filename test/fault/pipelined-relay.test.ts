@@ -79,3 +79,28 @@ describe.each([
     expect(proxy.stats.maxConcurrent).toBeGreaterThan(1);
   }, 20_000);
 });
+
+describe('a checkpoint update rewritten while in flight', () => {
+  it('is sent again with its new revision, and the server ends at the newest value', async () => {
+    const server = await startServer();
+    const proxy = await startFaultProxy(server.url, { delayMs: 300 });
+    const box = await testOutbox({ server: proxy.url, retryMinDelayMs: 5, retryMaxDelayMs: 20 });
+    const progress = box.checkpoint('progress', z.object({ batch: z.number() }));
+    const first = box.commit((tx) => {
+      tx.set(progress, { batch: 0 });
+      return tx.emit(box.asset('batch_ready'), { partitionKey: 'batch-0' });
+    });
+    await first.receipt();
+    expect(await box.relay!.drain(5000)).toBe(true);
+    proxy.plan('delay');
+    const seen = proxy.stats.requests;
+    box.commit((tx) => tx.set(progress, { batch: 1 }));
+    // The update is on its way, held 300 ms before the server sees it; the next commit rewrites it.
+    while (proxy.stats.requests === seen) await new Promise((resolve) => setTimeout(resolve, 2));
+    box.commit((tx) => tx.set(progress, { batch: 2 }));
+    expect(box.file.db.prepare("SELECT count(*) FROM outbox WHERE kind = 'checkpoint' AND revision = 1").pluck().get()).toBe(1);
+    expect(await box.close({ timeoutMs: 10_000 })).toMatchObject({ pending: 0, dead: 0 });
+    const state = (await (await fetch(`${server.url}/v1/streams/orders-ingest/${RUN.runId}?task=${RUN.task}`)).json()) as { checkpoints: unknown };
+    expect(state.checkpoints).toEqual({ progress: { batch: 2 } });
+  });
+});
