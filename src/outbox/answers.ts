@@ -11,7 +11,10 @@ export interface AppliedAnswers {
   settled: SettledRow[];
   /** Rows marked, checkpoint updates included. */
   marked: number;
-  /** Rows a newer attempt took over while the request was in flight: it delivers them again as its own. */
+  /**
+   * Rows that changed while the request was in flight: taken over by a newer attempt (which delivers
+   * them as its own), or a checkpoint update rewritten by a newer commit (sent again at its revision).
+   */
   movedAway: number;
   /** The fence the server answered with, if it did. */
   fence: Fence | undefined;
@@ -30,9 +33,13 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
   const applied: AppliedAnswers = { settled: [], marked: 0, movedAway: 0, fence: undefined };
   const mark = (row: OutboxRow, changes: number): boolean => {
     applied.marked += changes;
-    // A row the mark did not change is settled already (same attempt) or was taken over (another attempt).
-    // Stryker disable next-line OptionalChaining: a row is never deleted while pending
-    if (changes === 0 && s.rowById.get({ id: row.id })?.attempt !== row.attempt) applied.movedAway++;
+    // A row the mark did not change is settled already, or changed in flight: taken over by another
+    // attempt, or rewritten to a newer revision.
+    if (changes === 0) {
+      const current = s.rowById.get({ id: row.id });
+      // Stryker disable next-line OptionalChaining: a row is never deleted while pending
+      if (current?.attempt !== row.attempt || current.revision !== row.revision) applied.movedAway++;
+    }
     return changes === 1;
   };
   results.forEach((result, index) => {

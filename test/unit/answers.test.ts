@@ -118,6 +118,16 @@ describe('applyAnswers', () => {
     expect(applied).toEqual({ settled: [], marked: 0, movedAway: 1, fence: undefined });
     expect(file.db.prepare('SELECT state, event_id FROM outbox WHERE id = ?').get(rows[0]!.id)).toEqual({ state: 'pending', event_id: null });
   });
+
+  it('leaves a checkpoint update rewritten in flight pending, and counts it, so that its new revision goes at once', () => {
+    const { file, rows } = fileWithRows(3);
+    const update = rows[2]!;
+    expect(update.kind).toBe('checkpoint');
+    file.db.prepare('UPDATE outbox SET revision = 1 WHERE id = ?').run(update.id);
+    const applied = applyAnswers(file, [update], [{ status: 'checkpointed', seq: update.seq, key: update.key }], NOW);
+    expect(applied).toEqual({ settled: [], marked: 0, movedAway: 1, fence: undefined });
+    expect(file.db.prepare('SELECT state FROM outbox WHERE id = ?').pluck().get(update.id)).toBe('pending');
+  });
 });
 
 describe('afterAnswers', () => {
