@@ -204,6 +204,27 @@ describe('resolveIngest', () => {
     expect(resolveIngest(replayOnly, { claimed: new Set(), ...nothingStored }, [], context).writes).toMatchObject({ lastSeq: null, epoch: null });
   });
 
+  it('revises a checkpoint update at a position taken before only when the producer rewrote it (revision above 0)', () => {
+    const revised = (revision: number) => checkItem({ seq: 2, key: key(2), kind: 'checkpoint', name: 'backlog', value: { batch: 9 }, ...(revision ? { revision } : {}) }, 0);
+    const recorded = { outcomes: new Map([[2, { key: key(2), status: 'checkpointed' as const, code: '', detail: '', field: null }]]), records: new Map() };
+    const resolve = (item: CheckedItem | InvalidItem) => resolveIngest(planIngest([item], 2, registered), { claimed: new Set(), ...recorded }, [], context);
+    expect(resolve(revised(3)).writes.revisions).toEqual([{ name: 'backlog', value: '{"batch":9}', seq: 2, revision: 3 }]);
+    expect(resolve(revised(0)).writes.revisions).toEqual([]);
+    // Another update at that position is a reuse of it, revision or not: nothing is revised.
+    const stranger = checkItem({ seq: 2, key: key(7), kind: 'checkpoint', name: 'backlog', value: 1, revision: 4 }, 0);
+    expect(resolve(stranger).results[0]).toMatchObject({ code: 'sequence_reused' });
+    expect(resolve(stranger).writes.revisions).toEqual([]);
+  });
+
+  it('writes the higher revision of an update sent twice at a new position in one request', () => {
+    const at3 = (revision: number, batch: number) => checkItem({ seq: 3, key: key(3), kind: 'checkpoint', name: 'backlog', value: { batch }, ...(revision ? { revision } : {}) }, 0);
+    for (const [first, second] of [[at3(1, 1), at3(2, 2)], [at3(2, 2), at3(1, 1)]]) {
+      const { writes } = resolveIngest(planIngest([first!, second!], 2, registered), { claimed: new Set(), ...nothingStored }, [], context);
+      expect(writes.checkpoints).toEqual([{ name: 'backlog', value: '{"batch":2}', seq: 3, revision: 2 }]);
+      expect(writes.revisions).toEqual([]);
+    }
+  });
+
   it('reads only positions taken before the request, and only keys it did not claim', () => {
     const plan = planIngest([event(1, 1), event(3, 3), event(3, 5), event(4, 4)], 2, registered);
     expect(readsNeeded(plan, 2, new Set([key(3)]))).toEqual({ seqs: [1], keys: [key(1), key(5), key(4)] });
