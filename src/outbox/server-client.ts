@@ -124,6 +124,8 @@ export class ServerClient {
       });
       return { server, url, status: response.status, text: await response.text(), headers: response.headers };
     } catch (error) {
+      // Stopped by the caller (the outbox closing): not a failure of this server, and not worth recording.
+      if (signal?.aborted) throw signal.reason ?? error;
       const timedOut = timeout.aborted;
       throw this.fail(
         server,
