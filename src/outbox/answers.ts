@@ -35,6 +35,7 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
     applied.marked += changes;
     // A row the mark did not change is settled already, or changed in flight: taken over by another
     // attempt, or rewritten to a newer revision.
+    // Stryker disable next-line ConditionalExpression: a row just marked is where it was sent from, at its revision
     if (changes === 0) {
       const current = s.rowById.get({ id: row.id });
       // Stryker disable next-line OptionalChaining: a row is never deleted while pending

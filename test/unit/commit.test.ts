@@ -179,6 +179,13 @@ describe('commit', () => {
     expect(a.key).not.toBe('load-2026-11-30');
   });
 
+  it('catches an explicit key committed again with another partition: it is unique in the whole file', async () => {
+    const box = await testOutbox();
+    const asset = box.asset('batch_ready');
+    box.commit((tx) => tx.emit(asset, { key: 'load-7', partitionKey: 'a' }));
+    expect(() => box.commit((tx) => tx.emit(asset, { key: 'load-7', partitionKey: 'b' }))).toThrow(KeyConflictError);
+  });
+
   it('refuses to emit without a run context, or after close', async () => {
     const path = join(tempDir(), 'o.db');
     const reader = await openOutbox({ path, producer: 'p', relay: 'external' });

@@ -69,6 +69,7 @@ export class SqliteDedupeStore implements DedupeStore {
         const outcomes = new Map<number, RecordedOutcome>();
         for (const seq of seqs) {
           const row = s.findOutcome.get({ ...ofAttempt, seq });
+          // Stryker disable next-line ConditionalExpression: an unset outcome and one set to undefined read the same
           if (row) outcomes.set(seq, row);
         }
         const records = new Map<string, DedupeRecord>();
@@ -94,6 +95,7 @@ export class SqliteDedupeStore implements DedupeStore {
             partitionKey: item.payload.partitionKey ?? null,
             partitionDate: item.payload.partitionDate ?? null,
             extra: item.payload.extra ?? null,
+            // Stryker disable next-line ConditionalExpression: better-sqlite3 binds undefined as NULL too
             traceContext: item.trace === undefined ? null : JSON.stringify(item.trace),
           });
         }
