@@ -182,6 +182,19 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/unit/commit.test.ts', name: 'coalesces consecutive checkpoint-only commits' }],
   },
   {
+    what: 'a waiting reader not woken when this instance stores events (it looks again only every 5 s)',
+    guarantee: 'long-poll',
+    edits: [{ file: sqliteStore, find: "    if (results.some((result) => result.status === 'accepted')) this.stored.notify();\n", replace: '' }],
+    caughtBy: [{ file: conformance, name: 'answers as soon as it is stored' }],
+  },
+  {
+    what: 'no NOTIFY when PostgreSQL stores events, so readers on other instances wait for their next look',
+    guarantee: 'long-poll',
+    edits: [{ file: postgresStore, find: '          await runStatement(client, run.notifyStored, { channel: this.channel });\n', replace: '' }],
+    caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'LISTEN/NOTIFY' }],
+    postgres: true,
+  },
+  {
     what: "the server's fencing check removed",
     guarantee: 'G10',
     edits: [{ file: ingestPlan, find: fencing, replace: '  if (false) {' }],
@@ -348,7 +361,7 @@ export const BREAKS: Break[] = [
   {
     what: 'GET /v1/events answering a whole page of large events, however large',
     guarantee: 'security',
-    edits: [{ file: 'src/dedupe/http-app.ts', find: 'return boundedPage(store, parsed.data, options.maxPageBytes);', replace: 'return store.listEvents(parsed.data);' }],
+    edits: [{ file: 'src/dedupe/http-app.ts', find: 'if (wait === 0) return boundedPage(store, query, options.maxPageBytes);', replace: 'if (wait === 0) return store.listEvents(query);' }],
     caughtBy: [{ file: 'test/fault/amplification.test.ts', name: 'within maxPageBytes' }],
   },
   {

@@ -1,6 +1,12 @@
 import type { EventPage } from '../protocol/wire.js';
 import type { DedupeStore, EventQuery } from './store.js';
 
+/**
+ * How often a waiting reader looks again without a wake: only a missed wake (a PostgreSQL listener that
+ * lost its connection) makes it matter.
+ */
+const LOOK_AGAIN_MS = 5000;
+
 /** Rows read from the store at a time while a page is filled. */
 const CHUNK = 100;
 
@@ -27,4 +33,20 @@ export async function boundedPage(store: DedupeStore, query: EventQuery, maxByte
     after = chunk.next;
   }
   return { events, next: events.at(-1)?.cursor ?? query.after };
+}
+
+/**
+ * `boundedPage`, waiting up to `waitMs` for an event when there is none yet (long-poll): it answers as
+ * soon as the store says events were stored and the page holds one, when the time is up, when the
+ * reader goes away (`gone`), or when the server closes.
+ * @internal
+ */
+export async function waitedPage(store: DedupeStore, query: EventQuery, maxBytes: number, waitMs: number, gone: AbortSignal): Promise<EventPage> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const page = await boundedPage(store, query, maxBytes);
+    const remaining = deadline - Date.now();
+    if (page.events.length > 0 || remaining <= 0 || gone.aborted || store.stored.isClosed) return page;
+    await store.stored.wait(Math.min(remaining, LOOK_AGAIN_MS), gone);
+  }
 }

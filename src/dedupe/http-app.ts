@@ -16,7 +16,7 @@ import {
 import { echo } from '../protocol/text.js';
 import type { OtelApi } from '../protocol/trace.js';
 import { packageVersion } from '../protocol/version.js';
-import { boundedPage } from './event-page.js';
+import { boundedPage, waitedPage } from './event-page.js';
 import { forbidden, useAuth, type Authenticator } from './auth.js';
 import { checkItem, refuseOutOfScope } from './item-check.js';
 import { useJsonBodyParser } from './json-body.js';
@@ -203,7 +203,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   app.get('/v1/events', { config: { access: 'events' } }, async (request, reply) => {
     const parsed = eventQuerySchema.safeParse(request.query);
     if (!parsed.success) {
-      const { field, message } = describeFirstIssue(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit'] });
+      const { field, message } = describeFirstIssue(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit', 'wait'] });
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
     const { asset } = parsed.data;
@@ -211,7 +211,12 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     if (grant.assets !== null && (asset === undefined || !assetAllowed(grant, asset))) {
       return sendProblem(reply, forbidden(`asset: this token reads only the events of ${grant.assets.join(', ')}; ask for one of them with ?asset=`, 'asset'));
     }
-    return boundedPage(store, parsed.data, options.maxPageBytes);
+    const { wait, ...query } = parsed.data;
+    if (wait === 0) return boundedPage(store, query, options.maxPageBytes);
+    // A reader that goes away stops waiting: its connection is all it held.
+    const gone = new AbortController();
+    reply.raw.once('close', () => gone.abort());
+    return waitedPage(store, query, options.maxPageBytes, wait * 1000, gone.signal);
   });
 
   app.get<{ Params: { producer: string; runId: string } }>('/v1/streams/:producer/:runId', { config: { access: 'streams' } }, async (request, reply) => {

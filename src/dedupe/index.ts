@@ -2,6 +2,7 @@ export { createServer, type OnceboxServer, type ServerOptions } from './server.j
 export { SqliteDedupeStore, type SqliteStoreOptions } from './sqlite/store.js';
 export { PostgresDedupeStore, type PostgresStoreOptions } from './postgres/store.js';
 export type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy, StoreSizes } from './store.js';
+export { EventSignal } from './event-signal.js';
 export { TokenRegistry, type TokenGrant, type TokenInfo, type TokenRequest, type TokenScope, type ReadTarget, type TokenRow } from './tokens.js';
 export type { CheckedItem, CheckedEvent, CheckedCheckpoint, InvalidItem } from './item-check.js';
 export type { Durability } from '../sqlite/open.js';

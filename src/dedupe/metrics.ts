@@ -17,7 +17,7 @@ export class ServerMetrics {
   private readonly compactions: Counter;
   private readonly removed: Counter<'kind'>;
 
-  constructor(registry: Registry = new Registry(), sizes?: () => Promise<StoreSizes>) {
+  constructor(registry: Registry = new Registry(), sizes?: () => Promise<StoreSizes>, waiting?: () => number) {
     this.registry = registry;
     // A registry the application shares may already have the process metrics.
     if (registry.getSingleMetric('process_cpu_user_seconds_total') === undefined) collectDefaultMetrics({ register: registry });
@@ -48,6 +48,16 @@ export class ServerMetrics {
         });
       gauge('oncebox_events_stored', 'Events the store holds (an estimate on PostgreSQL).', (s) => s.events);
       gauge('oncebox_dedupe_records', 'Dedupe records the store holds (an estimate on PostgreSQL).', (s) => s.dedupeRecords);
+    }
+    if (waiting) {
+      new Gauge({
+        name: 'oncebox_event_readers_waiting',
+        help: 'Readers of GET /v1/events waiting for a new event (?wait=) on this instance.',
+        registers,
+        collect() {
+          this.set(waiting());
+        },
+      });
     }
     this.compactions = new Counter({ name: 'oncebox_compactions_total', help: 'Compaction runs.', registers });
     this.removed = new Counter({

@@ -156,7 +156,7 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
   const resolved = resolveOptions(serverOptionsSchema, options, 'createServer');
   const store = await openDedupeStore(resolved);
   for (const asset of resolved.assets) await store.registerAsset(asset);
-  const metrics = new ServerMetrics(resolved.metricsRegistry, () => store.sizes());
+  const metrics = new ServerMetrics(resolved.metricsRegistry, () => store.sizes(), () => store.stored.waiting);
   const app = buildHttpApp({
     store,
     auth: new Authenticator({ legacyToken: resolved.token, tokens: store.tokens, cacheMs: resolved.tokenCacheMs }),
@@ -207,6 +207,8 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
     },
     close() {
       clearInterval(compactor);
+      // Waiting readers answer first: the app's close waits for every request in flight.
+      store.stored.close();
       closed ??= app.close().then(() => store.close());
       return closed;
     },

@@ -1,5 +1,6 @@
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
+import type { EventSignal } from './event-signal.js';
 import type { TokenRegistry } from './tokens.js';
 
 /** How far above a stream's epoch a new attempt may be, unless told otherwise. */
@@ -44,6 +45,8 @@ export interface CompactionResult {
 export interface DedupeStore {
   /** The scoped access tokens kept in this store. */
   readonly tokens: TokenRegistry;
+  /** Notified after a commit that stored events (on PostgreSQL, by any instance on the schema). */
+  readonly stored: EventSignal;
   ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): Promise<ItemResult[]>;
   listEvents(query: EventQuery): Promise<EventPage>;
   /** Epoch, sequence numbers and mirrored checkpoints of one stream; undefined when it never delivered. */

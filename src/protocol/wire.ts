@@ -49,6 +49,8 @@ export const eventQuerySchema = z.strictObject({
   asset: assetNameSchema.optional(),
   after: z.coerce.number().int().min(0).default(0),
   limit: z.coerce.number().int().min(1).max(1000).default(100),
+  /** Seconds to wait for a new event when none is there yet (long-poll); 0 answers at once. */
+  wait: z.coerce.number().min(0).max(30).default(0),
 });
 
 /** The path and query of `GET /v1/streams/:producer/:runId`. */

@@ -67,6 +67,13 @@ describe('Prometheus metrics', () => {
 
     await running.server.compact();
     expect((await scrape()).get('oncebox_compactions_total')).toBe(1);
+
+    expect(after.get('oncebox_event_readers_waiting')).toBe(0);
+    const waiting = fetch(`${running.url}/v1/events?after=${2 ** 40}&wait=10`, { headers: { authorization: `Bearer ${reader}` } });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect((await scrape()).get('oncebox_event_readers_waiting')).toBe(1);
+    await running.close();
+    expect((await waiting).status).toBe(200);
   });
 
   it('the producer publishes pending, dead, delivered and delivery latency in a registry of its own', async () => {

@@ -337,6 +337,41 @@ for (const backend of BACKENDS) {
   });
 
   describe('GET /v1/events and assets', () => {
+    it('waits with ?wait= for the next event of the asset asked for, and answers as soon as it is stored', async () => {
+      const { url } = await startServer({ backend });
+      await send(url, [item(1, newKey())]);
+      const [first] = await allEvents(url);
+      const waiting = fetch(`${url}/v1/events?asset=batch_ready&after=${first!.cursor}&wait=20`).then(async (response) => ({ at: Date.now(), page: (await response.json()) as any }));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // An event of another asset does not answer the reader; the next of its own asset does.
+      await send(url, [item(2, newKey(), { asset: 'run_done' })]);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const storedAt = Date.now();
+      await send(url, [item(3, newKey())]);
+      const { at, page } = await waiting;
+      expect(page.events.map((event: { seq: number }) => event.seq)).toEqual([3]);
+      // Well before the reader's own look-again interval (5 s): the store's wake-up answered it.
+      expect(at - storedAt).toBeLessThan(2500);
+    });
+
+    it('answers an empty page when the wait runs out, refuses a wait over 30 s, and answers waiting readers when it closes', async () => {
+      const running = await startServer({ backend });
+      const started = Date.now();
+      const empty: any = await (await fetch(`${running.url}/v1/events?after=0&wait=0.3`)).json();
+      expect(empty).toEqual({ events: [], next: 0 });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+      const tooLong = await fetch(`${running.url}/v1/events?wait=31`);
+      expect(tooLong.status).toBe(400);
+      expect(await tooLong.json()).toMatchObject({ code: 'invalid_request', field: 'wait' });
+      const waiting = fetch(`${running.url}/v1/events?after=0&wait=25`).then(async (response) => ({ at: Date.now(), page: (await response.json()) as any }));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const closing = Date.now();
+      await running.close();
+      const { at, page } = await waiting;
+      expect(page).toEqual({ events: [], next: 0 });
+      expect(at - closing).toBeLessThan(2500);
+    });
+
     it('pages events by cursor, optionally for one asset', async () => {
       const { url } = await startServer({ backend });
       const items = Array.from({ length: 7 }, (_, i) => item(i + 1, newKey(), { asset: i % 2 ? 'run_done' : 'batch_ready' }));

@@ -48,6 +48,18 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
     await tight.close();
   });
 
+  it('wakes a reader waiting on one instance when the other stores an event (LISTEN/NOTIFY)', async () => {
+    const [a, b] = await twoInstances();
+    const waiting = fetch(`${b.url}/v1/events?after=0&wait=20`).then(async (response) => ({ at: Date.now(), page: (await response.json()) as { events: { seq: number }[] } }));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const storedAt = Date.now();
+    await send(a.url, [item(1, newKey())]);
+    const { at, page } = await waiting;
+    expect(page.events.map((event) => event.seq)).toEqual([1]);
+    // Well before b's own look-again interval (5 s): only the notification can have answered it.
+    expect(at - storedAt).toBeLessThan(2500);
+  });
+
   it('accepts on one instance an asset registered through the other, and loads assets at start', async () => {
     const [a, b] = await twoInstances();
     expect((await send(b.url, [item(1, newKey(), { asset: 'late_asset' })])).json.results[0].code).toBe('unknown_asset');

@@ -88,6 +88,7 @@ export function ingestStatements(db: Kysely<PgSchema>) {
   });
   const lastSeq = pgParams<OfAttempt & { lastSeq: number }>({ ...ATTEMPT_TYPES, lastSeq: 'bigint' });
   const epoch = pgParams<OfStream & { epoch: number; ts: string }>({ ...STREAM_TYPES, epoch: 'integer', ts: 'text' });
+  const channel = pgParams<{ channel: string }>({ channel: 'text' });
 
   return {
     ensureStream: pgStatement(
@@ -195,6 +196,8 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         .onConflict((oc) => oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet({ last_seq: lastSeq.lastSeq }))
         .compile(),
     ),
+    // Delivered to the listeners when the transaction commits, and not at all when it rolls back.
+    notifyStored: pgStatement('notifyStored', channel, sql<never>`SELECT pg_notify(${channel.channel}, '')`.compile(db)),
     raiseEpoch: pgStatement(
       'raiseEpoch',
       epoch,

@@ -1,11 +1,12 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
-import type pg from 'pg';
+import pg from 'pg';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../protocol/wire.js';
 import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
 import { ingestSteps, runIngest, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { deleteInBatches, toStoredEvent, type EventRow } from '../tables.js';
+import { EventSignal } from '../event-signal.js';
 import { TokenRegistry } from '../tokens.js';
 import { createPool, inTransaction, runStatement } from './connection.js';
 import { advisoryKey, migratePostgres } from './migrate.js';
@@ -45,12 +46,18 @@ export class PostgresDedupeStore implements DedupeStore {
   private assets = new Set<string>();
   readonly tokens: TokenRegistry;
 
+  readonly stored = new EventSignal();
+  /** The NOTIFY channel of this schema: one per schema, so that stores in different schemas do not wake each other. */
+  private readonly channel: string;
+  private listener: pg.Client | undefined;
+
   private constructor(
     private readonly pool: pg.Pool,
     readonly schema: string,
     now: (() => Date) | undefined,
     private readonly maxAttemptStep: number,
   ) {
+    this.channel = `oncebox_events_${advisoryKey(schema, 'events')}`;
     this.db = new Kysely<PgSchema>({ dialect: new PostgresDialect({ pool }) });
     this.statements = ingestStatements(this.db);
     this.now = now ?? (() => new Date());
@@ -70,6 +77,7 @@ export class PostgresDedupeStore implements DedupeStore {
       await migratePostgres(pool, schema, serverPostgresMigrations);
       const store = new PostgresDedupeStore(pool, schema, options.now, options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP);
       await store.loadAssets();
+      await store.listen(options.connectionString);
       return store;
       // Stryker disable next-line BlockStatement: a pool left open leaks connections, which no test observes
     } catch (error) {
@@ -150,6 +158,7 @@ export class PostgresDedupeStore implements DedupeStore {
             task: stream.task,
             attempt: stream.attempt,
           });
+          await runStatement(client, run.notifyStored, { channel: this.channel });
         }
         if (outcomes.length > 0) {
           await runStatement(client, run.recordOutcomes, {
@@ -292,7 +301,26 @@ export class PostgresDedupeStore implements DedupeStore {
     return { dedupeRecords, events, outcomes };
   }
 
+  /**
+   * Listens on the schema's channel, on a connection of its own, so that events stored by any instance
+   * wake this one's waiting readers. Should the connection drop, readers look again at their poll
+   * interval instead: slower, never wrong.
+   */
+  private async listen(connectionString: string): Promise<void> {
+    const listener = new pg.Client({ connectionString });
+    listener.on('notification', () => this.stored.notify());
+    listener.on('error', () => {
+      this.listener = undefined;
+    });
+    await listener.connect();
+    await listener.query(`LISTEN ${this.channel}`);
+    this.listener = listener;
+  }
+
   async close(): Promise<void> {
+    this.stored.close();
+    await this.listener?.end().catch(() => undefined);
+    this.listener = undefined;
     await this.db.destroy();
   }
 }

@@ -9,6 +9,7 @@ import { ingestSteps, runIngestSync, type StepHandler } from '../ingest/steps.js
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { deleteInBatches, toStoredEvent } from '../tables.js';
+import { EventSignal } from '../event-signal.js';
 import { TokenRegistry } from '../tokens.js';
 import { serverSqliteMigrations } from './migrations.js';
 import { serverStatements } from './statements.js';
@@ -31,6 +32,7 @@ export class SqliteDedupeStore implements DedupeStore {
   private readonly statements: ReturnType<typeof serverStatements>;
   private readonly ingestTransaction;
   readonly tokens: TokenRegistry;
+  readonly stored = new EventSignal();
 
   constructor(options: SqliteStoreOptions) {
     this.db = openSqlite(options.path, options.durability ?? 'full');
@@ -49,7 +51,9 @@ export class SqliteDedupeStore implements DedupeStore {
   }
 
   async ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): Promise<ItemResult[]> {
-    return this.ingestTransaction.immediate(stream, items);
+    const results = this.ingestTransaction.immediate(stream, items);
+    if (results.some((result) => result.status === 'accepted')) this.stored.notify();
+    return results;
   }
 
   /** The reads and writes of one request's ingest, all inside its IMMEDIATE transaction. */
@@ -154,6 +158,7 @@ export class SqliteDedupeStore implements DedupeStore {
   }
 
   async close(): Promise<void> {
+    this.stored.close();
     this.db.close(); // closing twice is harmless
   }
 }
