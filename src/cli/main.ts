@@ -6,6 +6,7 @@ import { createServer } from '../dedupe/server.js';
 import { OnceboxError } from '../protocol/errors.js';
 import { packageVersion } from '../protocol/version.js';
 import { runRelay } from './relay-command.js';
+import { printEvents } from './events-command.js';
 import { printStatus } from './status-command.js';
 import { DeadUsageError, runDeadCommand } from './dead-command.js';
 import { createToken, listTokens, revokeToken } from './token-command.js';
@@ -18,6 +19,7 @@ const COMMAND_USAGE: Record<string, string> = {
                  [--max-connections 512] [--max-attempt-step 1000] [--rate-limit 1000/10000|off]`,
   relay: '  oncebox relay  --db FILE --server URL [--server URL2 …] [--token-file FILE] [--drain]',
   status: '  oncebox status FILE [--json]',
+  events: '  oncebox events --server URL [--server URL2 …] [--asset A] [--after CURSOR] [--follow] [--json] [--token-file FILE]',
   dead: `  oncebox dead list FILE [--json]
   oncebox dead show FILE --id N [--json]
   oncebox dead retry FILE (--id N … | --all) [--note TEXT] [--json]
@@ -53,6 +55,8 @@ async function main(argv: string[]): Promise<number> {
       return relay(rest);
     case 'status':
       return status(rest);
+    case 'events':
+      return events(rest);
     case 'token':
       return token(rest);
     case 'dead':
@@ -135,6 +139,28 @@ async function relay(args: string[]): Promise<number> {
   const stop = new AbortController();
   void untilSignal().then(() => stop.abort());
   return runRelay({ db: values.db, servers: values.server, token: tokenFrom(values, 'relay'), drain: values.drain, signal: stop.signal });
+}
+
+async function events(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    strict: true,
+    options: {
+      server: { type: 'string', multiple: true },
+      asset: { type: 'string' },
+      after: { type: 'string', default: '0' },
+      follow: { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+      token: { type: 'string' },
+      'token-file': { type: 'string' },
+    },
+  });
+  if (!values.server?.length) throw new UsageError('events: --server URL is required');
+  const after = Number(values.after);
+  if (!Number.isSafeInteger(after) || after < 0) throw new UsageError(`events: --after must be a cursor (0 or a whole number above), not "${values.after}"`);
+  const stop = new AbortController();
+  void untilSignal().then(() => stop.abort());
+  return printEvents({ servers: values.server, token: tokenFrom(values, 'events'), asset: values.asset, after, follow: values.follow, json: values.json, signal: stop.signal });
 }
 
 async function status(args: string[]): Promise<number> {
@@ -276,7 +302,12 @@ function untilSignal(): Promise<void> {
   });
 }
 
-class UsageError extends Error {}
+/** The command line itself is wrong: the usage is printed, and the exit status is 2. */
+class UsageError extends OnceboxError {
+  constructor(message: string) {
+    super('usage', message);
+  }
+}
 
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),

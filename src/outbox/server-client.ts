@@ -1,6 +1,6 @@
 import pRetry from 'p-retry';
 import { OnceboxError, OptionsError } from '../protocol/errors.js';
-import type { EmissionBatchResponse, ItemResult, Problem, StreamState } from '../protocol/wire.js';
+import type { EmissionBatchResponse, EventPage, ItemResult, Problem, StreamState } from '../protocol/wire.js';
 
 /**
  * A request to the server that got no usable answer. For a delivery the relay retries every row of the
@@ -111,11 +111,31 @@ export class ServerClient {
     }
   }
 
+  /**
+   * A page of stored events (`GET /v1/events`). With `waitS`, the server holds the answer up to that
+   * many seconds for an event past `after` (long-poll); the request's timeout grows by as much.
+   */
+  async events(query: { asset?: string | undefined; after: number; limit?: number; waitS?: number }, signal?: AbortSignal): Promise<EventPage> {
+    const params = new URLSearchParams({ after: String(query.after) });
+    if (query.asset !== undefined) params.set('asset', query.asset);
+    if (query.limit !== undefined) params.set('limit', String(query.limit));
+    if (query.waitS) params.set('wait', String(query.waitS));
+    const answer = await this.exchange(`v1/events?${params}`, { method: 'GET' }, signal, (query.waitS ?? 0) * 1000);
+    if (answer.status !== 200) throw this.refusal(answer);
+    return JSON.parse(answer.text) as EventPage;
+  }
+
   /** One request to the server in use; any failure moves later requests to the next server. */
-  private async exchange(route: string, init: { method: string; body?: string; headers?: Record<string, string> }, signal?: AbortSignal): Promise<Answer> {
+  private async exchange(
+    route: string,
+    init: { method: string; body?: string; headers?: Record<string, string> },
+    signal?: AbortSignal,
+    /** How long the server may hold the answer on purpose (a long-poll), on top of the request timeout. */
+    heldMs = 0,
+  ): Promise<Answer> {
     const server = this.active;
     const url = this.url(route);
-    const timeout = AbortSignal.timeout(this.options.requestTimeoutMs);
+    const timeout = AbortSignal.timeout(this.options.requestTimeoutMs + heldMs);
     try {
       const response = await fetch(url, {
         ...init,

@@ -226,6 +226,54 @@ describe('oncebox relay --drain', () => {
   });
 });
 
+describe('oncebox events', () => {
+  const post = (url: string, items: unknown[]) =>
+    fetch(`${url}/v1/emissions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ stream: { producer: 'p', workflow: 'w', runId: 'r', task: null, attempt: 1 }, items }),
+    });
+  const event = (seq: number, asset: string, partitionKey: string) => ({ seq, key: crypto.randomUUID(), kind: 'event', asset, partitionKey });
+
+  it('prints the stored events, aligned or as JSON lines, optionally of one asset and after a cursor', async () => {
+    const { url } = await startServer();
+    await post(url, [event(1, 'batch_ready', 'batch-1'), event(2, 'run_done', 'r'), event(3, 'batch_ready', 'batch-2')]);
+    const json = await runScript(CLI, ['events', '--server', url, '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    expect(json.lines.map((line) => [line.cursor, line.partitionKey])).toEqual([[1, 'batch-1'], [2, 'r'], [3, 'batch-2']]);
+    const one = await runScript(CLI, ['events', '--server', url, '--asset', 'batch_ready', '--after', '1']);
+    expect(one.lines.map((line) => line.text)).toEqual([
+      expect.stringMatching(/^ {7}3 {2}\d{4}-\d\d-\d\dT[\d:.]+Z {2}batch_ready {11}batch-2 {15}p\/w\/r attempt 1 seq 3 {2}[0-9a-f-]{36}$/),
+    ]);
+    const wrong = await runScript(CLI, ['events', '--server', url, '--after', 'soon']);
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toContain('events: --after must be a cursor (0 or a whole number above), not "soon"');
+    const down = await runScript(CLI, ['events', '--server', 'http://127.0.0.1:9']);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toContain('could not reach http://127.0.0.1:9/v1/events');
+  });
+
+  it('follows with the long-poll: a new event is printed as soon as it is stored, until stopped', async () => {
+    const { url, server } = await startServer();
+    await post(url, [event(1, 'batch_ready', 'batch-1')]);
+    const follower = startScript(CLI, ['events', '--server', url, '--follow', '--json']);
+    await follower.waitFor((line) => line.partitionKey === 'batch-1');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Waiting, not polling: a handful of requests in half a second, where a loop would make hundreds.
+    const reads = (await server.metrics.getSingleMetricAsString('oncebox_http_requests_total'))
+      .split('\n')
+      .filter((line) => line.includes('route="/v1/events"'))
+      .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+    expect(reads).toBeLessThanOrEqual(3);
+    await post(url, [event(2, 'batch_ready', 'batch-2')]);
+    await follower.waitFor((line) => line.partitionKey === 'batch-2');
+    follower.signal('SIGTERM');
+    const result = await follower.done;
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.lines.map((line) => line.partitionKey)).toEqual(['batch-1', 'batch-2']);
+  });
+});
+
 function writeAssets(dir: string): string {
   const path = join(dir, 'assets.txt');
   writeFileSync(path, 'batch_ready\n');

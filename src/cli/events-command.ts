@@ -1,0 +1,66 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { RELAY_DEFAULTS } from '../outbox/relay.js';
+import { ServerClient } from '../outbox/server-client.js';
+import type { StoredEvent } from '../protocol/wire.js';
+
+export interface EventsCommand {
+  servers: string[];
+  token: string | undefined;
+  asset: string | undefined;
+  after: number;
+  /** Go on waiting for new events (long-poll) until stopped, instead of ending at the last one. */
+  follow: boolean;
+  json: boolean;
+  signal: AbortSignal;
+}
+
+/** Seconds a follow request lets the server hold its answer. */
+const FOLLOW_WAIT_S = 30;
+/** Pause before asking again after a failed request, while following. */
+const RETRY_MS = 1000;
+
+/**
+ * `oncebox events`: stored events in cursor order, one aligned line each for people or one JSON object
+ * per line (--json) for scripts. With --follow it waits on the long-poll for more until stopped, and a
+ * failed request is told once and tried again; without, a failure ends it with status 1.
+ */
+export async function printEvents(command: EventsCommand): Promise<number> {
+  const client = new ServerClient({ servers: command.servers, token: command.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs });
+  let after = command.after;
+  let failing: string | undefined;
+  while (!command.signal.aborted) {
+    let page;
+    try {
+      page = await client.events({ asset: command.asset, after, limit: 1000, waitS: command.follow ? FOLLOW_WAIT_S : 0 }, command.signal);
+    } catch (error) {
+      if (command.signal.aborted) break;
+      const message = (error as Error).message;
+      if (!command.follow) {
+        console.error(`oncebox events: ${message}`);
+        return 1;
+      }
+      if (message !== failing) console.error(`oncebox events: ${message}; trying again`);
+      failing = message;
+      await sleep(RETRY_MS, undefined, { signal: command.signal }).catch(() => undefined);
+      continue;
+    }
+    failing = undefined;
+    for (const event of page.events) console.log(command.json ? JSON.stringify(event) : describe(event));
+    after = page.next;
+    if (!command.follow && page.events.length === 0) break;
+  }
+  return 0;
+}
+
+/** One event on one line: cursor, time, asset and partition, then where it came from and its id. */
+function describe(event: StoredEvent): string {
+  const stream = `${event.producer}/${event.workflow}/${event.runId}${event.task === null ? '' : `/${event.task}`}`;
+  return [
+    String(event.cursor).padStart(8),
+    event.timestamp,
+    event.asset.padEnd(20),
+    (event.partitionKey ?? '-').padEnd(20),
+    `${stream} attempt ${event.attempt} seq ${event.seq}`,
+    event.eventId,
+  ].join('  ');
+}
