@@ -1,6 +1,22 @@
 import type { TraceContext } from '../protocol/trace.js';
-import type { StoredEvent } from '../protocol/wire.js';
+import type { StoredEvent, StreamIdentity } from '../protocol/wire.js';
 import type { RecordedStatus } from './ingest/resolve.js';
+
+/** One stream (producer, run, task) as both stores key it: a stream without a task is kept under '', since NULL never equals NULL in a key. */
+export interface OfStream {
+  producer: string;
+  runId: string;
+  task: string;
+}
+
+/** One attempt of a stream, as both stores key it. */
+export interface OfAttempt extends OfStream {
+  attempt: number;
+}
+
+export function attemptOf(stream: StreamIdentity): OfAttempt {
+  return { producer: stream.producer, runId: stream.runId, task: stream.task ?? '', attempt: stream.attempt };
+}
 
 /** An events row as both stores hold it (column names are the same in SQLite and PostgreSQL). */
 export interface EventRow {

@@ -207,12 +207,15 @@ export class Relay {
         this.holding = true;
         this.startRenewing();
       }
-      if (this.nextBatches(1).length === 0) {
+      const windowSize = this.options.maxInFlight ?? RELAY_DEFAULTS.maxInFlight;
+      const window = this.nextBatches(windowSize);
+      if (window.length === 0) {
         await this.sleepUntilNotified();
         continue;
       }
       try {
-        await pRetry(() => this.deliverWindow(this.nextBatches(this.options.maxInFlight ?? RELAY_DEFAULTS.maxInFlight)), {
+        // A retry reads the pending rows again: some may have been settled meanwhile.
+        await pRetry((attempt) => this.deliverWindow(attempt === 1 ? window : this.nextBatches(windowSize)), {
           retries: Number.POSITIVE_INFINITY,
           factor: 2,
           minTimeout: this.options.retryMinDelayMs,

@@ -144,7 +144,8 @@ export function resolveIngest(
         if (result.status === 'checkpointed' && item.kind === 'checkpoint' && item.revision > 0) {
           const revised = { name: item.name, value: item.value, seq, revision: item.revision };
           // A position this request took itself is written with its newest revision below; one taken before is revised in place.
-          if (checkpoints.get(item.name)?.seq === seq) checkpoints.set(item.name, newer(checkpoints.get(item.name)!, revised));
+          const taken = checkpoints.get(item.name);
+          if (taken?.seq === seq) checkpoints.set(item.name, newer(taken, revised));
           else revisions.push(revised);
         }
         return result;

@@ -15,7 +15,7 @@ export interface IngestClock {
  */
 export type IngestStep =
   /** Lock the stream (where others could write it at once) and read its epoch and its attempt's last seq. */
-  | { op: 'position' }
+  | { op: 'position'; clock: IngestClock }
   /** Insert a dedupe record for each key where none exists; answer with the keys inserted. */
   | { op: 'claim'; claims: readonly KeyClaim[]; clock: IngestClock }
   /** Read the outcomes at these positions of the attempt, and the dedupe records of these keys. */
@@ -49,7 +49,7 @@ const NOTHING_READ: StepAnswers['read'] = { outcomes: new Map(), records: new Ma
 export function* ingestSteps(request: IngestRequest): IngestSteps {
   const { stream, items, now } = request;
   const clock: IngestClock = { ts: now.toISOString(), ms: now.getTime() };
-  const { epoch, lastSeq: lastSeqBefore } = (yield { op: 'position' }) as StepAnswers['position'];
+  const { epoch, lastSeq: lastSeqBefore } = (yield { op: 'position', clock }) as StepAnswers['position'];
   // Checked in the same transaction that a later attempt's first delivery moves the epoch in, so no
   // item of a zombie is accepted once its retry has delivered anything.
   const refusal = refuseAttempt(items, stream.attempt, epoch, request.maxAttemptStep);

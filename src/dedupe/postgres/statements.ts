@@ -1,23 +1,12 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { RecordedStatus } from '../ingest/resolve.js';
-import type { EventRow, SharedTables } from '../tables.js';
+import type { EventRow, OfAttempt, OfStream, SharedTables } from '../tables.js';
 import { pgParams, pgStatement } from './connection.js';
 
 export interface PgSchema extends SharedTables {
   /** `id` is the insertion order; `cursor` is given after commit by the sequencer. */
   events: Omit<EventRow, 'cursor'> & { id: number; cursor: number | null };
   event_cursor: { id: number; last: number };
-}
-
-/** One stream (producer, run, task); a stream without a task is kept under ''. */
-interface OfStream {
-  producer: string;
-  runId: string;
-  task: string;
-}
-
-interface OfAttempt extends OfStream {
-  attempt: number;
 }
 
 const STREAM_TYPES = { producer: 'text', runId: 'text', task: 'text' } as const;

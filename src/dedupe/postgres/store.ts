@@ -5,7 +5,7 @@ import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
 import { ingestSteps, runIngest, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
-import { deleteInBatches, toStoredEvent, type EventRow } from '../tables.js';
+import { attemptOf, deleteInBatches, toStoredEvent, type EventRow } from '../tables.js';
 import { EventSignal } from '../event-signal.js';
 import { TokenRegistry } from '../tokens.js';
 import { createPool, inTransaction, runStatement } from './connection.js';
@@ -106,11 +106,11 @@ export class PostgresDedupeStore implements DedupeStore {
   /** The reads and writes of one request's ingest, each one round trip inside its transaction. */
   private stepHandler(client: pg.PoolClient, stream: StreamIdentity): StepHandler<true> {
     const run = this.statements;
-    const ofAttempt = { producer: stream.producer, runId: stream.runId, task: stream.task ?? '', attempt: stream.attempt };
+    const ofAttempt = attemptOf(stream);
     const { producer } = stream;
     return {
-      position: async () => {
-        await runStatement(client, run.ensureStream, { ...ofAttempt, ts: this.now().toISOString() });
+      position: async ({ clock }) => {
+        await runStatement(client, run.ensureStream, { ...ofAttempt, ts: clock.ts });
         const [locked] = await runStatement(client, run.lockStream, ofAttempt);
         const [seqRow] = await runStatement(client, run.lastSeq, ofAttempt);
         return { epoch: locked!.epoch, lastSeq: seqRow?.last_seq ?? 0 };
@@ -311,6 +311,7 @@ export class PostgresDedupeStore implements DedupeStore {
     listener.on('notification', () => this.stored.notify());
     listener.on('error', () => {
       this.listener = undefined;
+      listener.end().catch(() => undefined);
     });
     await listener.connect();
     await listener.query(`LISTEN ${this.channel}`);

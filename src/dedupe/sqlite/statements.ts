@@ -2,21 +2,10 @@ import type Database from 'better-sqlite3';
 import { sql, type Generated } from 'kysely';
 import { params, prepare, prepareConstant, queryBuilder } from '../../sqlite/statements.js';
 import type { RecordedStatus } from '../ingest/resolve.js';
-import type { EventRow, SharedTables } from '../tables.js';
+import type { EventRow, OfAttempt, OfStream, SharedTables } from '../tables.js';
 
 export interface ServerSchema extends SharedTables {
   events: Omit<EventRow, 'cursor'> & { cursor: Generated<number> };
-}
-
-/** One stream (producer, run, task); a stream without a task is kept under '' (NULL never equals NULL in a key). */
-export interface OfStream {
-  producer: string;
-  runId: string;
-  task: string;
-}
-
-export interface OfAttempt extends OfStream {
-  attempt: number;
 }
 
 /** Every statement of the embedded store, compiled and prepared once when it opens. */

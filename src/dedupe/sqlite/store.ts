@@ -8,7 +8,7 @@ import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
 import { ingestSteps, runIngestSync, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
-import { deleteInBatches, toStoredEvent } from '../tables.js';
+import { attemptOf, deleteInBatches, toStoredEvent } from '../tables.js';
 import { EventSignal } from '../event-signal.js';
 import { TokenRegistry } from '../tokens.js';
 import { serverSqliteMigrations } from './migrations.js';
@@ -59,7 +59,7 @@ export class SqliteDedupeStore implements DedupeStore {
   /** The reads and writes of one request's ingest, all inside its IMMEDIATE transaction. */
   private stepHandler(stream: StreamIdentity): StepHandler<false> {
     const s = this.statements;
-    const ofAttempt = { producer: stream.producer, runId: stream.runId, task: stream.task ?? '', attempt: stream.attempt };
+    const ofAttempt = attemptOf(stream);
     const { producer } = stream;
     return {
       position: () => ({ epoch: s.epoch.get(ofAttempt)?.epoch ?? 0, lastSeq: s.lastSeq.get(ofAttempt)?.last_seq ?? 0 }),
