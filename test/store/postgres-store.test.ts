@@ -48,6 +48,36 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
     await tight.close();
   });
 
+  it("reports its sizes from PostgreSQL's statistics", async () => {
+    const schema = testSchema();
+    const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
+    await store.registerAsset('batch_ready');
+    const stream = { producer: 'p', workflow: 'w', runId: 'r', task: null, attempt: 1 };
+    await store.ingest(stream, [1, 2, 3].map((seq) => checkItem({ seq, key: randomUUID(), kind: 'event', asset: 'batch_ready', partitionKey: `b${seq}` }, 0)));
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    await admin.query(`ANALYZE "${schema}".events, "${schema}".dedupe`);
+    await admin.end();
+    expect(await store.sizes()).toEqual({ events: 3, dedupeRecords: 3 });
+    await store.close();
+  });
+
+  it('goes on serving waiting readers, at its look-again interval, when its LISTEN connection is killed', async () => {
+    const [a, b] = await twoInstances();
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    // The LISTEN connections of this schema (both instances'): the stores survive losing them.
+    const { advisoryKey } = await import('../../src/dedupe/postgres/migrate.js');
+    const channel = `oncebox_events_${advisoryKey((a.server.store as PostgresDedupeStore).schema, 'events')}`;
+    const killed = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1', [`LISTEN ${channel}`]);
+    expect(killed.rowCount).toBe(2);
+    await admin.end();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const waiting = fetch(`${b.url}/v1/events?after=0&wait=20`).then(async (response) => (await response.json()) as { events: { seq: number }[] });
+    await send(a.url, [item(1, newKey())]);
+    expect((await waiting).events.map((event) => event.seq)).toEqual([1]);
+  }, 20_000);
+
   it('wakes a reader waiting on one instance when the other stores an event (LISTEN/NOTIFY)', async () => {
     const [a, b] = await twoInstances();
     const waiting = fetch(`${b.url}/v1/events?after=0&wait=20`).then(async (response) => ({ at: Date.now(), page: (await response.json()) as { events: { seq: number }[] } }));
