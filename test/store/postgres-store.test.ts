@@ -48,17 +48,24 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
     await tight.close();
   });
 
-  it("reports its sizes from PostgreSQL's statistics", async () => {
+  it("stores each event's trace context, and reports its sizes from PostgreSQL's statistics", async () => {
     const schema = testSchema();
     const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
     await store.registerAsset('batch_ready');
     const stream = { producer: 'p', workflow: 'w', runId: 'r', task: null, attempt: 1 };
-    await store.ingest(stream, [1, 2, 3].map((seq) => checkItem({ seq, key: randomUUID(), kind: 'event', asset: 'batch_ready', partitionKey: `b${seq}` }, 0)));
+    const trace = { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' };
+    await store.ingest(
+      stream,
+      [1, 2, 3].map((seq) => checkItem({ seq, key: randomUUID(), kind: 'event', asset: 'batch_ready', partitionKey: `b${seq}`, ...(seq === 2 ? { trace } : {}) }, 0)),
+    );
+    expect((await store.listEvents({ after: 0, limit: 10 })).events.map((event) => event.trace)).toEqual([null, trace, null]);
     const admin = new pg.Client({ connectionString: PG_URL });
     await admin.connect();
+    // One more dedupe record than events, so that the two sizes cannot be mistaken for each other.
+    await admin.query(`INSERT INTO "${schema}".dedupe (producer, key, fingerprint, event_id, ts, created_at) VALUES ('p', $1, 'f', $1, 't', 0)`, [randomUUID()]);
     await admin.query(`ANALYZE "${schema}".events, "${schema}".dedupe`);
     await admin.end();
-    expect(await store.sizes()).toEqual({ events: 3, dedupeRecords: 3 });
+    expect(await store.sizes()).toEqual({ events: 3, dedupeRecords: 4 });
     await store.close();
   });
 
