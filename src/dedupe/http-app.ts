@@ -10,6 +10,8 @@ import {
   eventQuerySchema,
   PROBLEM_CONTENT_TYPE,
   streamParamsSchema,
+  attemptClaimSchema,
+  type ClaimedAttempt,
   streamQuerySchema,
   type EmissionBatchResponse,
 } from '../protocol/wire.js';
@@ -240,6 +242,26 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
       return sendProblem(reply, problem(404, ProblemCode.NotFound, `no stream ${producer}/${runId}${task} has delivered to this server`));
     }
     return state;
+  });
+
+  // Claiming an attempt moves the stream's epoch, so it takes what publishing takes: a publish token of that producer.
+  app.post<{ Params: { producer: string; runId: string } }>('/v1/streams/:producer/:runId/attempts', { config: { access: 'publish' } }, async (request, reply) => {
+    const params = streamParamsSchema.safeParse(request.params);
+    if (!params.success) {
+      const { field, message } = describeFirstIssue(params.error, { input: request.params });
+      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+    }
+    const body = attemptClaimSchema.safeParse(request.body ?? {});
+    if (!body.success) {
+      const { field, message } = describeFirstIssue(body.error, { input: request.body, knownKeys: ['task', 'atLeast'] });
+      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+    }
+    const { producer, runId } = params.data;
+    if (!producerAllowed(request.grant, producer)) {
+      return sendProblem(reply, forbidden(`producer: this token publishes only as producers matching "${request.grant.producers}", not as "${echo(producer)}"`, 'producer'));
+    }
+    const claimed: ClaimedAttempt = { attempt: await store.claimAttempt(producer, runId, body.data.task, body.data.atLeast) };
+    return reply.code(201).send(claimed);
   });
 
   app.get('/v1/assets', { config: { access: 'events' } }, async () => ({ assets: await store.listAssets() }));

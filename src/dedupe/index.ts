@@ -7,3 +7,4 @@ export { TokenRegistry, type TokenGrant, type TokenInfo, type TokenRequest, type
 export type { CheckedItem, CheckedEvent, CheckedCheckpoint, InvalidItem } from './item-check.js';
 export type { Durability } from '../sqlite/open.js';
 export { openDedupeStore, type StoreLocation } from './open-store.js';
+export type { LineagePolicy } from './ingest/lineage.js';

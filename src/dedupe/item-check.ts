@@ -4,7 +4,7 @@ import { describeFirstIssue, emissionPayloadSchema, type EmissionPayload } from 
 import { RejectionCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
 import { traceContextSchema, type TraceContext } from '../protocol/trace.js';
-import { checkpointItemFieldsSchema, itemPositionSchema } from '../protocol/wire.js';
+import { checkpointItemFieldsSchema, eventCauseSchema, itemPositionSchema, type EventCause } from '../protocol/wire.js';
 
 /** An event item that is well formed: it may still be refused by the store (unknown asset, conflict, gap). */
 export interface CheckedEvent {
@@ -16,6 +16,8 @@ export interface CheckedEvent {
   fingerprint: string;
   /** The trace context the producer committed it in: metadata, in neither key nor fingerprint. */
   trace?: TraceContext | undefined;
+  /** The stored event this one responds to, by cursor: the server derives its lineage from it. */
+  cause?: EventCause | undefined;
 }
 
 /** A checkpoint item that is well formed; `value` is canonical JSON text. */
@@ -44,7 +46,7 @@ export type InvalidItem = {
 } & ({ seq: number; key: string } | { seq: null; key: null });
 
 const payloadSchema = emissionPayloadSchema();
-const PAYLOAD_FIELDS = ['seq', 'key', 'kind', 'asset', 'partitionKey', 'partitionDate', 'extra', 'trace'];
+const PAYLOAD_FIELDS = ['seq', 'key', 'kind', 'asset', 'partitionKey', 'partitionDate', 'extra', 'trace', 'cause'];
 
 /**
  * Checks one item of a batch without touching the store, so that the store's transaction holds the
@@ -67,7 +69,7 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
   // Only an event carries a trace context; on a checkpoint item `trace` is an unknown field.
   if (kind === 'checkpoint') return checkCheckpoint(fields, where, placed, invalid);
   if (kind !== 'event') return invalid(`${where}.kind`, `${where}.kind: must be "event" or "checkpoint"`);
-  const { trace, ...payload } = fields;
+  const { trace, cause, ...payload } = fields;
   const parsed = payloadSchema.safeParse(payload);
   if (!parsed.success) {
     const problem = describeFirstIssue(parsed.error, { input: payload, prefix: where, knownKeys: PAYLOAD_FIELDS });
@@ -78,6 +80,11 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
     const problem = describeFirstIssue(traced.error, { input: trace, prefix: `${where}.trace`, knownKeys: ['traceparent', 'tracestate'] });
     return invalid(problem.field, problem.message);
   }
+  const caused = cause === undefined ? undefined : eventCauseSchema.safeParse(cause);
+  if (caused && !caused.success) {
+    const problem = describeFirstIssue(caused.error, { input: cause, prefix: `${where}.cause`, knownKeys: ['cursor'] });
+    return invalid(problem.field, problem.message);
+  }
   return {
     valid: true,
     kind: 'event',
@@ -85,6 +92,7 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
     payload: parsed.data,
     fingerprint: payloadFingerprint(parsed.data),
     ...(traced ? { trace: traced.data } : {}),
+    ...(caused ? { cause: caused.data } : {}),
   };
 }
 

@@ -2,6 +2,7 @@ import type { Durability } from '../sqlite/open.js';
 import { PostgresDedupeStore } from './postgres/store.js';
 import { SqliteDedupeStore } from './sqlite/store.js';
 import type { DedupeStore } from './store.js';
+import type { LineagePolicy } from './ingest/lineage.js';
 
 export interface StoreLocation {
   /** A SQLite file path, or a postgres:// URL. */
@@ -11,6 +12,7 @@ export interface StoreLocation {
   durability?: Durability;
   now?: (() => Date) | undefined;
   maxAttemptStep?: number;
+  lineage?: LineagePolicy;
 }
 
 export function isPostgresUrl(db: string): boolean {
@@ -19,8 +21,8 @@ export function isPostgresUrl(db: string): boolean {
 
 /** Opens (and migrates) the store a server, or `oncebox token`, works on. */
 export async function openDedupeStore(location: StoreLocation): Promise<DedupeStore> {
-  const { db, schema, durability, now, maxAttemptStep } = location;
+  const { db, schema, durability, now, maxAttemptStep, lineage } = location;
   return isPostgresUrl(db)
-    ? PostgresDedupeStore.open({ connectionString: db, schema, now, maxAttemptStep })
-    : new SqliteDedupeStore({ path: db, durability, now, maxAttemptStep });
+    ? PostgresDedupeStore.open({ connectionString: db, schema, now, maxAttemptStep, lineage })
+    : new SqliteDedupeStore({ path: db, durability, now, maxAttemptStep, lineage });
 }

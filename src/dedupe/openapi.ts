@@ -5,7 +5,10 @@ import { Limits } from '../protocol/limits.js';
 import { traceContextSchema } from '../protocol/trace.js';
 import {
   checkpointItemFieldsSchema,
+  attemptClaimSchema,
   emissionBatchSchema,
+  eventCauseSchema,
+  type ClaimedAttempt,
   eventQuerySchema,
   itemPositionSchema,
   nameSchema,
@@ -34,6 +37,7 @@ const eventItemSchema = z.strictObject({
   kind: z.literal('event'),
   ...emissionPayloadSchema().shape,
   trace: traceContextSchema.optional().describe('The W3C trace context the emission was committed in: metadata, in neither key nor fingerprint.'),
+  cause: eventCauseSchema.optional().describe("The stored event this one responds to (a consumer's emission), by cursor; the server derives the lineage from it."),
 });
 const checkpointItemSchema = z.strictObject({ ...itemPositionSchema.shape, kind: z.literal('checkpoint'), ...checkpointItemFieldsSchema.shape });
 const batchSchema = emissionBatchSchema.extend({
@@ -82,7 +86,10 @@ const storedEventSchema = z.object({
   attempt: z.number().int(),
   seq: z.number().int(),
   trace: traceContextSchema.nullable().describe('The W3C trace context the producer committed the emission in.'),
+  causedBy: z.uuid().nullable().describe('The id of the event this one was emitted in response to; null for a producer\'s own event.'),
+  depth: z.number().int().describe('How many emissions lie between this event and its first cause: 0 for a producer\'s own.'),
 });
+const claimedAttemptSchema = z.object({ attempt: z.number().int().describe('The attempt claimed: the stream\'s epoch now; every lower attempt is fenced.') });
 const eventPageSchema = z.object({
   events: z.array(storedEventSchema),
   next: z.number().int().describe('Pass as `after` for the next page; equal to `after` when the page is empty.'),
@@ -115,9 +122,10 @@ const answersMatchTheWireTypes: [
   Same<z.infer<typeof eventPageSchema>, EventPage>,
   Same<Omit<z.infer<typeof problemSchema>, 'code'>, Omit<Problem, 'code'>>,
   Same<z.infer<typeof tokenInfoSchema>, TokenInfo>,
+  Same<z.infer<typeof claimedAttemptSchema>, ClaimedAttempt>,
   // The request the relay sends (encodeBatch) is the one the server validates.
   Same<z.input<typeof batchSchema>, EmissionBatch>,
-] = [true, true, true, true, true, true, true];
+] = [true, true, true, true, true, true, true, true];
 void answersMatchTheWireTypes;
 
 const schemas = {
@@ -212,6 +220,16 @@ export function openApiDocument(version: string): Record<string, unknown> {
           summary: "A run's stream state: epoch, last sequence numbers, mirrored checkpoints",
           parameters: [...pathParameters(streamParamsSchema), ...queryParameters(streamQuerySchema)],
           responses: { '200': json(streamStateSchema, 'The stream state.'), ...refusals, '404': problemResponse('The stream never delivered.') },
+        },
+      },
+      '/v1/streams/{producer}/{runId}/attempts': {
+        post: {
+          summary: "Claim a run's next attempt: it becomes the epoch at once, fencing every lower attempt",
+          description:
+            'Needs a publish token covering the producer. Two claims never get the same attempt. For job runners whose own attempt counters are unsafe, and for consumers.',
+          parameters: pathParameters(streamParamsSchema),
+          requestBody: { required: false, content: { 'application/json': { schema: toJson(attemptClaimSchema, 'input') } } },
+          responses: { '201': json(claimedAttemptSchema, 'The claimed attempt.'), ...refusals },
         },
       },
       '/v1/assets': { get: { summary: 'The registered assets', responses: { '200': json(z.object({ assets: z.array(z.string()) }), 'Asset names.'), ...refusals } } },

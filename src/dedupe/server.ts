@@ -11,6 +11,7 @@ import { loadOtel } from '../protocol/trace.js';
 import { buildHttpApp } from './http-app.js';
 import { ServerMetrics } from './metrics.js';
 import { openDedupeStore } from './open-store.js';
+import { DEFAULT_MAX_LINEAGE_DEPTH } from './ingest/lineage.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type RetentionPolicy } from './store.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -51,6 +52,17 @@ const serverOptionsSchema = z.strictObject({
    * of the run for good. @defaultValue 1000
    */
   maxAttemptStep: z.number().int().min(1).default(DEFAULT_MAX_ATTEMPT_STEP),
+  /**
+   * How deep consumers' chains of emissions may go (`lineage_too_deep` beyond), and which assets may
+   * repeat an asset and partition of their own lineage (an intended cycle, e.g. over dates), each with
+   * its own depth limit. @defaultValue { maxDepth: 16, cycles: {} }
+   */
+  lineage: z
+    .strictObject({
+      maxDepth: z.number().int().min(1).max(10_000).default(DEFAULT_MAX_LINEAGE_DEPTH),
+      cycles: z.record(assetNameSchema, z.number().int().min(1).max(10_000)).default({}),
+    })
+    .default({ maxDepth: DEFAULT_MAX_LINEAGE_DEPTH, cycles: {} }),
   /** Bytes of JSON in one page of `GET /v1/events`; a page stops early, and `next` says where to go on. @defaultValue 1 MiB */
   maxPageBytes: z.number().int().min(1024).default(1024 * 1024),
   /**
@@ -113,6 +125,12 @@ export interface ServerOptions {
   maxBatchItems?: number | undefined;
   /** How far above a run's highest attempt a new attempt may be (`attempt_too_high` beyond). @defaultValue 1000 */
   maxAttemptStep?: number | undefined;
+  /**
+   * How deep consumers' chains of emissions may go (`lineage_too_deep` beyond), and which assets may
+   * repeat an asset and partition of their own lineage (`feedback_loop` otherwise), each with its own
+   * depth limit. @defaultValue { maxDepth: 16, cycles: {} }
+   */
+  lineage?: { maxDepth?: number | undefined; cycles?: Record<string, number> | undefined } | undefined;
   /** Bytes of JSON in one page of `GET /v1/events`; a page stops early, and `next` says where to go on. @defaultValue 1 MiB */
   maxPageBytes?: number | undefined;
   /** How long a client may take to send a whole request (408 beyond). @defaultValue 30000 */
@@ -154,7 +172,10 @@ export interface OnceboxServer {
 
 export async function createServer(options: ServerOptions): Promise<OnceboxServer> {
   const resolved = resolveOptions(serverOptionsSchema, options, 'createServer');
-  const store = await openDedupeStore(resolved);
+  const store = await openDedupeStore({
+    ...resolved,
+    lineage: { maxDepth: resolved.lineage.maxDepth, cycles: new Map(Object.entries(resolved.lineage.cycles)) },
+  });
   for (const asset of resolved.assets) await store.registerAsset(asset);
   const metrics = new ServerMetrics(resolved.metricsRegistry, () => store.sizes(), () => store.stored.waiting);
   const app = buildHttpApp({

@@ -51,6 +51,11 @@ export interface DedupeStore {
   listEvents(query: EventQuery): Promise<EventPage>;
   /** Epoch, sequence numbers and mirrored checkpoints of one stream; undefined when it never delivered. */
   streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined>;
+  /**
+   * Claims the next attempt of a stream, at least `atLeast`, in one atomic step: it becomes the epoch at
+   * once, so every lower attempt is fenced, and two claims never get the same number.
+   */
+  claimAttempt(producer: string, runId: string, task: string | null, atLeast: number): Promise<number>;
   registerAsset(name: string): Promise<{ created: boolean }>;
   listAssets(): Promise<string[]>;
   /**

@@ -1,6 +1,7 @@
 import type { TraceContext } from '../protocol/trace.js';
 import type { StoredEvent, StreamIdentity } from '../protocol/wire.js';
 import type { RecordedStatus } from './ingest/resolve.js';
+import type { Ancestor, CauseEvent, EventLineage } from './ingest/lineage.js';
 
 /** One stream (producer, run, task) as both stores key it: a stream without a task is kept under '', since NULL never equals NULL in a key. */
 export interface OfStream {
@@ -36,6 +37,11 @@ export interface EventRow {
   seq: number;
   /** The W3C trace context the emission was committed in, as JSON; null when it had none. */
   trace_context: string | null;
+  /** The id of the event this one responds to; null for a producer's own. */
+  caused_by: string | null;
+  depth: number;
+  /** The asset and partition of every event above this one, as JSON; null for a producer's own. */
+  lineage: string | null;
 }
 
 /** The tables both stores share, column for column; each adds its own `events` (and PostgreSQL its sequencer). */
@@ -87,6 +93,27 @@ export function toStoredEvent(row: EventRow): StoredEvent {
     attempt: row.attempt,
     seq: Number(row.seq),
     trace: row.trace_context === null ? null : (JSON.parse(row.trace_context) as TraceContext),
+    causedBy: row.caused_by,
+    depth: row.depth,
+  };
+}
+
+/** An events row as a cause of a new event. */
+export function toCauseEvent(row: Pick<EventRow, 'event_id' | 'asset' | 'partition_key' | 'lineage'>): CauseEvent {
+  return {
+    eventId: row.event_id,
+    asset: row.asset,
+    partitionKey: row.partition_key,
+    ancestors: row.lineage === null ? [] : (JSON.parse(row.lineage) as Ancestor[]),
+  };
+}
+
+/** The lineage columns of a new event. */
+export function lineageColumns(lineage: EventLineage): { causedBy: string | null; depth: number; lineage: string | null } {
+  return {
+    causedBy: lineage.causedBy,
+    depth: lineage.depth,
+    lineage: lineage.ancestors.length === 0 ? null : JSON.stringify(lineage.ancestors),
   };
 }
 

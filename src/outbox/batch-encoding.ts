@@ -19,6 +19,7 @@ export function encodeBatch(stream: StreamIdentity, rows: readonly OutboxRow[]):
       asset: row.asset,
       ...(row.partition_key === null ? {} : { partitionKey: row.partition_key }),
       ...(row.partition_date === null ? {} : { partitionDate: row.partition_date }),
+      ...(row.cause_cursor === null ? {} : { cause: { cursor: row.cause_cursor } }),
     });
     const traced = row.trace_context === null ? head : `${head.slice(0, -1)},"trace":${row.trace_context}}`;
     return row.extra === null ? traced : `${traced.slice(0, -1)},"extra":${row.extra}}`;

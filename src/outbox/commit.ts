@@ -5,7 +5,7 @@ import { describeFirstIssue, emissionPayloadSchema } from '../protocol/emission.
 import { CommitEndedError, EmissionValidationError, KeyConflictError, NotCommittedError } from '../protocol/errors.js';
 import type { TraceContext } from '../protocol/trace.js';
 import type { Receipt } from '../protocol/wire.js';
-import { checkpointKey, deriveKey, explicitKey } from './keys.js';
+import { causedKey, checkpointKey, deriveKey, explicitKey } from './keys.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
 import type { RunContext } from './options.js';
 
@@ -69,6 +69,16 @@ interface PendingEmission {
   extra: string | undefined;
   userKey: string | undefined;
   trace: TraceContext | undefined;
+  /** The consumed event this emission responds to; its key derives from that event's id. */
+  cause: EmissionCause | undefined;
+}
+
+/** @internal A stored event as the cause of an emission: its id (for the key) and cursor (for the lineage). */
+export interface EmissionCause {
+  eventId: string;
+  cursor: number;
+  /** Who emitted in response to the event, when not the consumer's handler itself (a trigger's firing). */
+  scope: string | null;
 }
 
 /** @internal Everything the outbox hands a commit. */
@@ -103,6 +113,19 @@ export class CommitTransaction {
 
   /** Adds an emission of `asset` to this commit. */
   emit(asset: { readonly name: string }, input: EmissionInput = {}): Emission {
+    return this.add(asset, input, undefined);
+  }
+
+  /**
+   * @internal Adds an emission made in response to a consumed event. Its key derives from that event's
+   * id instead of the run's, so a consumer that processes the event again after a crash, on this file
+   * or a fresh one, derives the same key.
+   */
+  emitCaused(asset: { readonly name: string }, input: EmissionInput, cause: EmissionCause): Emission {
+    return this.add(asset, input, cause);
+  }
+
+  private add(asset: { readonly name: string }, input: EmissionInput, cause: EmissionCause | undefined): Emission {
     this.assertOpen('emit');
     const { key, ...payload } = checkShape(input);
     const candidate = { ...payload, asset: asset.name };
@@ -120,7 +143,7 @@ export class CommitTransaction {
       userKey = checked.data;
     }
     const handle = new Emission(asset.name, parsed.data.partitionKey, this.context.waitFor);
-    this.emissions.push({ handle, partitionDate: parsed.data.partitionDate, extra: parsed.data.extra, userKey, trace: this.context.traceContext() });
+    this.emissions.push({ handle, partitionDate: parsed.data.partitionDate, extra: parsed.data.extra, userKey, trace: this.context.traceContext(), cause });
     return handle;
   }
 
@@ -144,13 +167,15 @@ export class CommitTransaction {
     for (const emission of this.emissions) {
       const { handle } = emission;
       const partitionKey = handle.partitionKey ?? null;
-      const slot = JSON.stringify([handle.asset, partitionKey]);
+      const slot = JSON.stringify([handle.asset, partitionKey, emission.cause?.eventId ?? null, emission.cause?.scope ?? null]);
       const occurrence = occurrences.get(slot) ?? 0;
       occurrences.set(slot, occurrence + 1);
       const key =
         emission.userKey !== undefined
           ? explicitKey(producer, emission.userKey)
-          : deriveKey({
+          : emission.cause !== undefined
+            ? causedKey({ producer, cause: emission.cause, asset: handle.asset, partitionKey, occurrence })
+            : deriveKey({
               producer,
               workflow: run.workflow,
               runId: run.runId,
@@ -166,8 +191,8 @@ export class CommitTransaction {
         partitionDate: emission.partitionDate,
         extra: emission.extra,
       });
-      // A key derived from a partition is unique among that partition's rows; any other in the whole file.
-      const byPartition = emission.userKey === undefined && partitionKey !== null;
+      // A key derived from a run's partition is unique among that partition's rows; any other in the whole file.
+      const byPartition = emission.userKey === undefined && emission.cause === undefined && partitionKey !== null;
       const insert = byPartition ? s.insertPartitionRow : s.insertFileRow;
       const inserted = insert.run({
         key,
@@ -188,6 +213,7 @@ export class CommitTransaction {
         checkpointValue: null,
         // Stryker disable next-line ConditionalExpression: better-sqlite3 binds undefined as NULL too
         traceContext: emission.trace === undefined ? null : JSON.stringify(emission.trace),
+        causeCursor: emission.cause?.cursor ?? null,
       });
       handle.idempotencyKey = key;
       if (inserted.changes === 1) {
@@ -232,6 +258,7 @@ export class CommitTransaction {
         checkpointName: name,
         checkpointValue: value,
         traceContext: null,
+        causeCursor: null,
       });
       nextSeq++;
     }
@@ -246,6 +273,11 @@ export class CommitTransaction {
 
   get emissionCount(): number {
     return this.emissions.length;
+  }
+
+  /** Whether the commit gave the relay anything to deliver: an emission or a checkpoint update. */
+  get wroteRows(): boolean {
+    return this.emissions.length > 0 || this.checkpoints.size > 0;
   }
 
   private assertOpen(method: string): void {

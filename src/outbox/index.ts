@@ -1,7 +1,7 @@
 export { openOutbox, Outbox, Asset, type CloseOptions, type CloseResult } from './outbox.js';
 export { CommitTransaction, Emission, type EmissionInput } from './commit.js';
 export { Checkpoint } from '../checkpoint/checkpoint.js';
-export type { OutboxOptions, RunContext } from './options.js';
+export type { OutboxOptions, RunContext, RunOptions } from './options.js';
 export type { OutboxStatus, DeadRow } from './status.js';
 export type { RelayError } from './relay-events.js';
 export { ONCEBOX_KEY_NAMESPACE, deriveKey, explicitKey, type EmissionIdentity } from './keys.js';

@@ -61,6 +61,22 @@ export function explicitKey(producer: string, userKey: string): string {
 }
 
 /**
+ * The key of an emission a consumer makes in response to a stored event: from that event's id (unique on
+ * the server), so that processing the event again, after a crash or on a fresh machine, derives the same
+ * key whatever attempt or file does it.
+ */
+export function causedKey(identity: {
+  producer: string;
+  cause: { eventId: string; scope: string | null };
+  asset: string;
+  partitionKey: string | null;
+  occurrence: number;
+}): string {
+  const { producer, cause, asset, partitionKey, occurrence } = identity;
+  return uuidOf(['oncebox/v1/caused', producer, cause.eventId, cause.scope, asset, partitionKey, occurrence]);
+}
+
+/**
  * The key of a checkpoint update: its stream position. Checkpoint updates are not deduplicated across
  * attempts (a retry's progress is new progress); the key only makes a resend of the same row idempotent.
  */

@@ -195,4 +195,40 @@ export const outboxMigrations: readonly Migration[] = [
       ALTER TABLE outbox ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 9,
+    name: '009_consumers',
+    sql: `
+      -- The stored event an emission responds to, by its cursor on the server: a consumer's tx.emit sets
+      -- it, and the server derives the emission's lineage from it (feedback-loop protection).
+      ALTER TABLE outbox ADD COLUMN cause_cursor INTEGER;
+
+      -- A consumer's file: the events it has processed, marked in the same transaction as their effect,
+      -- so that one delivered twice is skipped the second time.
+      CREATE TABLE consumed (
+        event_id TEXT PRIMARY KEY,
+        cursor INTEGER NOT NULL,
+        consumed_at INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX consumed_by_cursor ON consumed (cursor);
+
+      -- Per-partition triggers: the newest event of each listed asset for a partition (as JSON, to hand
+      -- to the trigger), and how often the trigger fired for the partition (refreshes count up).
+      CREATE TABLE trigger_arrivals (
+        trigger TEXT NOT NULL,
+        partition_key TEXT NOT NULL,
+        asset TEXT NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (trigger, partition_key, asset)
+      ) WITHOUT ROWID;
+      CREATE TABLE trigger_firings (
+        trigger TEXT NOT NULL,
+        partition_key TEXT NOT NULL,
+        fired INTEGER NOT NULL,
+        last_cursor INTEGER NOT NULL,
+        fired_at INTEGER NOT NULL,
+        PRIMARY KEY (trigger, partition_key)
+      ) WITHOUT ROWID;
+    `,
+  },
 ];

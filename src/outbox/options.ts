@@ -15,11 +15,14 @@ export const runContextSchema = z.strictObject({
   /** The step within the run; leave it out for a workflow-level emission (a run callback). */
   task: nameSchema.optional(),
   /** The try number, from 1; a retry of the same run has a higher attempt. */
-  attempt: z
-    .number({ error: 'must be a number: the try number, 1 for the first try' })
-    .int({ error: 'must be a whole number: the try number, 1 for the first try' })
-    .min(1, { error: 'must be at least 1 (the first try is attempt 1)' })
-    .max(1_000_000, { error: 'must be at most 1000000' }),
+  attempt: z.union([
+    z.literal('claim'),
+    z
+      .number({ error: 'must be a number (the try number, 1 for the first try) or "claim"' })
+      .int({ error: 'must be a whole number: the try number, 1 for the first try' })
+      .min(1, { error: 'must be at least 1 (the first try is attempt 1)' })
+      .max(1_000_000, { error: 'must be at most 1000000' }),
+  ]),
 });
 /** Who is emitting: one attempt of one task of one workflow run. */
 export interface RunContext {
@@ -32,12 +35,29 @@ export interface RunContext {
   /** The try number, from 1; a retry of the same run has a higher attempt. */
   attempt: number;
 }
-const runContextIsDocumented: Same<RunContext, z.infer<typeof runContextSchema>> = true;
+
+/** The run context `openOutbox` takes: a RunContext whose attempt may be claimed from the server. */
+export interface RunOptions extends Omit<RunContext, 'attempt'> {
+  /**
+   * The try number, from 1, or 'claim': the server hands out the run's next attempt atomically, and it
+   * fences every lower one at once. Use 'claim' where the job runner's attempt counter cannot be trusted
+   * (two copies of a task may start with the same number, or a counter may go backwards).
+   */
+  attempt: number | 'claim';
+}
+const runContextIsDocumented: Same<RunOptions, z.infer<typeof runContextSchema>> = true;
 void runContextIsDocumented;
 
-const httpUrl = z.string().refine((value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol), {
+/** @internal */
+export const httpUrl = z.string().refine((value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol), {
   error: 'must be an http:// or https:// URL such as "http://127.0.0.1:8787"',
 });
+
+/** @internal A pino-compatible logger, as the outbox and the consumer take it. */
+export const loggerSchema = z.custom<OutboxLogger>(
+  (value) => typeof value === 'object' && value !== null && ['info', 'warn', 'error'].every((level) => typeof (value as Record<string, unknown>)[level] === 'function'),
+  { error: 'must be a pino-compatible logger: an object with info, warn and error methods' },
+);
 
 const outboxOptionsSchema = z
   .strictObject({
@@ -99,12 +119,7 @@ const outboxOptionsSchema = z
      * Where the outbox logs what a user must act on (delivery failing, dead rows, fences, rows left pending
      * at close): any pino-compatible logger. @defaultValue warnings and errors as JSON lines on stderr
      */
-    logger: z
-      .custom<OutboxLogger>(
-        (value) => typeof value === 'object' && value !== null && ['info', 'warn', 'error'].every((level) => typeof (value as Record<string, unknown>)[level] === 'function'),
-        { error: 'must be a pino-compatible logger: an object with info, warn and error methods' },
-      )
-      .optional(),
+    logger: loggerSchema.optional(),
     /**
      * A prom-client `Registry` to publish the outbox's metrics in: `oncebox_outbox_pending`,
      * `oncebox_outbox_dead`, `oncebox_outbox_delivered_total`, `oncebox_outbox_dead_total` and
@@ -130,6 +145,9 @@ const outboxOptionsSchema = z
         message: `is required with relay: '${options.relay}'; give the server URL, or set relay: 'external' and run \`oncebox relay\``,
       });
     }
+    if (options.run?.attempt === 'claim' && options.server === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['run', 'attempt'], message: '"claim" asks the server for the attempt; give the server URL too' });
+    }
     if (options.retryMaxDelayMs < options.retryMinDelayMs) {
       ctx.addIssue({ code: 'custom', path: ['retryMaxDelayMs'], message: 'must be at least retryMinDelayMs' });
     }
@@ -149,7 +167,7 @@ export interface OutboxOptions {
   /** The job's name, e.g. "orders-ingest": part of every key and every event's provenance. */
   producer: string;
   /** Who is emitting. Without it the outbox can be read (status, checkpoints) but not committed to. */
-  run?: RunContext | undefined;
+  run?: RunOptions | undefined;
   /**
    * 'full' fsyncs every commit: a commit that returned survives power loss. 'normal' is about ten times
    * faster per commit but may lose the last commits on power loss (never on a process crash).

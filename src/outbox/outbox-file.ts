@@ -40,10 +40,14 @@ export interface OutboxSchema {
     checkpoint_value: string | null;
     trace_context: string | null;
     revision: Generated<number>;
+    cause_cursor: number | null;
   };
   checkpoints: { name: string; value: string; updated_at: number };
   lease: { id: number; owner: string; pid: number; host: string; expires_at: number };
   runs: { run_id: string; task: string; opened_by: number; fenced_by: Generated<number> };
+  consumed: { event_id: string; cursor: number; consumed_at: number };
+  trigger_arrivals: { trigger: string; partition_key: string; asset: string; event: string };
+  trigger_firings: { trigger: string; partition_key: string; fired: number; last_cursor: number; fired_at: number };
   dead_letter_actions: {
     id: Generated<number>;
     row_key: string;
@@ -108,6 +112,7 @@ export interface NewRow extends OfAttempt {
   checkpointName: string | null;
   checkpointValue: string | null;
   traceContext: string | null;
+  causeCursor: number | null;
 }
 
 /**
@@ -272,6 +277,7 @@ function prepareStatements(db: Database.Database) {
       checkpoint_name: p.row.checkpointName,
       checkpoint_value: p.row.checkpointValue,
       trace_context: p.row.traceContext,
+      cause_cursor: p.row.causeCursor,
     });
   return {
     getMeta: prepare(db, p.name, q.selectFrom('meta').select('value').where('name', '=', p.name.name)),

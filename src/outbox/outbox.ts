@@ -7,6 +7,7 @@ import {
   NoRunContextError,
   OptionsError,
   OutboxClosedError,
+  ResumeUnavailableError,
 } from '../protocol/errors.js';
 import { activeTraceContext, loadOtel, type OtelApi } from '../protocol/trace.js';
 import { nameSchema, type Receipt, type StreamState } from '../protocol/wire.js';
@@ -71,7 +72,7 @@ export class Outbox {
   readonly relay: Relay | undefined;
   readonly producer: string;
   readonly run: RunContext | undefined;
-  private readonly options: ResolvedOutboxOptions & { servers: string[] };
+  private readonly options: ClaimedOptions;
   /** The one client for the server, for delivery and for resuming; none without a server. */
   private readonly client: ServerClient | undefined;
   private readonly waiters = new ReceiptWaiters();
@@ -93,7 +94,7 @@ export class Outbox {
   resumedFrom: StreamState | undefined;
 
   /** @internal Use openOutbox. */
-  constructor(options: ResolvedOutboxOptions & { servers: string[] }) {
+  constructor(options: ClaimedOptions) {
     this.options = options;
     this.client =
       options.servers.length === 0
@@ -251,7 +252,8 @@ export class Outbox {
     const result = this.runInTransaction.immediate(tx, fn) as R;
     tx.committed();
     failpoint('commit:after-commit');
-    if (tx.emissionCount > 0) this.relay?.notify();
+    // A checkpoint update goes at once too: it is the server's copy a retry on a fresh machine resumes from.
+    if (tx.wroteRows) this.relay?.notify();
     return result;
   }
 
@@ -333,9 +335,48 @@ export class Outbox {
   }
 }
 
+/** Options whose run attempt is a number: given, or claimed from the server. @internal */
+export type ClaimedOptions = Omit<ResolvedOutboxOptions, 'run'> & { servers: string[]; run: RunContext | undefined };
+
+/**
+ * Asks the server for the run's next attempt when the options say 'claim'. It is at least one above
+ * every attempt this file has seen, so that a server that lost its state cannot hand out a number the
+ * file would refuse as a zombie's.
+ * @internal
+ */
+export async function claimAttempt(options: ResolvedOutboxOptions & { servers: string[] }): Promise<ClaimedOptions> {
+  const { run } = options;
+  if (run === undefined || run.attempt !== 'claim') return options as ClaimedOptions;
+  const file = new OutboxFile(options.path, options.durability);
+  let seen: number;
+  try {
+    const row = file.statements.getRun.get({ runId: run.runId, task: run.task ?? '' });
+    seen = Math.max(row?.opened_by ?? 0, row?.fenced_by ?? 0);
+  } finally {
+    file.close();
+  }
+  const client = new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: options.requestTimeoutMs });
+  let attempt: number;
+  try {
+    attempt = await client.claimAttempt(options.producer, run.runId, run.task, seen + 1, options.resumeTimeoutMs);
+  } catch (error) {
+    throw new ResumeUnavailableError(
+      `run ${run.runId} could not claim its attempt from the server: ${(error as Error).message}. Make the server reachable, ` +
+        'or pass a number as run.attempt',
+      { cause: error },
+    );
+  }
+  return { ...options, run: { ...run, attempt } };
+}
+
 /** Opens (creating if needed) an outbox file and, by default, starts its relay. */
 export async function openOutbox(options: OutboxOptions): Promise<Outbox> {
-  const box = new Outbox(resolveOutboxOptions(options));
+  return startOutbox(await claimAttempt(resolveOutboxOptions(options)));
+}
+
+/** @internal Opens the file, resumes from the server when the policy says so, and starts the relay. */
+export async function startOutbox(options: ClaimedOptions): Promise<Outbox> {
+  const box = new Outbox(options);
   try {
     await box.start();
   } catch (error) {

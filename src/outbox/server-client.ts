@@ -1,6 +1,6 @@
 import pRetry from 'p-retry';
 import { OnceboxError, OptionsError } from '../protocol/errors.js';
-import type { EmissionBatchResponse, EventPage, ItemResult, Problem, StreamState } from '../protocol/wire.js';
+import type { ClaimedAttempt, EmissionBatchResponse, EventPage, ItemResult, Problem, StreamState } from '../protocol/wire.js';
 
 /**
  * A request to the server that got no usable answer. For a delivery the relay retries every row of the
@@ -83,28 +83,47 @@ export class ServerClient {
    * and what each last answered.
    */
   async streamState(producer: string, runId: string, task: string | undefined, retryForMs: number): Promise<StreamState | undefined> {
-    const route = `v1/streams/${encodeURIComponent(producer)}/${encodeURIComponent(runId)}${task === undefined ? '' : `?task=${encodeURIComponent(task)}`}`;
+    const route = `${streamRoute(producer, runId)}${task === undefined ? '' : `?task=${encodeURIComponent(task)}`}`;
+    return this.retrying(route, retryForMs, async () => {
+      const answer = await this.exchange(route, { method: 'GET' });
+      if (answer.status === 404) return undefined;
+      if (answer.status !== 200) throw this.refusal(answer);
+      return JSON.parse(answer.text) as StreamState;
+    });
+  }
+
+  /**
+   * Claims the next attempt of a stream (`POST /v1/streams/…/attempts`), at least `atLeast`. Retried
+   * like streamState: a claim whose answer was lost only leaves a gap in the attempt numbers.
+   */
+  async claimAttempt(producer: string, runId: string, task: string | undefined, atLeast: number, retryForMs: number): Promise<number> {
+    const route = `${streamRoute(producer, runId)}/attempts`;
+    const body = JSON.stringify({ task: task ?? null, atLeast });
+    return this.retrying(route, retryForMs, async () => {
+      const answer = await this.exchange(route, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      if (answer.status !== 201) throw this.refusal(answer);
+      return (JSON.parse(answer.text) as ClaimedAttempt).attempt;
+    });
+  }
+
+  /**
+   * Tries `request` on the servers in turn, with backoff, for up to `retryForMs`; the error then names
+   * every URL tried and what each last answered.
+   */
+  private async retrying<T>(route: string, retryForMs: number, request: () => Promise<T>): Promise<T> {
     const lastFailure = new Map<string, string>();
     try {
-      return await pRetry(
-        async () => {
-          const answer = await this.exchange(route, { method: 'GET' });
-          if (answer.status === 404) return undefined;
-          if (answer.status !== 200) throw this.refusal(answer);
-          return JSON.parse(answer.text) as StreamState;
+      return await pRetry(request, {
+        retries: Number.POSITIVE_INFINITY,
+        minTimeout: 100,
+        maxTimeout: 2000,
+        randomize: true,
+        maxRetryTime: retryForMs,
+        onFailedAttempt: ({ error }) => {
+          const url = error instanceof DeliveryError ? error.details.url : undefined;
+          lastFailure.set(url ?? this.url(route), error.message);
         },
-        {
-          retries: Number.POSITIVE_INFINITY,
-          minTimeout: 100,
-          maxTimeout: 2000,
-          randomize: true,
-          maxRetryTime: retryForMs,
-          onFailedAttempt: ({ error }) => {
-            const url = error instanceof DeliveryError ? error.details.url : undefined;
-            lastFailure.set(url ?? this.url(route), error.message);
-          },
-        },
-      );
+      });
     } catch (error) {
       const tried = [...lastFailure].map(([url, why]) => `${url}: ${why}`).join('; ');
       throw new DeliveryError('unreachable', `no server answered within ${retryForMs} ms (${tried || (error as Error).message})`, {}, { cause: error });
@@ -215,4 +234,8 @@ function parseRetryAfter(header: string | null): number | undefined {
   if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
   const date = Date.parse(header);
   return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+function streamRoute(producer: string, runId: string): string {
+  return `v1/streams/${encodeURIComponent(producer)}/${encodeURIComponent(runId)}`;
 }

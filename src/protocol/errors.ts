@@ -39,6 +39,10 @@ export const RejectionCode = {
   AttemptTooHigh: 'attempt_too_high',
   /** The token that sent the item may not publish to its asset. */
   Forbidden: 'forbidden',
+  /** The event's lineage already holds its asset and partition: a consumer would trigger itself forever. */
+  FeedbackLoop: 'feedback_loop',
+  /** The event is more emissions deep than the server allows for its asset. */
+  LineageTooDeep: 'lineage_too_deep',
 } as const;
 export type RejectionCode = (typeof RejectionCode)[keyof typeof RejectionCode];
 

@@ -53,6 +53,22 @@ export const eventQuerySchema = z.strictObject({
   wait: z.coerce.number().min(0).max(30).default(0),
 });
 
+/**
+ * The body of `POST /v1/streams/:producer/:runId/attempts`: claim the run's next attempt. `atLeast` is
+ * the lowest number the caller may take (one above the attempt its own file last opened), for a server
+ * that lost its state.
+ */
+export const attemptClaimSchema = z.strictObject({
+  task: nameSchema.nullable().default(null),
+  atLeast: z.number().int().min(1).max(1_000_000).default(1),
+});
+export type AttemptClaimRequest = z.input<typeof attemptClaimSchema>;
+
+/** The answer to an attempt claim: the attempt is the stream's epoch now, and every lower one is fenced. */
+export interface ClaimedAttempt {
+  attempt: number;
+}
+
 /** The path and query of `GET /v1/streams/:producer/:runId`. */
 export const streamParamsSchema = z.strictObject({ producer: nameSchema, runId: nameSchema });
 export const streamQuerySchema = z.strictObject({ task: nameSchema.optional() });
@@ -70,7 +86,19 @@ export interface WireEventItem {
   extra?: Record<string, unknown>;
   /** The W3C trace context the emission was committed in: metadata, in neither key nor fingerprint. */
   trace?: TraceContext;
+  /**
+   * The event this one was emitted in response to (a consumer's `tx.emit`), by its cursor on this server:
+   * metadata, in neither key nor fingerprint. The server derives the lineage from it.
+   */
+  cause?: EventCause;
 }
+
+/** Which stored event caused an emission: its cursor, which the server indexes and never reuses. */
+export interface EventCause {
+  cursor: number;
+}
+
+export const eventCauseSchema = z.strictObject({ cursor: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER) });
 
 /**
  * A checkpoint update, delivered in the same ordered stream as the emissions it follows, so that the
@@ -155,6 +183,10 @@ export interface StoredEvent {
   seq: number;
   /** The W3C trace context the producer committed the emission in; null without OpenTelemetry there. */
   trace: TraceContext | null;
+  /** The id of the event this one was emitted in response to; null for an event no consumer emitted. */
+  causedBy: string | null;
+  /** How many emissions lie between this event and its first cause: 0 for a producer's own event. */
+  depth: number;
 }
 
 export interface EventPage {

@@ -4,17 +4,20 @@ import { REPO } from '../support/child.js';
 
 /** The public surface is what package.json `exports` names, built to dist/, and nothing deeper. */
 describe('package exports', () => {
-  it('expose the producer, the server and the protocol, each on its own subpath, and refuse deep imports', () => {
+  it('expose the producer, the consumer, the server and the protocol, each on its own subpath, and refuse deep imports', () => {
     execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: REPO });
     const script = `
       const producer = await import('oncebox');
       const server = await import('oncebox/server');
+      const consumer = await import('oncebox/consumer');
       const protocol = await import('oncebox/protocol');
       let deep = 'imported';
       try { await import('oncebox/dist/outbox/relay.js'); } catch (error) { deep = error.code; }
       console.log(JSON.stringify({
         producer: ['openOutbox', 'FencedError', 'KeyConflictError', 'RejectedError', 'deriveKey'].filter((name) => typeof producer[name] === 'function'),
         producerLeaksServer: 'createServer' in producer,
+        consumer: ['openConsumer', 'Consumer', 'ConsumeTransaction', 'FencedError'].filter((name) => typeof consumer[name] === 'function'),
+        consumerLeaksServer: 'createServer' in consumer,
         server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore', 'openDedupeStore', 'TokenRegistry'].filter((name) => typeof server[name] === 'function'),
         protocol: ['canonicalJson', 'payloadFingerprint'].filter((name) => typeof protocol[name] === 'function'),
         deep,
@@ -23,6 +26,8 @@ describe('package exports', () => {
     expect(JSON.parse(output)).toEqual({
       producer: ['openOutbox', 'FencedError', 'KeyConflictError', 'RejectedError', 'deriveKey'],
       producerLeaksServer: false,
+      consumer: ['openConsumer', 'Consumer', 'ConsumeTransaction', 'FencedError'],
+      consumerLeaksServer: false,
       server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore', 'openDedupeStore', 'TokenRegistry'],
       protocol: ['canonicalJson', 'payloadFingerprint'],
       deep: 'ERR_PACKAGE_PATH_NOT_EXPORTED',
@@ -32,7 +37,7 @@ describe('package exports', () => {
 });
 
 describe('module boundaries', () => {
-  it('keep the producer and the server apart: both import the protocol, never each other', async () => {
+  it('keep the producer, the consumer and the server apart: all import the protocol, the consumer the producer, and none the server', async () => {
     const { readdirSync, readFileSync } = await import('node:fs');
     const { join } = await import('node:path');
     const importsOf = (dir: string): string[] =>
@@ -42,6 +47,8 @@ describe('module boundaries', () => {
     const producer = [...importsOf('outbox'), ...importsOf('checkpoint')];
     const server = importsOf('dedupe');
     expect(producer.filter((line) => line.includes('/dedupe/'))).toEqual([]);
+    expect(producer.filter((line) => line.includes('/consumer/'))).toEqual([]);
+    expect(importsOf('consumer').filter((line) => line.includes('/dedupe/'))).toEqual([]);
     expect(server.filter((line) => /\/(outbox|checkpoint)\//.test(line))).toEqual([]);
     expect(importsOf('protocol').filter((line) => /\/(outbox|checkpoint|dedupe)\//.test(line))).toEqual([]);
   });

@@ -181,6 +181,8 @@ for (const backend of BACKENDS) {
         attempt: 3,
         seq: 1,
         trace: null,
+        causedBy: null,
+        depth: 0,
       });
       expect(bare).toMatchObject({ partitionKey: 'bare', partitionDate: null, extra: null, seq: 2 });
     });
@@ -496,6 +498,73 @@ for (const backend of BACKENDS) {
         attempts: [{ attempt: 1, lastSeq: 4 }, { attempt: 2, lastSeq: 2 }],
         checkpoints: { backlog: { batch: 3 } },
       });
+    });
+
+    it('hands out claimed attempts atomically: 40 concurrent claims get 40 numbers, and the claim fences every lower attempt at once', async () => {
+      const { url } = await startServer({ backend });
+      await send(url, [item(1, newKey())], attempt(1));
+      const claim = (body: object = {}) => post(`${url}/v1/streams/p/fence-run/attempts`, JSON.stringify(body));
+      const claims = await Promise.all(Array.from({ length: 40 }, () => claim()));
+      const numbers = claims.map((answer) => (answer.status === 201 ? answer.json.attempt : answer.status)).sort((a, b) => a - b);
+      expect(numbers).toEqual(Array.from({ length: 40 }, (_, i) => i + 2));
+      // The newest claim holds the epoch before it delivered anything: attempt 40 is a zombie now.
+      expect((await send(url, [item(1, newKey())], attempt(40))).json.results[0]).toMatchObject({ status: 'fenced', epoch: 41 });
+      expect((await send(url, [item(1, newKey())], attempt(41))).json.results[0].status).toBe('accepted');
+      // atLeast: a consumer whose file saw attempt 99 never gets a lower number from a server that forgot.
+      expect((await claim({ atLeast: 100 })).json).toEqual({ attempt: 100 });
+      expect((await claim({ task: null })).json).toEqual({ attempt: 101 });
+      // Another task of the run is its own stream.
+      expect((await claim({ task: 'load' })).json).toEqual({ attempt: 1 });
+      const bad = await claim({ atLeast: 0 });
+      expect(bad.status).toBe(400);
+      expect(bad.json).toMatchObject({ code: 'invalid_request', field: 'atLeast' });
+    });
+
+    it("derives each event's lineage from its cause, and refuses a feedback loop and a chain past the depth limit", async () => {
+      const { url } = await startServer({ backend, assets: ['a', 'b', 'daily'], lineage: { maxDepth: 3, cycles: { daily: 5 } } });
+      const stream = (producer: string) => ({ ...STREAM, producer });
+      const cursorOf = async (key: string) => (await allEvents(url)).find((e) => e.key === key)!.cursor;
+      const root = newKey();
+      await send(url, [item(1, root, { asset: 'a', partitionKey: 'p1' })], stream('source'));
+      const child = newKey();
+      const derived = await send(url, [item(1, child, { asset: 'b', partitionKey: 'p1', cause: { cursor: await cursorOf(root) } })], stream('c1'));
+      expect(derived.json.results[0].status).toBe('accepted');
+      const events = await allEvents(url);
+      expect(events.map((e) => [e.asset, e.depth, e.causedBy])).toEqual([
+        ['a', 0, null],
+        ['b', 1, events[0]!.eventId],
+      ]);
+      // b/p1 → a/p1 again: the lineage a/p1 → b/p1 already holds it.
+      const loop = await send(url, [item(1, newKey(), { asset: 'a', partitionKey: 'p1', cause: { cursor: await cursorOf(child) } })], stream('c2'));
+      expect(loop.json.results[0]).toMatchObject({ status: 'rejected', code: 'feedback_loop', field: 'cause' });
+      expect(loop.json.results[0].detail).toContain('"a"/"p1" → "b"/"p1" → "a"/"p1"');
+      // The refusal took its position: a retry gets the same answer, and the stream goes on.
+      expect((await send(url, [item(1, loop.json.results[0].key, { asset: 'a', partitionKey: 'p1', cause: { cursor: 2 } })], stream('c2'))).json.results[0].code).toBe('feedback_loop');
+      // Another partition is no loop, but the depth limit (3) stops the chain.
+      let cause = await cursorOf(child);
+      const depths: string[] = [];
+      for (let step = 2; step <= 4; step++) {
+        const key = newKey();
+        const answer = await send(url, [item(1, key, { asset: step % 2 ? 'b' : 'a', partitionKey: `p${step}`, cause: { cursor: cause } })], stream(`deep${step}`));
+        depths.push(answer.json.results[0].status === 'accepted' ? `depth ${step}` : answer.json.results[0].code);
+        if (answer.json.results[0].status === 'accepted') cause = await cursorOf(key);
+      }
+      expect(depths).toEqual(['depth 2', 'depth 3', 'lineage_too_deep']);
+      // An allowed cycle repeats its own asset and partition, up to its own limit (5).
+      const cycle: string[] = [];
+      let last = newKey();
+      await send(url, [item(1, last, { asset: 'daily', partitionKey: 'd' })], stream('day0'));
+      for (let day = 1; day <= 6; day++) {
+        const key = newKey();
+        const answer = await send(url, [item(1, key, { asset: 'daily', partitionKey: 'd', cause: { cursor: await cursorOf(last) } })], stream(`day${day}`));
+        cycle.push(answer.json.results[0].status === 'accepted' ? 'ok' : answer.json.results[0].code);
+        if (answer.json.results[0].status === 'accepted') last = key;
+      }
+      expect(cycle).toEqual(['ok', 'ok', 'ok', 'ok', 'ok', 'lineage_too_deep']);
+      // A cause the server does not hold starts a new lineage; a malformed one is refused by itself.
+      expect((await send(url, [item(1, newKey(), { asset: 'a', partitionKey: 'x', cause: { cursor: 999_999 } })], stream('orphan'))).json.results[0].status).toBe('accepted');
+      const malformed = await send(url, [item(1, newKey(), { asset: 'a', cause: { cursor: 'one' } })], stream('malformed'));
+      expect(malformed.json.results[0]).toMatchObject({ status: 'rejected', code: 'invalid_item', field: 'items[0].cause.cursor' });
     });
 
     it('rejects a malformed checkpoint item by itself, and answers an unknown stream with 404', async () => {

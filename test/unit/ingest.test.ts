@@ -63,7 +63,7 @@ describe('checkItem', () => {
       detail: 'items[0].partitionKy: unknown field; did you mean "partitionKey"?',
     });
     expect(checkItem({ seq: 1, key: key(1), kind: 'event', asset: 'batch_ready', zzzzzzzzzz: 1 }, 0)).toMatchObject({
-      detail: 'items[0].zzzzzzzzzz: unknown field; known fields are seq, key, kind, asset, partitionKey, partitionDate, extra, trace',
+      detail: 'items[0].zzzzzzzzzz: unknown field; known fields are seq, key, kind, asset, partitionKey, partitionDate, extra, trace, cause',
     });
     const checked = event(1, 1, { extra: { b: 1, a: [2] } }) as CheckedEvent;
     expect(checked).toEqual({
@@ -168,7 +168,7 @@ describe('resolveIngest', () => {
     const { results, writes } = resolveIngest(plan, { claimed: new Set([key(3)]), ...nothingStored }, claims, context);
     expect(results.map((r) => r.status)).toEqual(['accepted', 'duplicate', 'duplicate']);
     expect(results[1]).toEqual({ status: 'duplicate', seq: 3, key: key(3), eventId: 'id-1', timestamp: 'now' });
-    expect(writes.events).toEqual([{ item: event(3, 3), eventId: 'id-1' }]);
+    expect(writes.events).toEqual([{ item: event(3, 3), eventId: 'id-1', lineage: { causedBy: null, depth: 0, ancestors: [] } }]);
     expect(writes).toMatchObject({ lastSeq: 4, epoch: 2, outcomes: [] });
   });
 

@@ -3,6 +3,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { RejectionCode } from '../../protocol/errors.js';
 import type { ItemResult } from '../../protocol/wire.js';
 import type { CheckedCheckpoint, CheckedEvent, CheckedItem, InvalidItem } from '../item-check.js';
+import type { EventLineage } from './lineage.js';
 
 /**
  * What to do with each item of a batch, decided from the stream's last sequence number alone, before
@@ -16,7 +17,8 @@ export type Placement =
   /** A position the stream already took: answer as the first time. */
   | { type: 'replay'; item: CheckedItem | InvalidItem; seq: number; key: string }
   | { type: 'checkpoint'; item: CheckedCheckpoint }
-  | { type: 'event'; item: CheckedEvent };
+  /** A new event; `lineage` is set once its cause is read (absent: a producer's own event). */
+  | { type: 'event'; item: CheckedEvent; lineage?: EventLineage };
 
 /** A refusal that took a stream position. */
 export type RefusedResult = Extract<ItemResult, { status: 'rejected' }> & { seq: number; key: string };

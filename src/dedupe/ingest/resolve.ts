@@ -2,6 +2,7 @@ import { RejectionCode } from '../../protocol/errors.js';
 import type { ItemResult } from '../../protocol/wire.js';
 import type { CheckedEvent, CheckedItem, InvalidItem } from '../item-check.js';
 import type { IngestPlan } from './plan.js';
+import { ROOT_LINEAGE, type EventLineage } from './lineage.js';
 
 /** The statuses a stream position keeps when it did not become an event. */
 export type RecordedStatus = 'checkpointed' | 'rejected' | 'conflict';
@@ -48,6 +49,7 @@ export interface StoredState {
 export interface NewEvent {
   item: CheckedEvent;
   eventId: string;
+  lineage: EventLineage;
 }
 
 /** The writes that make a request's answers durable; the store makes them all in its transaction. */
@@ -158,12 +160,12 @@ export function resolveIngest(
         return { status: 'checkpointed', seq: item.seq, key: item.key };
       }
       case 'event': {
-        const { item } = placement;
+        const { item, lineage = ROOT_LINEAGE } = placement;
         const eventId = claimedIds.get(item.key);
         // Stryker disable next-line ConditionalExpression: a key not claimed was read from the store, so records has it
         if (eventId !== undefined && !records.has(item.key)) {
           records.set(item.key, { fingerprint: item.fingerprint, eventId, ts: context.ts });
-          events.push({ item, eventId });
+          events.push({ item, eventId, lineage });
           return { status: 'accepted', seq: item.seq, key: item.key, eventId, timestamp: context.ts };
         }
         const result = existingKeyResult(item, records.get(item.key)!);

@@ -1,5 +1,6 @@
 import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
+import { causesNeeded, placeInLineage, type CauseEvent, type LineagePolicy } from './lineage.js';
 import { newEventIds, planIngest, refuseAttempt } from './plan.js';
 import { keyClaims, readsNeeded, resolveIngest, type DedupeRecord, type IngestWrites, type KeyClaim, type RecordedOutcome } from './resolve.js';
 
@@ -16,6 +17,8 @@ export interface IngestClock {
 export type IngestStep =
   /** Lock the stream (where others could write it at once) and read its epoch and its attempt's last seq. */
   | { op: 'position'; clock: IngestClock }
+  /** Read the stored events that new events name as their cause, by cursor. */
+  | { op: 'causes'; cursors: readonly number[] }
   /** Insert a dedupe record for each key where none exists; answer with the keys inserted. */
   | { op: 'claim'; claims: readonly KeyClaim[]; clock: IngestClock }
   /** Read the outcomes at these positions of the attempt, and the dedupe records of these keys. */
@@ -25,6 +28,7 @@ export type IngestStep =
 /** What the store answers to each step. */
 export interface StepAnswers {
   position: { epoch: number; lastSeq: number };
+  causes: ReadonlyMap<number, CauseEvent>;
   claim: ReadonlySet<string>;
   read: { outcomes: ReadonlyMap<number, RecordedOutcome>; records: ReadonlyMap<string, DedupeRecord> };
   write: void;
@@ -38,6 +42,7 @@ export interface IngestRequest {
   now: Date;
   maxAttemptStep: number;
   isRegistered: (asset: string) => boolean;
+  lineage: LineagePolicy;
 }
 
 const NOTHING_READ: StepAnswers['read'] = { outcomes: new Map(), records: new Map() };
@@ -54,7 +59,11 @@ export function* ingestSteps(request: IngestRequest): IngestSteps {
   // item of a zombie is accepted once its retry has delivered anything.
   const refusal = refuseAttempt(items, stream.attempt, epoch, request.maxAttemptStep);
   if (refusal) return refusal;
-  const plan = planIngest(items, lastSeqBefore, request.isRegistered);
+  const placed = planIngest(items, lastSeqBefore, request.isRegistered);
+  const cursors = causesNeeded(placed);
+  // Before any key is claimed: an event refused for its lineage must not leave a dedupe record behind.
+  const plan =
+    cursors.length === 0 ? placed : placeInLineage(placed, (yield { op: 'causes', cursors }) as StepAnswers['causes'], request.lineage);
   const claims = keyClaims(plan, newEventIds);
   // Insert first: the unique key decides who is first, with no window between a check and an insert.
   // Stryker disable next-line ConditionalExpression: an empty claim or read asks the store for nothing; skipping it saves a round trip

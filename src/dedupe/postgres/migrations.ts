@@ -196,4 +196,14 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       ALTER TABLE stream_checkpoints ADD COLUMN revision integer NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 8,
+    name: '008_event_lineage',
+    sql: `
+      -- What caused an event (a consumer's emission in response to another event), how deep it is in its
+      -- chain, and the asset and partition of every event above it (JSON), so that a feedback loop is
+      -- caught by reading one row: the cause's.
+      ALTER TABLE events ADD COLUMN caused_by uuid, ADD COLUMN depth integer NOT NULL DEFAULT 0, ADD COLUMN lineage text;
+    `,
+  },
 ];

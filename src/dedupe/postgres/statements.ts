@@ -42,6 +42,9 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     extras: (string | null)[];
     seqs: number[];
     traceContexts: (string | null)[];
+    causedBy: (string | null)[];
+    depths: number[];
+    lineages: (string | null)[];
     ts: string;
     producer: string;
     workflow: string;
@@ -57,6 +60,9 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     extras: 'text[]',
     seqs: 'bigint[]',
     traceContexts: 'text[]',
+    causedBy: 'uuid[]',
+    depths: 'integer[]',
+    lineages: 'text[]',
     ts: 'text',
     producer: 'text',
     workflow: 'text',
@@ -78,6 +84,8 @@ export function ingestStatements(db: Kysely<PgSchema>) {
   const lastSeq = pgParams<OfAttempt & { lastSeq: number }>({ ...ATTEMPT_TYPES, lastSeq: 'bigint' });
   const epoch = pgParams<OfStream & { epoch: number; ts: string }>({ ...STREAM_TYPES, epoch: 'integer', ts: 'text' });
   const channel = pgParams<{ channel: string }>({ channel: 'text' });
+  const cursors = pgParams<{ cursors: number[] }>({ cursors: 'bigint[]' });
+  const claimAttempt = pgParams<OfStream & { atLeast: number; ts: string }>({ ...STREAM_TYPES, atLeast: 'integer', ts: 'text' });
 
   return {
     ensureStream: pgStatement(
@@ -130,10 +138,11 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       'insertEvents',
       events,
       sql`
-        INSERT INTO events (event_id, key, asset, partition_key, partition_date, extra, seq, trace_context, ts, producer, workflow, run_id, task, attempt)
+        INSERT INTO events (event_id, key, asset, partition_key, partition_date, extra, seq, trace_context, caused_by, depth, lineage,
+                            ts, producer, workflow, run_id, task, attempt)
         SELECT e.*, ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId}, ${events.task}, ${events.attempt}
-        FROM unnest(${events.eventIds}, ${events.keys}, ${events.assets}, ${events.partitionKeys},
-                    ${events.partitionDates}, ${events.extras}, ${events.seqs}, ${events.traceContexts}) AS e`.compile(db),
+        FROM unnest(${events.eventIds}, ${events.keys}, ${events.assets}, ${events.partitionKeys}, ${events.partitionDates},
+                    ${events.extras}, ${events.seqs}, ${events.traceContexts}, ${events.causedBy}, ${events.depths}, ${events.lineages}) AS e`.compile(db),
     ),
     recordOutcomes: pgStatement(
       'recordOutcomes',
@@ -183,6 +192,32 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         .insertInto('stream_seqs')
         .values({ ...where(lastSeq), attempt: lastSeq.attempt, last_seq: lastSeq.lastSeq })
         .onConflict((oc) => oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet({ last_seq: lastSeq.lastSeq }))
+        .compile(),
+    ),
+    causeEvents: pgStatement(
+      'causeEvents',
+      cursors,
+      db
+        .selectFrom('events')
+        .select(['cursor', 'event_id', 'asset', 'partition_key', 'lineage'])
+        .where('cursor', '=', sql<number>`ANY(${cursors.cursors})`)
+        .compile(),
+    ),
+    // The next attempt, at least atLeast: the epoch moves to it at once, under the row's lock, which
+    // fences every lower attempt before the new one has delivered anything.
+    claimAttempt: pgStatement(
+      'claimAttempt',
+      claimAttempt,
+      db
+        .insertInto('streams')
+        .values({ ...where(claimAttempt), epoch: claimAttempt.atLeast, updated_at: claimAttempt.ts })
+        .onConflict((oc) =>
+          oc.columns(['producer', 'run_id', 'task']).doUpdateSet({
+            epoch: sql<number>`greatest(streams.epoch + 1, ${claimAttempt.atLeast})`,
+            updated_at: claimAttempt.ts,
+          }),
+        )
+        .returning('epoch')
         .compile(),
     ),
     // Delivered to the listeners when the transaction commits, and not at all when it rolls back.

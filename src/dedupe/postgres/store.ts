@@ -5,7 +5,8 @@ import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
 import { ingestSteps, runIngest, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
-import { attemptOf, deleteInBatches, toStoredEvent, type EventRow } from '../tables.js';
+import { attemptOf, deleteInBatches, lineageColumns, toCauseEvent, toStoredEvent, type EventRow } from '../tables.js';
+import { DEFAULT_LINEAGE_POLICY, type LineagePolicy } from '../ingest/lineage.js';
 import { EventSignal } from '../event-signal.js';
 import { TokenRegistry } from '../tokens.js';
 import { createPool, inTransaction, runStatement } from './connection.js';
@@ -24,6 +25,8 @@ export interface PostgresStoreOptions {
   now?: () => Date;
   /** How far above a stream's epoch a new attempt may be (see refuseAttempt). @defaultValue 1000 */
   maxAttemptStep?: number;
+  /** How deep consumers' chains of emissions may go, and which assets may cycle. @defaultValue depth 16, no cycles */
+  lineage?: LineagePolicy;
 }
 
 /**
@@ -56,6 +59,7 @@ export class PostgresDedupeStore implements DedupeStore {
     readonly schema: string,
     now: (() => Date) | undefined,
     private readonly maxAttemptStep: number,
+    private readonly lineage: LineagePolicy,
   ) {
     this.channel = `oncebox_events_${advisoryKey(schema, 'events')}`;
     this.db = new Kysely<PgSchema>({ dialect: new PostgresDialect({ pool }) });
@@ -75,7 +79,13 @@ export class PostgresDedupeStore implements DedupeStore {
     });
     try {
       await migratePostgres(pool, schema, serverPostgresMigrations);
-      const store = new PostgresDedupeStore(pool, schema, options.now, options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP);
+      const store = new PostgresDedupeStore(
+        pool,
+        schema,
+        options.now,
+        options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP,
+        options.lineage ?? DEFAULT_LINEAGE_POLICY,
+      );
       await store.loadAssets();
       await store.listen(options.connectionString);
       return store;
@@ -97,7 +107,14 @@ export class PostgresDedupeStore implements DedupeStore {
     if (unknown) await this.loadAssets();
     return inTransaction(this.pool, (client) =>
       runIngest(
-        ingestSteps({ stream, items, now: this.now(), maxAttemptStep: this.maxAttemptStep, isRegistered: (asset) => this.assets.has(asset) }),
+        ingestSteps({
+          stream,
+          items,
+          now: this.now(),
+          maxAttemptStep: this.maxAttemptStep,
+          isRegistered: (asset) => this.assets.has(asset),
+          lineage: this.lineage,
+        }),
         this.stepHandler(client, stream),
       ),
     );
@@ -114,6 +131,10 @@ export class PostgresDedupeStore implements DedupeStore {
         const [locked] = await runStatement(client, run.lockStream, ofAttempt);
         const [seqRow] = await runStatement(client, run.lastSeq, ofAttempt);
         return { epoch: locked!.epoch, lastSeq: seqRow?.last_seq ?? 0 };
+      },
+      causes: async ({ cursors }) => {
+        const rows = await runStatement(client, run.causeEvents, { cursors: [...cursors] });
+        return new Map(rows.map((row) => [Number(row.cursor), toCauseEvent(row)]));
       },
       claim: async ({ claims, clock }) => {
         const rows = await runStatement(client, run.claimKeys, {
@@ -142,6 +163,7 @@ export class PostgresDedupeStore implements DedupeStore {
       write: async ({ writes, clock }) => {
         const { events, outcomes } = writes;
         if (events.length > 0) {
+          const lineages = events.map((e) => lineageColumns(e.lineage));
           await runStatement(client, run.insertEvents, {
             eventIds: events.map((e) => e.eventId),
             keys: events.map((e) => e.item.key),
@@ -151,6 +173,9 @@ export class PostgresDedupeStore implements DedupeStore {
             extras: events.map((e) => e.item.payload.extra ?? null),
             seqs: events.map((e) => e.item.seq),
             traceContexts: events.map((e) => (e.item.trace === undefined ? null : JSON.stringify(e.item.trace))),
+            causedBy: lineages.map((l) => l.causedBy),
+            depths: lineages.map((l) => l.depth),
+            lineages: lineages.map((l) => l.lineage),
             ts: clock.ts,
             producer,
             workflow: stream.workflow,
@@ -246,6 +271,12 @@ export class PostgresDedupeStore implements DedupeStore {
       attempts: attempts.map((row) => ({ attempt: row.attempt, lastSeq: Number(row.last_seq) })),
       checkpoints,
     };
+  }
+
+  async claimAttempt(producer: string, runId: string, task: string | null, atLeast: number): Promise<number> {
+    const params = { producer, runId, task: task ?? '', atLeast, ts: this.now().toISOString() };
+    const [row] = await inTransaction(this.pool, (client) => runStatement(client, this.statements.claimAttempt, params));
+    return row!.epoch;
   }
 
   async registerAsset(name: string): Promise<{ created: boolean }> {

@@ -177,4 +177,16 @@ export const serverSqliteMigrations: readonly Migration[] = [
       ALTER TABLE stream_checkpoints ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 9,
+    name: '009_event_lineage',
+    sql: `
+      -- What caused an event (a consumer's emission in response to another event), how deep it is in its
+      -- chain, and the asset and partition of every event above it (JSON), so that a feedback loop is
+      -- caught by reading one row: the cause's.
+      ALTER TABLE events ADD COLUMN caused_by TEXT;
+      ALTER TABLE events ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE events ADD COLUMN lineage TEXT;
+    `,
+  },
 ];

@@ -37,7 +37,12 @@ export function serverStatements(db: Database.Database) {
       attempt: number;
       seq: number;
       traceContext: string | null;
+      causedBy: string | null;
+      depth: number;
+      lineage: string | null;
     }>(),
+    cursor: params<{ cursor: number }>(),
+    claim: params<OfStream & { atLeast: number; ts: string }>(),
     outcome: params<OfAttempt & { seq: number; key: string; status: RecordedStatus; code: string; detail: string; field: string | null; createdAt: number }>(),
     checkpoint: params<OfAttempt & { name: string; value: string; seq: number; revision: number; ts: string }>(),
     page: params<{ after: number; limit: number }>(),
@@ -98,7 +103,15 @@ export function serverStatements(db: Database.Database) {
         attempt: p.event.attempt,
         seq: p.event.seq,
         trace_context: p.event.traceContext,
+        caused_by: p.event.causedBy,
+        depth: p.event.depth,
+        lineage: p.event.lineage,
       }),
+    ),
+    causeEvent: prepare(
+      db,
+      p.cursor,
+      q.selectFrom('events').select(['event_id', 'asset', 'partition_key', 'lineage']).where('cursor', '=', p.cursor.cursor),
     ),
     insertOutcome: prepare(
       db,
@@ -185,6 +198,22 @@ export function serverStatements(db: Database.Database) {
         .insertInto('streams')
         .values({ producer: p.epoch.producer, run_id: p.epoch.runId, task: p.epoch.task, epoch: p.epoch.attempt, updated_at: p.epoch.ts })
         .onConflict((oc) => oc.columns(['producer', 'run_id', 'task']).doUpdateSet({ epoch: p.epoch.attempt, updated_at: p.epoch.ts })),
+    ),
+    // The next attempt of a stream, at least atLeast: the stream's epoch moves to it at once, which
+    // fences every lower attempt before the new one has delivered anything.
+    claimAttempt: prepare(
+      db,
+      p.claim,
+      q
+        .insertInto('streams')
+        .values({ producer: p.claim.producer, run_id: p.claim.runId, task: p.claim.task, epoch: p.claim.atLeast, updated_at: p.claim.ts })
+        .onConflict((oc) =>
+          oc.columns(['producer', 'run_id', 'task']).doUpdateSet({
+            epoch: sql<number>`max(streams.epoch + 1, ${p.claim.atLeast})`,
+            updated_at: p.claim.ts,
+          }),
+        )
+        .returning('epoch'),
     ),
     saveCheckpoint: prepare(
       db,

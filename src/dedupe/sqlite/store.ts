@@ -8,7 +8,8 @@ import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
 import { ingestSteps, runIngestSync, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
-import { attemptOf, deleteInBatches, toStoredEvent } from '../tables.js';
+import { attemptOf, deleteInBatches, lineageColumns, toCauseEvent, toStoredEvent } from '../tables.js';
+import { DEFAULT_LINEAGE_POLICY, type CauseEvent, type LineagePolicy } from '../ingest/lineage.js';
 import { EventSignal } from '../event-signal.js';
 import { TokenRegistry } from '../tokens.js';
 import { serverSqliteMigrations } from './migrations.js';
@@ -21,6 +22,8 @@ export interface SqliteStoreOptions {
   now?: () => Date;
   /** How far above a stream's epoch a new attempt may be (see refuseAttempt). @defaultValue 1000 */
   maxAttemptStep?: number;
+  /** How deep consumers' chains of emissions may go, and which assets may cycle. @defaultValue depth 16, no cycles */
+  lineage?: LineagePolicy;
 }
 
 /** The embedded dedupe store: one SQLite file, one writer transaction per request. */
@@ -28,6 +31,7 @@ export class SqliteDedupeStore implements DedupeStore {
   private readonly db: Database.Database;
   private readonly now: () => Date;
   private readonly maxAttemptStep: number;
+  private readonly lineage: LineagePolicy;
   private readonly assets = new Set<string>();
   private readonly statements: ReturnType<typeof serverStatements>;
   private readonly ingestTransaction;
@@ -38,13 +42,21 @@ export class SqliteDedupeStore implements DedupeStore {
     this.db = openSqlite(options.path, options.durability ?? 'full');
     this.now = options.now ?? (() => new Date());
     this.maxAttemptStep = options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP;
+    this.lineage = options.lineage ?? DEFAULT_LINEAGE_POLICY;
     migrateSqlite(this.db, serverSqliteMigrations, (found, known) => new SchemaTooNewError(`${options.path} (server store)`, found, known));
     this.tokens = new TokenRegistry(queryBuilder(this.db), this.now);
     this.statements = serverStatements(this.db);
     for (const row of this.statements.allAssets.all()) this.assets.add(row.name);
     this.ingestTransaction = this.db.transaction((stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]) =>
       runIngestSync(
-        ingestSteps({ stream, items, now: this.now(), maxAttemptStep: this.maxAttemptStep, isRegistered: (asset) => this.assets.has(asset) }),
+        ingestSteps({
+          stream,
+          items,
+          now: this.now(),
+          maxAttemptStep: this.maxAttemptStep,
+          isRegistered: (asset) => this.assets.has(asset),
+          lineage: this.lineage,
+        }),
         this.stepHandler(stream),
       ),
     );
@@ -63,6 +75,14 @@ export class SqliteDedupeStore implements DedupeStore {
     const { producer } = stream;
     return {
       position: () => ({ epoch: s.epoch.get(ofAttempt)?.epoch ?? 0, lastSeq: s.lastSeq.get(ofAttempt)?.last_seq ?? 0 }),
+      causes: ({ cursors }) => {
+        const causes = new Map<number, CauseEvent>();
+        for (const cursor of cursors) {
+          const row = s.causeEvent.get({ cursor });
+          if (row) causes.set(cursor, toCauseEvent(row));
+        }
+        return causes;
+      },
       claim: ({ claims, clock }) =>
         new Set(
           claims
@@ -84,7 +104,7 @@ export class SqliteDedupeStore implements DedupeStore {
         return { outcomes, records };
       },
       write: ({ writes, clock }) => {
-        for (const { item, eventId } of writes.events) {
+        for (const { item, eventId, lineage } of writes.events) {
           s.insertEvent.run({
             producer,
             workflow: stream.workflow,
@@ -101,6 +121,7 @@ export class SqliteDedupeStore implements DedupeStore {
             extra: item.payload.extra ?? null,
             // Stryker disable next-line ConditionalExpression: better-sqlite3 binds undefined as NULL too
             traceContext: item.trace === undefined ? null : JSON.stringify(item.trace),
+            ...lineageColumns(lineage),
           });
         }
         for (const outcome of writes.outcomes) s.insertOutcome.run({ ...ofAttempt, ...outcome, createdAt: clock.ms });
@@ -129,6 +150,10 @@ export class SqliteDedupeStore implements DedupeStore {
     for (const row of this.statements.streamCheckpoints.all(params)) checkpoints[row.name] = JSON.parse(row.value);
     // A stream that took positions has its epoch row: the first delivery of an attempt writes both.
     return { producer, runId, task, epoch: this.statements.epoch.get(params)!.epoch, attempts, checkpoints };
+  }
+
+  async claimAttempt(producer: string, runId: string, task: string | null, atLeast: number): Promise<number> {
+    return this.statements.claimAttempt.get({ producer, runId, task: task ?? '', atLeast, ts: this.now().toISOString() })!.epoch;
   }
 
   async registerAsset(name: string): Promise<{ created: boolean }> {

@@ -1,0 +1,364 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type Database from 'better-sqlite3';
+import { z } from 'zod';
+import type { Checkpoint } from '../checkpoint/checkpoint.js';
+import type { CommitTransaction } from '../outbox/commit.js';
+import { claimAttempt, startOutbox, type CloseResult, type Outbox } from '../outbox/outbox.js';
+import { httpUrl, loggerSchema, resolveOutboxOptions } from '../outbox/options.js';
+import type { OutboxLogger } from '../outbox/relay-events.js';
+import { defaultLogger } from '../outbox/reporter.js';
+import { ServerClient } from '../outbox/server-client.js';
+import { assetNameSchema } from '../protocol/emission.js';
+import { AsyncCommitError, OptionsError } from '../protocol/errors.js';
+import { resolveOptions } from '../protocol/options.js';
+import type { Same } from '../protocol/same-type.js';
+import { nameSchema, type StoredEvent } from '../protocol/wire.js';
+import { ConsumeTransaction } from './consume-transaction.js';
+import { consumerStatements, type ConsumerStatements } from './statements.js';
+import { Trigger, type TriggerHandler, type TriggerSpec } from './triggers.js';
+
+/** The checkpoint that holds the consumer's cursor; mirrored to the server like a job's checkpoints. */
+const CURSOR_CHECKPOINT = 'oncebox.cursor';
+/** The workflow name of a consumer group's stream on the server. */
+const CONSUMER_WORKFLOW = 'oncebox-consumer';
+
+const consumerOptionsSchema = z.strictObject({
+  path: z.string().min(1),
+  server: z.union([httpUrl, z.array(httpUrl).min(1, { error: 'must list at least one server URL' })]),
+  group: nameSchema,
+  assets: z.array(assetNameSchema).min(1, { error: 'must list at least one asset to consume' }),
+  producer: nameSchema.optional(),
+  token: z.string().min(1).optional(),
+  readToken: z.string().min(1).optional(),
+  batchSize: z.number().int().min(1).max(1000).default(100),
+  waitSeconds: z.number().min(0.1).max(30).default(10),
+  durability: z.enum(['full', 'normal']).default('full'),
+  requestTimeoutMs: z.number().int().min(1).default(10_000),
+  resumeTimeoutMs: z.number().int().min(0).default(30_000),
+  retryMaxDelayMs: z.number().int().min(1).default(5_000),
+  logger: loggerSchema.optional(),
+});
+
+/** What `openConsumer` takes. */
+export interface ConsumerOptions {
+  /** The consumer's SQLite file: its cursor, the events it processed, your tables, and its outbox. Created if missing. */
+  path: string;
+  /** The oncebox server, or several instances over one PostgreSQL database. */
+  server: string | string[];
+  /** The consumer group: one cursor, one stream on the server, one live consumer at a time (the others are fenced). */
+  group: string;
+  /** The assets to consume, in cursor order across them. */
+  assets: string[];
+  /** The producer name of the group's emissions and cursor mirror. @defaultValue the group */
+  producer?: string | undefined;
+  /** A publish token of the producer: for the cursor mirror, the epoch claim and emissions. */
+  token?: string | undefined;
+  /** A read token with reads "events", when `token` cannot read events. @defaultValue token */
+  readToken?: string | undefined;
+  /** Events per fetch, and per handler call with `batch: true`. @defaultValue 100 */
+  batchSize?: number | undefined;
+  /** How long one long-poll waits for a new event, in seconds (at most 30). @defaultValue 10 */
+  waitSeconds?: number | undefined;
+  /** 'full' fsyncs every commit. @defaultValue 'full' */
+  durability?: 'full' | 'normal' | undefined;
+  /** @defaultValue 10000 */
+  requestTimeoutMs?: number | undefined;
+  /** How long a consumer starting on a fresh file keeps trying to read its mirrored cursor. @defaultValue 30000 */
+  resumeTimeoutMs?: number | undefined;
+  /** The longest pause between fetches while the server is unreachable. @defaultValue 5000 */
+  retryMaxDelayMs?: number | undefined;
+  /** Where the consumer logs what you must act on (the server unreachable, a fence). @defaultValue JSON lines on stderr */
+  logger?: OutboxLogger | undefined;
+}
+const consumerOptionsAreDocumented: Same<ConsumerOptions, z.input<typeof consumerOptionsSchema>> = true;
+void consumerOptionsAreDocumented;
+
+/** What a handler gets besides its events. */
+export interface ConsumeContext {
+  /**
+   * Commits `fn`'s writes and emissions in one SQLite transaction with the cursor advance and the
+   * processed marks: each event's effect is applied exactly once. At most once per handler call; if the
+   * handler never calls it, the consumer commits the cursor alone when the handler returns.
+   */
+  commit<R>(fn: (tx: ConsumeTransaction) => R): R;
+}
+
+export type EventHandler = (event: StoredEvent, ctx: ConsumeContext) => unknown;
+export type BatchHandler = (events: StoredEvent[], ctx: ConsumeContext) => unknown;
+
+export interface ConsumeOptions {
+  /** Stops the consumer: the run resolves after the event in hand is committed. */
+  signal?: AbortSignal | undefined;
+}
+
+export interface RunResult {
+  /** Events handed to the handler (or to the triggers) and committed by this run. */
+  processed: number;
+}
+
+/** How the consumer stands, for monitoring: what it has consumed and what went wrong last. */
+export interface ConsumerStatus {
+  cursor: number;
+  /** The attempt this consumer claimed: its epoch on the server. */
+  epoch: number;
+  /** The last error fetching events, while it lasts; null once a fetch succeeds. */
+  lastError: string | null;
+  /** Emissions and cursor updates not yet delivered to the server. */
+  pending: number;
+}
+
+/**
+ * A consumer of one group: it reads events in cursor order, and applies each one's effect exactly once,
+ * in one SQLite transaction with its cursor. Create it with `openConsumer`.
+ */
+export class Consumer {
+  private readonly statements: ConsumerStatements;
+  private readonly cursorCheckpoint: Checkpoint<number>;
+  private readonly triggers: Trigger[] = [];
+  private readonly assets: ReadonlySet<string>;
+  private running = false;
+  private lastError: string | null = null;
+  private readonly logger: OutboxLogger;
+
+  /** @internal Use openConsumer. */
+  constructor(
+    private readonly box: Outbox,
+    private readonly reader: ServerClient,
+    private readonly options: z.output<typeof consumerOptionsSchema>,
+  ) {
+    this.statements = consumerStatements(box.file.db);
+    this.cursorCheckpoint = box.checkpoint(CURSOR_CHECKPOINT, z.number().int().min(0));
+    this.assets = new Set(options.assets);
+    this.logger = options.logger ?? defaultLogger();
+  }
+
+  /** The consumer's SQLite file, for creating your tables before `run`; inside a handler use `tx.db`. */
+  get db(): Database.Database {
+    return this.box.file.db;
+  }
+
+  /** The attempt this consumer claimed from the server: its epoch. A later consumer of the group fences it. */
+  get epoch(): number {
+    return this.box.run!.attempt;
+  }
+
+  /** The cursor of the last event consumed (0 before the first). */
+  get cursor(): number {
+    return this.cursorCheckpoint.get() ?? 0;
+  }
+
+  status(): ConsumerStatus {
+    const outbox = this.box.status();
+    return { cursor: this.cursor, epoch: this.epoch, lastError: this.lastError, pending: outbox.pending + outbox.pendingCheckpoints };
+  }
+
+  /**
+   * Registers a per-partition trigger: `handler` fires once per partition key, when every asset in
+   * `when` has an event for it, inside the transaction that consumes the completing event. Register
+   * triggers before `run`.
+   */
+  trigger(spec: TriggerSpec, handler: TriggerHandler): this {
+    if (this.running) throw new OptionsError('trigger', 'consumer.trigger(): register triggers before run()');
+    const trigger = new Trigger(spec, handler);
+    const missing = trigger.when.filter((asset) => !this.assets.has(asset));
+    if (missing.length > 0) {
+      throw new OptionsError('when', `when: ${missing.map((a) => `"${a}"`).join(', ')} not among the consumer's assets; add them to openConsumer({ assets })`);
+    }
+    if (this.triggers.some((other) => other.name === trigger.name)) {
+      throw new OptionsError('name', `name: a trigger named "${trigger.name}" is registered already; give each trigger its own name`);
+    }
+    this.triggers.push(trigger);
+    return this;
+  }
+
+  /**
+   * Delivers events in cursor order until `signal` aborts: one at a time to `handler`, or, with
+   * `batch: true`, in batches of up to `batchSize` with one transaction per batch. Without a handler,
+   * only the triggers run. Rejects with FencedError once a later consumer of the group has taken over,
+   * and with the handler's own error (the event is then delivered again on the next run).
+   */
+  run(options?: ConsumeOptions): Promise<RunResult>;
+  run(handler: EventHandler, options?: ConsumeOptions & { batch?: false }): Promise<RunResult>;
+  run(handler: BatchHandler, options: ConsumeOptions & { batch: true }): Promise<RunResult>;
+  async run(
+    handlerOrOptions?: EventHandler | BatchHandler | ConsumeOptions,
+    maybeOptions: ConsumeOptions & { batch?: boolean } = {},
+  ): Promise<RunResult> {
+    const handler = typeof handlerOrOptions === 'function' ? handlerOrOptions : undefined;
+    const options: ConsumeOptions & { batch?: boolean } = typeof handlerOrOptions === 'function' ? maybeOptions : (handlerOrOptions ?? {});
+    if (!handler && this.triggers.length === 0) {
+      throw new OptionsError('handler', 'consumer.run(): give a handler, or register a trigger first');
+    }
+    if (this.running) throw new OptionsError('run', 'consumer.run(): this consumer is running already');
+    this.running = true;
+    const { signal } = options;
+    let processed = 0;
+    try {
+      await this.catchUpTriggers(signal);
+      let failures = 0;
+      while (!signal?.aborted) {
+        this.assertCurrent();
+        const after = this.cursor;
+        let events: StoredEvent[];
+        let next: number;
+        try {
+          ({ events, next } = await this.fetch(after, this.options.waitSeconds, signal));
+          this.recovered();
+          failures = 0;
+        } catch (error) {
+          if (signal?.aborted) break;
+          this.failed(error as Error);
+          await sleep(Math.min(this.options.retryMaxDelayMs, 100 * 2 ** failures++), undefined, { signal }).catch(() => undefined);
+          continue;
+        }
+        const units = handler && options.batch ? [events] : events.map((event) => [event]);
+        for (const unit of units) {
+          if (unit.length === 0) continue;
+          processed += await this.consume(unit, handler, options.batch === true);
+        }
+        // Events of other assets after the last one of ours: the cursor moves past them too.
+        if (next > this.cursor) this.box.commit((tx) => tx.set(this.cursorCheckpoint, next));
+      }
+    } finally {
+      this.running = false;
+    }
+    return { processed };
+  }
+
+  /**
+   * Waits (up to `timeoutMs`) for the emissions and cursor updates to be delivered, then closes the file.
+   * Pending rows stay in the file for the next consumer on it.
+   */
+  close(options: { timeoutMs?: number } = {}): Promise<CloseResult> {
+    return this.box.close(options);
+  }
+
+  /** A page of this consumer's events after `after`; `next` is where the page ends, across other assets too. */
+  private async fetch(after: number, waitS: number, signal?: AbortSignal): Promise<{ events: StoredEvent[]; next: number }> {
+    const only = this.assets.size === 1 ? [...this.assets][0] : undefined;
+    const page = await this.reader.events({ asset: only, after, limit: this.options.batchSize, waitS }, signal);
+    return { events: page.events.filter((event) => this.assets.has(event.asset) && event.cursor > after), next: page.next };
+  }
+
+  /** Hands one unit (an event, or a batch) to the handler and commits it; returns how many events it took. */
+  private async consume(unit: StoredEvent[], handler: EventHandler | BatchHandler | undefined, batch: boolean): Promise<number> {
+    const last = unit.at(-1)!.cursor;
+    // Delivered twice (a page fetched again after a lost answer): the first delivery's effect stands.
+    const fresh = unit.filter((event) => this.statements.isConsumed.get({ eventId: event.eventId }) === undefined);
+    if (fresh.length === 0) {
+      this.box.commit((tx) => tx.set(this.cursorCheckpoint, last));
+      return 0;
+    }
+    let committed = false;
+    const ctx: ConsumeContext = {
+      commit: <R>(fn: (tx: ConsumeTransaction) => R): R => {
+        if (committed) throw new OptionsError('ctx.commit', 'ctx.commit(): called twice for the same events; make all their writes in one commit');
+        if (typeof fn !== 'function') throw new OptionsError('fn', `ctx.commit(fn): fn must be a function (tx) => { … }, not ${typeof fn}`);
+        if (fn.constructor?.name === 'AsyncFunction') throw new AsyncCommitError();
+        committed = true;
+        return this.commitUnit(fresh, last, fn);
+      },
+    };
+    if (handler) {
+      const result = batch ? (handler as BatchHandler)(fresh, ctx) : (handler as EventHandler)(fresh[0]!, ctx);
+      if (result instanceof Promise) await result;
+    }
+    if (!committed) ctx.commit(() => undefined);
+    return fresh.length;
+  }
+
+  private commitUnit<R>(events: StoredEvent[], last: number, fn: (tx: ConsumeTransaction) => R): R {
+    return this.box.commit((commit) => {
+      const tx = new ConsumeTransaction(commit, this.box, events, null);
+      let result: R;
+      try {
+        result = fn(tx);
+      } finally {
+        tx.end();
+      }
+      if (result instanceof Promise) {
+        result.catch(() => undefined);
+        throw new AsyncCommitError();
+      }
+      const now = Date.now();
+      for (const event of events) {
+        this.statements.markConsumed.run({ eventId: event.eventId, cursor: event.cursor, now });
+        this.feedTriggers(event, commit, false);
+      }
+      commit.set(this.cursorCheckpoint, last);
+      return result;
+    });
+  }
+
+  private feedTriggers(event: StoredEvent, commit: CommitTransaction, replay: boolean): void {
+    for (const trigger of this.triggers) trigger.feed(event, { statements: this.statements, commit, box: this.box, replay });
+  }
+
+  /**
+   * A consumer that started on a fresh file resumed from the mirrored cursor, but its triggers' state
+   * (which partitions have which assets, which fired) stayed on the old file. It is rebuilt from the
+   * events up to that cursor, without firing: those firings were committed with the events that caused them.
+   */
+  private async catchUpTriggers(signal?: AbortSignal): Promise<void> {
+    const upTo = this.cursor;
+    if (this.triggers.length === 0 || upTo === 0 || this.box.resumedFrom === undefined) return;
+    if (this.triggers.some((trigger) => this.statements.anyTriggerState.get({ trigger: trigger.name }) !== undefined)) return;
+    let after = 0;
+    while (after < upTo && !signal?.aborted) {
+      const { events, next } = await this.fetch(after, 0, signal);
+      const ours = events.filter((event) => event.cursor <= upTo);
+      if (ours.length > 0) this.box.commit((commit) => ours.forEach((event) => this.feedTriggers(event, commit, true)));
+      if (next <= after) break;
+      after = next;
+    }
+  }
+
+  /** Throws FencedError when a later consumer of the group claimed the epoch and this one learnt it. */
+  private assertCurrent(): void {
+    const run = this.box.run!;
+    this.box.file.runs.assertCurrent({ runId: run.runId, task: '' }, run.attempt);
+  }
+
+  private failed(error: Error): void {
+    const message = `oncebox consumer ${this.options.group}: cannot read events: ${error.message}; retrying`;
+    // Logged once per cause, not once per retry.
+    if (this.lastError !== message) this.logger.warn({ code: 'consumer_fetch_failed', group: this.options.group }, message);
+    this.lastError = message;
+  }
+
+  private recovered(): void {
+    if (this.lastError === null) return;
+    this.logger.info({ code: 'consumer_fetch_recovered', group: this.options.group }, `oncebox consumer ${this.options.group}: reading events again`);
+    this.lastError = null;
+  }
+}
+
+/**
+ * Opens a consumer of one group: its SQLite file (created if missing), an epoch claimed from the server
+ * (fencing any consumer of the group still running), and, on a fresh file, the cursor mirrored on the
+ * server. Then call `run`.
+ */
+export async function openConsumer(options: ConsumerOptions): Promise<Consumer> {
+  const resolved = resolveOptions(consumerOptionsSchema, options, 'openConsumer');
+  const producer = resolved.producer ?? resolved.group;
+  const outboxOptions = resolveOutboxOptions({
+    path: resolved.path,
+    server: resolved.server,
+    token: resolved.token,
+    producer,
+    run: { workflow: CONSUMER_WORKFLOW, runId: resolved.group, attempt: 'claim' },
+    durability: resolved.durability,
+    requestTimeoutMs: resolved.requestTimeoutMs,
+    resumeTimeoutMs: resolved.resumeTimeoutMs,
+    resume: 'fresh-file',
+    logger: resolved.logger,
+  });
+  const box = await startOutbox(await claimAttempt(outboxOptions));
+  const reader = new ServerClient({
+    servers: outboxOptions.servers,
+    token: resolved.readToken ?? resolved.token,
+    requestTimeoutMs: resolved.requestTimeoutMs,
+  });
+  return new Consumer(box, reader, resolved);
+}
+

@@ -1,0 +1,18 @@
+export {
+  openConsumer,
+  Consumer,
+  type ConsumerOptions,
+  type ConsumeContext,
+  type EventHandler,
+  type BatchHandler,
+  type ConsumeOptions,
+  type RunResult,
+  type ConsumerStatus,
+} from './consumer.js';
+export { ConsumeTransaction, type CausedEmitOptions } from './consume-transaction.js';
+export type { TriggerSpec, TriggerHandler, TriggerContext } from './triggers.js';
+export type { Emission, EmissionInput } from '../outbox/commit.js';
+export type { CloseResult } from '../outbox/outbox.js';
+export type { OutboxLogger } from '../outbox/relay-events.js';
+export type { StoredEvent } from '../protocol/wire.js';
+export * from '../protocol/errors.js';

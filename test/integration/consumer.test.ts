@@ -1,0 +1,136 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openConsumer, type Consumer, type StoredEvent } from '../../src/consumer/index.js';
+import { FencedError } from '../../src/protocol/errors.js';
+import { openOutbox } from '../../src/outbox/index.js';
+import { startServer, type RunningServer } from '../support/server.js';
+import { tempDir } from '../support/temp.js';
+
+const quiet = { info() {}, warn() {}, error() {} };
+
+async function publish(url: string, dir: string, asset: string, partitions: string[], producer = 'orders-job'): Promise<void> {
+  const box = await openOutbox({ path: join(dir, `${producer}.db`), server: url, producer, run: { workflow: 'wf', runId: 'r1', attempt: 1 }, logger: quiet });
+  for (const partitionKey of partitions) await box.asset(asset).emit({ partitionKey });
+  await box.close();
+}
+
+/** Runs the consumer until it has consumed up to `cursor`, then stops it. */
+async function runUntil(consumer: Consumer, start: (signal: AbortSignal) => Promise<unknown>, done: () => boolean): Promise<unknown> {
+  const stop = new AbortController();
+  const running = start(stop.signal);
+  const watcher = setInterval(() => {
+    if (done()) stop.abort();
+  }, 10);
+  try {
+    return await running;
+  } finally {
+    clearInterval(watcher);
+  }
+}
+
+function counterTable(consumer: Consumer): void {
+  consumer.db.exec('CREATE TABLE IF NOT EXISTS counts (partition_key TEXT PRIMARY KEY, n INTEGER NOT NULL)');
+}
+
+function counts(consumer: Consumer): Record<string, number> {
+  const rows = consumer.db.prepare('SELECT partition_key, n FROM counts ORDER BY partition_key').all() as { partition_key: string; n: number }[];
+  return Object.fromEntries(rows.map((row) => [row.partition_key, row.n]));
+}
+
+describe('a consumer', () => {
+  let server: RunningServer;
+
+  it('applies each event once with its cursor, and emits derived events the server keeps once', async () => {
+    server = await startServer({ assets: ['orders_ready', 'orders_summarised'] });
+    const dir = tempDir();
+    await publish(server.url, dir, 'orders_ready', ['2026-11-28', '2026-11-29', '2026-11-30']);
+    const consumer = await openConsumer({ path: join(dir, 'consumer.db'), server: server.url, group: 'summariser', assets: ['orders_ready'], logger: quiet, waitSeconds: 0.2 });
+    counterTable(consumer);
+    const result = await runUntil(
+      consumer,
+      (signal) =>
+        consumer.run(
+          (event, ctx) =>
+            ctx.commit((tx) => {
+              tx.db.prepare('INSERT INTO counts VALUES (?, 1) ON CONFLICT DO UPDATE SET n = n + 1').run(event.partitionKey);
+              tx.emit('orders_summarised', { partitionKey: event.partitionKey! });
+            }),
+          { signal },
+        ),
+      () => consumer.cursor >= 3,
+    );
+    expect(result).toEqual({ processed: 3 });
+    expect(counts(consumer)).toEqual({ '2026-11-28': 1, '2026-11-29': 1, '2026-11-30': 1 });
+    expect((await consumer.close()).pending).toBe(0);
+    const summaries = await server.events({ asset: 'orders_summarised' });
+    expect(summaries.map((e) => [e.partitionKey, e.depth, e.producer])).toEqual([
+      ['2026-11-28', 1, 'summariser'],
+      ['2026-11-29', 1, 'summariser'],
+      ['2026-11-30', 1, 'summariser'],
+    ]);
+    const sources = await server.events({ asset: 'orders_ready' });
+    expect(summaries.map((e) => e.causedBy)).toEqual(sources.map((e) => e.eventId));
+  });
+
+  it('refuses, with feedback_loop, an emission of the asset and partition it consumed', async () => {
+    server = await startServer({ assets: ['orders_ready'] });
+    const dir = tempDir();
+    await publish(server.url, dir, 'orders_ready', ['p1']);
+    const consumer = await openConsumer({ path: join(dir, 'loop.db'), server: server.url, group: 'echo', assets: ['orders_ready'], logger: quiet, waitSeconds: 0.2 });
+    const receipts: Promise<unknown>[] = [];
+    await runUntil(
+      consumer,
+      (signal) =>
+        consumer.run(
+          (event, ctx) => {
+            const emission = ctx.commit((tx) => tx.emit('orders_ready', { partitionKey: event.partitionKey! }));
+            receipts.push(emission.receipt().catch((e: unknown) => e));
+          },
+          { signal },
+        ),
+      () => receipts.length >= 1,
+    );
+    const refusal = (await receipts[0]) as { code: string; message: string };
+    expect(refusal.code).toBe('rejected');
+    expect(refusal.message).toContain('feedback_loop');
+    await consumer.close({ timeoutMs: 0 });
+    expect((await server.events()).length).toBe(1);
+  });
+
+  it('fires a trigger once per partition, when both assets have it', async () => {
+    server = await startServer({ assets: ['orders_ready', 'payments_ready'] });
+    const dir = tempDir();
+    await publish(server.url, dir, 'orders_ready', ['d1', 'd2'], 'orders');
+    await publish(server.url, dir, 'payments_ready', ['d2', 'd3'], 'payments');
+    // A re-run of orders for d2: a new event for a partition that will have fired.
+    await publish(server.url, join(dir, 'rerun'), 'payments_ready', ['d2'], 'payments-rerun');
+    const consumer = await openConsumer({
+      path: join(dir, 'trigger.db'),
+      server: server.url,
+      group: 'joiner',
+      assets: ['orders_ready', 'payments_ready'],
+      logger: quiet,
+      waitSeconds: 0.2,
+    });
+    const fired: [string, string[]][] = [];
+    consumer.trigger({ when: ['orders_ready', 'payments_ready'] }, (partition, events) => {
+      fired.push([partition, events.map((e: StoredEvent) => e.asset)]);
+    });
+    await runUntil(consumer, (signal) => consumer.run({ signal }), () => consumer.cursor >= 5);
+    expect(fired).toEqual([['d2', ['orders_ready', 'payments_ready']]]);
+    await consumer.close();
+  });
+
+  it('is fenced by a consumer of the same group that starts after it', async () => {
+    server = await startServer({ assets: ['orders_ready'] });
+    const dir = tempDir();
+    await publish(server.url, dir, 'orders_ready', ['a']);
+    const old = await openConsumer({ path: join(dir, 'old.db'), server: server.url, group: 'g', assets: ['orders_ready'], logger: quiet, waitSeconds: 0.2 });
+    const replacement = await openConsumer({ path: join(dir, 'new.db'), server: server.url, group: 'g', assets: ['orders_ready'], logger: quiet, waitSeconds: 0.2 });
+    expect(replacement.epoch).toBeGreaterThan(old.epoch);
+    await publish(server.url, join(dir, 'more'), 'orders_ready', ['b'], 'more');
+    await expect(old.run((_event, ctx) => ctx.commit(() => undefined))).rejects.toBeInstanceOf(FencedError);
+    await old.close({ timeoutMs: 0 });
+    await replacement.close({ timeoutMs: 0 });
+  });
+});
