@@ -3,6 +3,7 @@ import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import type { CommitTransaction } from '../outbox/commit.js';
+import { failpoint } from '../outbox/failpoints.js';
 import { claimAttempt, startOutbox, type CloseResult, type Outbox } from '../outbox/outbox.js';
 import { httpUrl, loggerSchema, resolveOutboxOptions } from '../outbox/options.js';
 import type { OutboxLogger } from '../outbox/relay-events.js';
@@ -259,11 +260,13 @@ export class Consumer {
         return this.commitUnit(fresh, last, fn);
       },
     };
+    failpoint('consume:before-handler');
     if (handler) {
       const result = batch ? (handler as BatchHandler)(fresh, ctx) : (handler as EventHandler)(fresh[0]!, ctx);
       if (result instanceof Promise) await result;
     }
     if (!committed) ctx.commit(() => undefined);
+    failpoint('consume:after-commit');
     return fresh.length;
   }
 

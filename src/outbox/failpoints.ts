@@ -6,9 +6,11 @@
  * - `commit:after-write`: inside the commit's SQLite transaction, every row written, not yet committed.
  * - `commit:after-commit`: the commit is durable; the relay has not been woken.
  * - `relay:after-response`: the server has stored the batch and answered; no receipt is recorded yet.
+ * - `consume:before-handler`: a consumer fetched events and is about to hand them to its handler.
+ * - `consume:after-commit`: a consumer committed an event's effect and cursor; the relay may be delivering.
  * @internal
  */
-export type FailpointName = 'commit:after-write' | 'commit:after-commit' | 'relay:after-response';
+export type FailpointName = 'commit:after-write' | 'commit:after-commit' | 'relay:after-response' | 'consume:before-handler' | 'consume:after-commit';
 
 const armed = parse(process.env.ONCEBOX_FAILPOINT);
 let hits = 0;

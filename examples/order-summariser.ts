@@ -1,0 +1,59 @@
+/**
+ * A read-process-emit consumer: for each "orders_ready" event it adds the partition to its own table of
+ * counts and emits "orders_summarised" for the same partition, in one SQLite transaction with its cursor.
+ * Killed at any point and restarted, on its file or on a fresh one, each event's effect is applied once
+ * and each summary reaches the server once. The crash tests run it as a child process and kill it.
+ *
+ *   tsx examples/order-summariser.ts --db FILE --server URL [--group summariser] [--until CURSOR]
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { FencedError, openConsumer } from '../src/consumer/index.js';
+
+const { values: args } = parseArgs({
+  options: {
+    db: { type: 'string' },
+    server: { type: 'string' },
+    group: { type: 'string', default: 'summariser' },
+    /** Stop once the cursor reaches this (the tests know how many events there are). */
+    until: { type: 'string' },
+    /** A pause after each event, so that a test can kill the consumer while its relay keeps up. */
+    'pause-ms': { type: 'string', default: '0' },
+  },
+  strict: true,
+});
+if (!args.db || !args.server) {
+  console.error('usage: order-summariser --db FILE --server URL [--group NAME] [--until CURSOR]');
+  process.exit(2);
+}
+
+const consumer = await openConsumer({ path: args.db, server: args.server, group: args.group!, assets: ['orders_ready'], waitSeconds: 1 });
+consumer.db.exec('CREATE TABLE IF NOT EXISTS order_counts (partition_key TEXT PRIMARY KEY, applied INTEGER NOT NULL)');
+const addCount = consumer.db.prepare('INSERT INTO order_counts VALUES (?, 1) ON CONFLICT DO UPDATE SET applied = applied + 1');
+console.log(JSON.stringify({ event: 'start', epoch: consumer.epoch, cursor: consumer.cursor }));
+
+const stop = new AbortController();
+const pauseMs = Number(args['pause-ms']);
+const until = args.until === undefined ? Number.POSITIVE_INFINITY : Number(args.until);
+try {
+  await consumer.run(
+    async (event, ctx) => {
+      ctx.commit((tx) => {
+        addCount.run(event.partitionKey);
+        tx.emit('orders_summarised', { partitionKey: event.partitionKey ?? undefined, extra: { source: event.eventId } });
+      });
+      console.log(JSON.stringify({ event: 'consumed', cursor: event.cursor, partitionKey: event.partitionKey }));
+      if (event.cursor >= until) stop.abort();
+      else await sleep(pauseMs);
+    },
+    { signal: stop.signal },
+  );
+} catch (error) {
+  if (!(error instanceof FencedError)) throw error;
+  console.log(JSON.stringify({ event: 'fenced', message: error.message }));
+  await consumer.close({ timeoutMs: 0 });
+  process.exit(3);
+}
+const cursor = consumer.cursor;
+const closed = await consumer.close();
+console.log(JSON.stringify({ event: 'done', cursor, pending: closed.pending }));
