@@ -19,6 +19,8 @@ const { values: args } = parseArgs({
     until: { type: 'string' },
     /** A pause after each event, so that a test can kill the consumer while its relay keeps up. */
     'pause-ms': { type: 'string', default: '0' },
+    /** One row per delivery request, one at a time: a test can kill it between an emission's delivery and its cursor's. */
+    'relay-one-row': { type: 'boolean', default: false },
   },
   strict: true,
 });
@@ -27,7 +29,15 @@ if (!args.db || !args.server) {
   process.exit(2);
 }
 
-const consumer = await openConsumer({ path: args.db, server: args.server, group: args.group!, assets: ['orders_ready'], waitSeconds: 1 });
+const consumer = await openConsumer({
+  path: args.db,
+  server: args.server,
+  group: args.group!,
+  assets: ['orders_ready'],
+  waitSeconds: 1,
+  // One row per request, one request at a time: a test can then kill it between two rows' delivery.
+  relay: args['relay-one-row'] ? { batchMaxRows: 1, maxInFlight: 1 } : {},
+});
 consumer.db.exec('CREATE TABLE IF NOT EXISTS order_counts (partition_key TEXT PRIMARY KEY, applied INTEGER NOT NULL)');
 const addCount = consumer.db.prepare('INSERT INTO order_counts VALUES (?, 1) ON CONFLICT DO UPDATE SET applied = applied + 1');
 console.log(JSON.stringify({ event: 'start', epoch: consumer.epoch, cursor: consumer.cursor }));

@@ -37,6 +37,9 @@ const consumerOptionsSchema = z.strictObject({
   requestTimeoutMs: z.number().int().min(1).default(10_000),
   resumeTimeoutMs: z.number().int().min(0).default(30_000),
   retryMaxDelayMs: z.number().int().min(1).default(5_000),
+  relay: z
+    .strictObject({ batchMaxRows: z.number().int().min(1).max(1000).optional(), maxInFlight: z.number().int().min(1).max(64).optional() })
+    .default({}),
   logger: loggerSchema.optional(),
 });
 
@@ -68,6 +71,8 @@ export interface ConsumerOptions {
   resumeTimeoutMs?: number | undefined;
   /** The longest pause between fetches while the server is unreachable. @defaultValue 5000 */
   retryMaxDelayMs?: number | undefined;
+  /** How the relay delivers emissions and cursor updates: rows per request, requests in flight. @defaultValue 500 rows, 4 in flight */
+  relay?: { batchMaxRows?: number | undefined; maxInFlight?: number | undefined } | undefined;
   /** Where the consumer logs what you must act on (the server unreachable, a fence). @defaultValue JSON lines on stderr */
   logger?: OutboxLogger | undefined;
 }
@@ -355,6 +360,7 @@ export async function openConsumer(options: ConsumerOptions): Promise<Consumer> 
     resumeTimeoutMs: resolved.resumeTimeoutMs,
     resume: 'fresh-file',
     logger: resolved.logger,
+    ...resolved.relay,
   });
   const box = await startOutbox(await claimAttempt(outboxOptions));
   const reader = new ServerClient({

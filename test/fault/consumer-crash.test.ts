@@ -27,8 +27,9 @@ function appliedCounts(path: string): Map<string, number> {
 }
 
 /** Runs the consumer to the last event; with a pause after each, its relay delivers as it goes. */
-function consume(server: RunningServer, db: string, env: Record<string, string> = {}, pauseMs = 0) {
-  return runScript(CONSUMER, ['--db', db, '--server', server.url, '--until', String(EVENTS), '--pause-ms', String(pauseMs)], { env, timeoutMs: 60_000 });
+function consume(server: RunningServer, db: string, env: Record<string, string> = {}, pauseMs = 0, extra: string[] = []) {
+  const args = ['--db', db, '--server', server.url, '--until', String(EVENTS), '--pause-ms', String(pauseMs), ...extra];
+  return runScript(CONSUMER, args, { env, timeoutMs: 60_000 });
 }
 
 /** Each source event has exactly one summary on the server, in the order of the sources. */
@@ -63,11 +64,14 @@ describe('a consumer killed with SIGKILL', () => {
     ['before the handler', 'consume:before-handler@6'],
     ["between its emission's commit and its delivery", 'commit:after-commit@6'],
     ['after the commit, before the next fetch', 'consume:after-commit@6'],
-  ])('%s, restarted on a fresh file, resumes from the mirrored cursor and sends each summary once', { timeout: 120_000 }, async (_name, failpoint) => {
+    // One row per request: the summary of an event reached the server, its cursor update did not. The
+    // fresh file processes that event again and derives the same key: the server keeps one summary.
+    ['after a summary was delivered, before its cursor was', 'relay:after-response@11', ['--relay-one-row']],
+  ])('%s, restarted on a fresh file, resumes from the mirrored cursor and sends each summary once', { timeout: 120_000 }, async (_name, failpoint, extra: string[] = []) => {
     const server = await startServer({ assets: ['orders_ready', 'orders_summarised'] });
     const dir = tempDir();
     await publishOrders(server, dir);
-    const killed = await consume(server, join(dir, 'lost-machine.db'), { ONCEBOX_FAILPOINT: failpoint }, 100);
+    const killed = await consume(server, join(dir, 'lost-machine.db'), { ONCEBOX_FAILPOINT: failpoint }, 100, extra);
     expect(killed.signal).toBe('SIGKILL');
     const fresh = join(dir, 'new-machine.db');
     const restarted = await consume(server, fresh);
