@@ -10,7 +10,7 @@ import type { OutboxLogger } from '../outbox/relay-events.js';
 import { defaultLogger } from '../outbox/reporter.js';
 import { ServerClient } from '../outbox/server-client.js';
 import { assetNameSchema } from '../protocol/emission.js';
-import { AsyncCommitError, OptionsError } from '../protocol/errors.js';
+import { AsyncCommitError, FencedError, OptionsError } from '../protocol/errors.js';
 import { resolveOptions } from '../protocol/options.js';
 import type { Same } from '../protocol/same-type.js';
 import { nameSchema, type StoredEvent } from '../protocol/wire.js';
@@ -225,6 +225,11 @@ export class Consumer {
         // Events of other assets after the last one of ours: the cursor moves past them too.
         if (next > this.cursor) this.box.commit((tx) => tx.set(this.cursorCheckpoint, next));
       }
+    } catch (error) {
+      // A fenced consumer's relay lets go of the file at once: on a shared file, the replacement's relay
+      // takes the lease and delivers the rows the replacement took over.
+      if (error instanceof FencedError) await this.box.relay?.stop();
+      throw error;
     } finally {
       this.running = false;
     }
