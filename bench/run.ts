@@ -6,6 +6,7 @@
  */
 import { parseArgs } from 'node:util';
 import { commitBench } from './commit-bench.js';
+import { consumeLatency, consumerThroughput } from './consumer-bench.js';
 import { e2eOncebox, e2eRawChain, fsyncMs, latency } from './e2e-bench.js';
 import { pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
 import { median } from './support.js';
@@ -29,13 +30,21 @@ console.log(`  pages written per commit:        oncebox ${commit100.onceboxPages
 const events = Math.round(50_000 * scale);
 const e2e: number[] = [];
 const raw: number[] = [];
+// The consumer's rate is measured in the same rounds, so that its ratio to the producer's is side by side.
+const consumed: number[] = [];
 for (let i = 0; i < Math.max(2, rounds - 2); i++) {
   raw.push(e2eRawChain(events));
   e2e.push(await e2eOncebox(events));
+  consumed.push(await consumerThroughput(events));
 }
 const e2eRate = median(e2e);
 const rawRate = median(raw);
 console.log(`end to end, ${fmt(events)} events:  oncebox ${fmt(e2eRate)} events/s delivered, raw chain ${fmt(rawRate)} events/s, ratio ${ratio(e2eRate / rawRate)} (target >= 1.0)`);
+
+const consumerRate = median(consumed);
+console.log(`consumer, ${fmt(events)} events in batches: ${fmt(consumerRate)} events/s processed, ratio to the producer's end to end ${ratio(consumerRate / e2eRate)} (target >= 1.0)`);
+const consumeLat = await consumeLatency(values.quick ? 100 : 300);
+console.log(`commit to consumer handler (long-poll): p50 ${consumeLat.p50.toFixed(2)} ms (target <= 5), p99 ${consumeLat.p99.toFixed(2)} ms (target <= 25)`);
 
 const lat = await latency(values.quick ? 100 : 300);
 const fsync = fsyncMs(values.quick ? 100 : 300);
@@ -102,6 +111,10 @@ if (values.json) {
       e2e_events_per_s: Math.round(e2eRate),
       raw_chain_events_per_s: Math.round(rawRate),
       e2e_ratio_to_raw_chain: Number((e2eRate / rawRate).toFixed(3)),
+      consumer_events_per_s: Math.round(consumerRate),
+      consumer_ratio_to_e2e: Number((consumerRate / e2eRate).toFixed(3)),
+      consume_latency_p50_ms: Number(consumeLat.p50.toFixed(2)),
+      consume_latency_p99_ms: Number(consumeLat.p99.toFixed(2)),
       latency_p50_ms: Number(lat.p50.toFixed(3)),
       latency_p99_ms: Number(lat.p99.toFixed(3)),
       fsync_ms: Number(fsync.toFixed(3)),
