@@ -4,7 +4,8 @@
  * Killed at any point and restarted, on its file or on a fresh one, each event's effect is applied once
  * and each summary reaches the server once. The crash tests run it as a child process and kill it.
  *
- *   tsx examples/order-summariser.ts --db FILE --server URL [--group summariser] [--until CURSOR]
+ *   tsx examples/order-summariser.ts --db FILE --server URL [--group summariser] [--source orders_ready]
+ *     [--target orders_summarised] [--until CURSOR]
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -15,6 +16,8 @@ const { values: args } = parseArgs({
     db: { type: 'string' },
     server: { type: 'string' },
     group: { type: 'string', default: 'summariser' },
+    source: { type: 'string', default: 'orders_ready' },
+    target: { type: 'string', default: 'orders_summarised' },
     /** Stop once the cursor reaches this (the tests know how many events there are). */
     until: { type: 'string' },
     /** A pause after each event, so that a test can kill the consumer while its relay keeps up. */
@@ -33,7 +36,7 @@ const consumer = await openConsumer({
   path: args.db,
   server: args.server,
   group: args.group!,
-  assets: ['orders_ready'],
+  assets: [args.source!],
   waitSeconds: 1,
   // One row per request, one request at a time: a test can then kill it between two rows' delivery.
   relay: args['relay-one-row'] ? { batchMaxRows: 1, maxInFlight: 1 } : {},
@@ -50,7 +53,7 @@ try {
     async (event, ctx) => {
       ctx.commit((tx) => {
         addCount.run(event.partitionKey);
-        tx.emit('orders_summarised', { partitionKey: event.partitionKey ?? undefined, extra: { source: event.eventId } });
+        tx.emit(args.target!, { partitionKey: event.partitionKey ?? undefined, extra: { source: event.eventId } });
       });
       console.log(JSON.stringify({ event: 'consumed', cursor: event.cursor, partitionKey: event.partitionKey }));
       if (event.cursor >= until) stop.abort();

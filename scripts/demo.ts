@@ -156,9 +156,52 @@ const scenarios: Scenario[] = [
   zombieScenario('zombie-same', 'a zombie attempt beside its retry on the same machine, sharing its outbox file', true),
 ];
 
+/**
+ * The consumer stage: a summariser consumes every batch_ready event and emits batch_summarised for it; it
+ * is SIGKILLed part-way and restarted on a fresh file (its machine lost). Then a trigger joins
+ * batch_ready and batch_summarised by partition and emits batch_closed, once per partition, though each
+ * partition has a batch_ready event from every run.
+ */
+async function consumerStage(url: string): Promise<string | undefined> {
+  console.log('consumer stage: a summariser SIGKILLed and restarted on a fresh file, then a per-partition trigger');
+  const sources = (await allEvents(url)).filter((event) => event.asset === 'batch_ready');
+  const until = String(sources.at(-1)!.cursor);
+  const summariser = (db: string) => ['--db', join(dir, db), '--server', url, '--group', 'summariser', '--source', 'batch_ready', '--target', 'batch_summarised', '--until', until];
+  let consumed = 0;
+  const killed = start('examples/order-summariser.ts', summariser('summariser-1.db'), (line, child) => {
+    if (line.event === 'consumed' && ++consumed === Math.floor(sources.length / 3)) child.kill('SIGKILL');
+  });
+  const first = await killed.exit;
+  console.log(`  summariser killed with ${first.signal ?? `exit ${first.code}`} after ${consumed} events`);
+  let resumedAt: unknown;
+  const again = start('examples/order-summariser.ts', summariser('summariser-2.db'), (line) => {
+    if (line.event === 'start') resumedAt = line.cursor;
+  });
+  const second = await again.exit;
+  console.log(`  summariser restarted on a fresh file from the mirrored cursor ${String(resumedAt)}, exited ${second.code}`);
+  const summaries = (await allEvents(url)).filter((event) => event.asset === 'batch_summarised');
+  const causes = summaries.map((event) => event.causedBy);
+  if (second.code !== 0) return `the restarted summariser exited ${second.code}`;
+  if (summaries.length !== sources.length || new Set(causes).size !== causes.length || causes.some((cause, i) => cause !== sources[i]!.eventId)) {
+    return `${summaries.length} summaries for ${sources.length} batch events (each must have exactly one, in order)`;
+  }
+  console.log(`  ${summaries.length} batch events, ${summaries.length} summaries: each exactly once, in order`);
+  const lastSummary = String(summaries.at(-1)!.cursor);
+  let fired = 0;
+  const trigger = start('examples/partition-trigger.ts', ['--db', join(dir, 'trigger.db'), '--server', url, '--when', 'batch_ready,batch_summarised', '--emit', 'batch_closed', '--until', lastSummary], (line) => {
+    if (line.event === 'fired') fired++;
+  });
+  await trigger.exit;
+  const closed = (await allEvents(url)).filter((event) => event.asset === 'batch_closed');
+  const partitions = new Set(sources.map((event) => event.partitionKey));
+  console.log(`  trigger fired ${fired} times for ${partitions.size} partitions (${sources.length / partitions.size} runs each); ${closed.length} batch_closed events`);
+  if (fired !== partitions.size || closed.length !== partitions.size) return `the trigger fired ${fired} times for ${partitions.size} partitions`;
+  return undefined;
+}
+
 async function main(): Promise<boolean> {
   const assets = join(dir, 'assets.txt');
-  writeFileSync(assets, 'batch_ready\n');
+  writeFileSync(assets, 'batch_ready\nbatch_summarised\nbatch_closed\n');
   let url = '';
   const server = start('src/cli/main.ts', ['server', '--db', join(dir, 'server.db'), '--port', '0', '--assets', assets], (line) => {
     if (line.event === 'listening') url = line.url as string;
@@ -179,13 +222,16 @@ async function main(): Promise<boolean> {
     const problem = failure ?? problemWith(events);
     if (problem) failures.push(`run ${scenario.runId}: ${problem}`);
   }
+  const consumerProblem = await consumerStage(url);
+  if (consumerProblem) failures.push(`consumer stage: ${consumerProblem}`);
   server.child.kill('SIGTERM');
   await server.exit;
 
   console.log(
     failures.length > 0
       ? `verdict: FAIL ${failures.join('; ')}`
-      : `verdict: ok (${scenarios.length} runs of ${BATCHES} batches, each batch exactly once and in order, through a SIGKILL, a lost outbox file and a fenced zombie on another machine and on the same one)`,
+      : `verdict: ok (${scenarios.length} runs of ${BATCHES} batches, each batch exactly once and in order, through a SIGKILL, a lost outbox file and a fenced zombie on another machine and on the same one; ` +
+          `each batch summarised once by a consumer SIGKILLed and restarted on a fresh file, and the trigger fired once per partition)`,
   );
   return failures.length === 0;
 }

@@ -1,0 +1,44 @@
+/**
+ * A per-partition trigger: "start the daily close once both orders and payments for a day are in". It
+ * fires once per partition key, when every listed asset has an event for it, and emits the event that
+ * starts the downstream work, in the transaction that consumes the completing event. A duplicate, or a
+ * re-run's event for a day that already fired, does not fire it again.
+ *
+ *   tsx examples/partition-trigger.ts --db FILE --server URL --when orders_ready,payments_ready --emit daily_close_ready [--until CURSOR]
+ */
+import { parseArgs } from 'node:util';
+import { openConsumer } from '../src/consumer/index.js';
+
+const { values: args } = parseArgs({
+  options: {
+    db: { type: 'string' },
+    server: { type: 'string' },
+    group: { type: 'string', default: 'daily-close' },
+    when: { type: 'string', default: 'orders_ready,payments_ready' },
+    emit: { type: 'string', default: 'daily_close_ready' },
+    /** Stop once the cursor reaches this. */
+    until: { type: 'string' },
+  },
+  strict: true,
+});
+if (!args.db || !args.server) {
+  console.error('usage: partition-trigger --db FILE --server URL [--when A,B] [--emit ASSET] [--until CURSOR]');
+  process.exit(2);
+}
+const when = args.when!.split(',');
+const until = args.until === undefined ? Number.POSITIVE_INFINITY : Number(args.until);
+
+const consumer = await openConsumer({ path: args.db, server: args.server, group: args.group!, assets: when, waitSeconds: 1 });
+const stop = new AbortController();
+consumer.trigger({ when, by: 'partitionKey' }, (partition, events, ctx) => {
+  ctx.tx.emit(args.emit!, { partitionKey: partition, extra: { inputs: events.map((event) => event.eventId) } });
+  console.log(JSON.stringify({ event: 'fired', partition, refresh: ctx.refresh }));
+});
+const watch = setInterval(() => {
+  if (consumer.cursor >= until) stop.abort();
+}, 20);
+await consumer.run({ signal: stop.signal });
+clearInterval(watch);
+const cursor = consumer.cursor;
+const { pending } = await consumer.close();
+console.log(JSON.stringify({ event: 'done', cursor, pending }));
