@@ -136,6 +136,10 @@ export class Consumer {
     this.cursorCheckpoint = box.checkpoint(CURSOR_CHECKPOINT, z.number().int().min(0));
     this.assets = new Set(options.assets);
     this.logger = options.logger ?? defaultLogger();
+    // The file took its cursor from the server's mirror (the transaction that did wrote 'resumed'): its
+    // triggers' state must be rebuilt up to that cursor. Planned here, before anything is consumed, so a
+    // crash between the resume and this start still finds the cursor it resumed from.
+    if (box.file.meta.read('resumed') !== undefined) this.statements.planRebuild.run({ upTo: this.cursor });
   }
 
   /** The consumer's SQLite file, for creating your tables before `run`; inside a handler use `tx.db`. */
@@ -201,22 +205,11 @@ export class Consumer {
     let processed = 0;
     try {
       await this.catchUpTriggers(signal);
-      let failures = 0;
       while (!signal?.aborted) {
         this.assertCurrent();
-        const after = this.cursor;
-        let events: StoredEvent[];
-        let next: number;
-        try {
-          ({ events, next } = await this.fetch(after, this.options.waitSeconds, signal));
-          this.recovered();
-          failures = 0;
-        } catch (error) {
-          if (signal?.aborted) break;
-          this.failed(error as Error);
-          await sleep(Math.min(this.options.retryMaxDelayMs, 100 * 2 ** failures++), undefined, { signal }).catch(() => undefined);
-          continue;
-        }
+        const page = await this.fetchRetrying(this.cursor, this.options.waitSeconds, signal);
+        if (!page) break;
+        const { events, next } = page;
         const units = handler && options.batch ? [events] : events.map((event) => [event]);
         for (const unit of units) {
           if (unit.length === 0) continue;
@@ -310,33 +303,45 @@ export class Consumer {
   /**
    * A consumer that started on a fresh file resumed from the mirrored cursor, but its triggers' state
    * (which partitions have which assets, which fired) stayed on the old file. It is rebuilt from the
-   * events up to that cursor, without firing: those firings were committed with the events that caused them.
+   * events up to that cursor, without firing: those firings were committed with the events that caused
+   * them. Each page commits its part of the state with the rebuild's progress, so a rebuild stopped
+   * part-way goes on from there at the next run.
    */
   private async catchUpTriggers(signal?: AbortSignal): Promise<void> {
-    const upTo = this.cursor;
-    if (this.triggers.length === 0 || upTo === 0 || this.box.resumedFrom === undefined) return;
-    if (this.triggers.some((trigger) => this.statements.anyTriggerState.get({ trigger: trigger.name }) !== undefined)) return;
-    let after = 0;
-    let failures = 0;
-    while (after < upTo && !signal?.aborted) {
-      let page: { events: StoredEvent[]; next: number };
-      try {
-        page = await this.fetch(after, 0, signal);
-        this.recovered();
-        failures = 0;
-      } catch (error) {
-        // Stopped while catching up. Known gap (issue 12 note): a rebuild stopped part-way is not resumed.
-        if (signal?.aborted) return;
-        this.failed(error as Error);
-        await sleep(Math.min(this.options.retryMaxDelayMs, 100 * 2 ** failures++), undefined, { signal }).catch(() => undefined);
-        continue;
-      }
-      const { events, next } = page;
-      const ours = events.filter((event) => event.cursor <= upTo);
-      if (ours.length > 0) this.box.commit((commit) => ours.forEach((event) => this.feedTriggers(event, commit, true)));
-      if (next <= after) break;
-      after = next;
+    const plan = this.statements.rebuild.get();
+    if (this.triggers.length === 0 || plan === undefined) return;
+    let after = plan.done_through;
+    while (after < plan.up_to) {
+      const page = await this.fetchRetrying(after, 0, signal);
+      if (!page) return;
+      const ours = page.events.filter((event) => event.cursor <= plan.up_to);
+      // An empty page past `after`: the events up to the cursor are gone (compacted); nothing more to rebuild.
+      const through = page.next <= after ? plan.up_to : Math.min(page.next, plan.up_to);
+      this.box.commit((commit) => {
+        for (const event of ours) this.feedTriggers(event, commit, true);
+        this.statements.advanceRebuild.run({ doneThrough: through });
+      });
+      after = through;
     }
+  }
+
+  /**
+   * A page of events, fetched again with backoff while the server cannot be read (logged once per
+   * cause); undefined once `signal` aborts.
+   */
+  private async fetchRetrying(after: number, waitS: number, signal?: AbortSignal): Promise<{ events: StoredEvent[]; next: number } | undefined> {
+    for (let failures = 0; !signal?.aborted; failures++) {
+      try {
+        const page = await this.fetch(after, waitS, signal);
+        this.recovered();
+        return page;
+      } catch (error) {
+        if (signal?.aborted) break;
+        this.failed(error as Error);
+        await sleep(Math.min(this.options.retryMaxDelayMs, 100 * 2 ** failures), undefined, { signal }).catch(() => undefined);
+      }
+    }
+    return undefined;
   }
 
   /** Throws FencedError when a later consumer of the group claimed the epoch and this one learnt it. */

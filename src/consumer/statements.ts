@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
 import type { OutboxSchema } from '../outbox/outbox-file.js';
-import { params, prepare, queryBuilder } from '../sqlite/statements.js';
+import { params, prepare, prepareConstant, queryBuilder } from '../sqlite/statements.js';
 
 /** @internal What a consumer reads and writes in its file besides the outbox: processed marks and trigger state. */
 export type ConsumerStatements = ReturnType<typeof consumerStatements>;
@@ -15,7 +15,8 @@ export function consumerStatements(db: Database.Database) {
     partition: params<{ trigger: string; partitionKey: string }>(),
     arrival: params<{ trigger: string; partitionKey: string; asset: string; event: string }>(),
     firing: params<{ trigger: string; partitionKey: string; fired: number; lastCursor: number; now: number }>(),
-    trigger: params<{ trigger: string }>(),
+    rebuild: params<{ upTo: number }>(),
+    progress: params<{ doneThrough: number }>(),
   };
   return {
     isConsumed: prepare(db, p.event, q.selectFrom('consumed').select('cursor').where('event_id', '=', p.event.eventId)),
@@ -69,6 +70,16 @@ export function consumerStatements(db: Database.Database) {
           oc.columns(['trigger', 'partition_key']).doUpdateSet({ fired: p.firing.fired, last_cursor: p.firing.lastCursor, fired_at: p.firing.now }),
         ),
     ),
-    anyTriggerState: prepare(db, p.trigger, q.selectFrom('trigger_arrivals').select('asset').where('trigger', '=', p.trigger.trigger).limit(sql.lit(1))),
+    rebuild: prepareConstant(db, q.selectFrom('trigger_rebuild').select(['up_to', 'done_through']).where('id', '=', sql.lit(1))),
+    // Once per file: the row stays when the rebuild is done, so a later start does not plan it again.
+    planRebuild: prepare(
+      db,
+      p.rebuild,
+      q
+        .insertInto('trigger_rebuild')
+        .values({ id: sql.lit(1), up_to: p.rebuild.upTo, done_through: sql.lit(0) })
+        .onConflict((oc) => oc.doNothing()),
+    ),
+    advanceRebuild: prepare(db, p.progress, q.updateTable('trigger_rebuild').set({ done_through: p.progress.doneThrough }).where('id', '=', sql.lit(1))),
   };
 }

@@ -229,6 +229,14 @@ export const outboxMigrations: readonly Migration[] = [
         fired_at INTEGER NOT NULL,
         PRIMARY KEY (trigger, partition_key)
       ) WITHOUT ROWID;
+
+      -- A consumer that started on a fresh file rebuilds its triggers' state from the events up to the
+      -- cursor it resumed from; the row keeps how far it got, so that a rebuild stopped part-way goes on.
+      CREATE TABLE trigger_rebuild (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        up_to INTEGER NOT NULL,
+        done_through INTEGER NOT NULL
+      );
     `,
   },
 ];

@@ -48,6 +48,7 @@ export interface OutboxSchema {
   consumed: { event_id: string; cursor: number; consumed_at: number };
   trigger_arrivals: { trigger: string; partition_key: string; asset: string; event: string };
   trigger_firings: { trigger: string; partition_key: string; fired: number; last_cursor: number; fired_at: number };
+  trigger_rebuild: { id: number; up_to: number; done_through: number };
   dead_letter_actions: {
     id: Generated<number>;
     row_key: string;
