@@ -4,13 +4,14 @@ import { z } from 'zod';
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import type { CommitTransaction } from '../outbox/commit.js';
 import { failpoint } from '../outbox/failpoints.js';
-import { claimAttempt, startOutbox, type CloseResult, type Outbox } from '../outbox/outbox.js';
-import { httpUrl, loggerSchema, resolveOutboxOptions } from '../outbox/options.js';
+import { assertSyncCallback, refusePromise } from '../outbox/sync-callback.js';
+import { openResolvedOutbox, type CloseResult, type Outbox } from '../outbox/outbox.js';
+import { loggerSchema, resolveOutboxOptions, serversSchema } from '../outbox/options.js';
 import type { OutboxLogger } from '../outbox/relay-events.js';
 import { defaultLogger } from '../outbox/reporter.js';
 import { ServerClient } from '../outbox/server-client.js';
 import { assetNameSchema } from '../protocol/emission.js';
-import { AsyncCommitError, FencedError, OptionsError } from '../protocol/errors.js';
+import { FencedError, OptionsError } from '../protocol/errors.js';
 import { resolveOptions } from '../protocol/options.js';
 import type { Same } from '../protocol/same-type.js';
 import { nameSchema, type StoredEvent } from '../protocol/wire.js';
@@ -25,7 +26,7 @@ const CONSUMER_WORKFLOW = 'oncebox-consumer';
 
 const consumerOptionsSchema = z.strictObject({
   path: z.string().min(1),
-  server: z.union([httpUrl, z.array(httpUrl).min(1, { error: 'must list at least one server URL' })]),
+  server: serversSchema,
   group: nameSchema,
   assets: z.array(assetNameSchema).min(1, { error: 'must list at least one asset to consume' }),
   producer: nameSchema.optional(),
@@ -122,6 +123,8 @@ export class Consumer {
   private readonly cursorCheckpoint: Checkpoint<number>;
   private readonly triggers: Trigger[] = [];
   private readonly assets: ReadonlySet<string>;
+  /** The one asset consumed, which the server then filters on; undefined for several, filtered here. */
+  private readonly onlyAsset: string | undefined;
   private running = false;
   private lastError: string | null = null;
   private readonly logger: OutboxLogger;
@@ -135,6 +138,7 @@ export class Consumer {
     this.statements = consumerStatements(box.file.db);
     this.cursorCheckpoint = box.checkpoint(CURSOR_CHECKPOINT, z.number().int().min(0));
     this.assets = new Set(options.assets);
+    this.onlyAsset = this.assets.size === 1 ? options.assets[0] : undefined;
     this.logger = options.logger ?? defaultLogger();
     // The file took its cursor from the server's mirror (the transaction that did wrote 'resumed'): its
     // triggers' state must be rebuilt up to that cursor. Planned here, before anything is consumed, so a
@@ -216,7 +220,7 @@ export class Consumer {
           processed += await this.consume(unit, handler, options.batch === true);
         }
         // Events of other assets after the last one of ours: the cursor moves past them too.
-        if (next > this.cursor) this.box.commit((tx) => tx.set(this.cursorCheckpoint, next));
+        if (next > this.cursor) this.advanceCursor(next);
       }
     } catch (error) {
       // A fenced consumer's relay lets go of the file at once: on a shared file, the replacement's relay
@@ -239,8 +243,7 @@ export class Consumer {
 
   /** A page of this consumer's events after `after`; `next` is where the page ends, across other assets too. */
   private async fetch(after: number, waitS: number, signal?: AbortSignal): Promise<{ events: StoredEvent[]; next: number }> {
-    const only = this.assets.size === 1 ? [...this.assets][0] : undefined;
-    const page = await this.reader.events({ asset: only, after, limit: this.options.batchSize, waitS }, signal);
+    const page = await this.reader.events({ asset: this.onlyAsset, after, limit: this.options.batchSize, waitS }, signal);
     return { events: page.events.filter((event) => this.assets.has(event.asset) && event.cursor > after), next: page.next };
   }
 
@@ -250,27 +253,28 @@ export class Consumer {
     // Delivered twice (a page fetched again after a lost answer): the first delivery's effect stands.
     const fresh = unit.filter((event) => this.statements.isConsumed.get({ eventId: event.eventId }) === undefined);
     if (fresh.length === 0) {
-      this.box.commit((tx) => tx.set(this.cursorCheckpoint, last));
+      this.advanceCursor(last);
       return 0;
     }
     let committed = false;
     const ctx: ConsumeContext = {
       commit: <R>(fn: (tx: ConsumeTransaction) => R): R => {
         if (committed) throw new OptionsError('ctx.commit', 'ctx.commit(): called twice for the same events; make all their writes in one commit');
-        if (typeof fn !== 'function') throw new OptionsError('fn', `ctx.commit(fn): fn must be a function (tx) => { … }, not ${typeof fn}`);
-        if (fn.constructor?.name === 'AsyncFunction') throw new AsyncCommitError();
+        assertSyncCallback(fn, 'ctx.commit(fn)');
         committed = true;
         return this.commitUnit(fresh, last, fn);
       },
     };
     failpoint('consume:before-handler');
-    if (handler) {
-      const result = batch ? (handler as BatchHandler)(fresh, ctx) : (handler as EventHandler)(fresh[0]!, ctx);
-      if (result instanceof Promise) await result;
-    }
+    if (handler) await (batch ? (handler as BatchHandler)(fresh, ctx) : (handler as EventHandler)(fresh[0]!, ctx));
     if (!committed) ctx.commit(() => undefined);
     failpoint('consume:after-commit');
     return fresh.length;
+  }
+
+  /** Moves the cursor past events that needed no handler (another asset's, or delivered before): a checkpoint-only commit, coalesced while undelivered. */
+  private advanceCursor(to: number): void {
+    this.box.commit((tx) => tx.set(this.cursorCheckpoint, to));
   }
 
   private commitUnit<R>(events: StoredEvent[], last: number, fn: (tx: ConsumeTransaction) => R): R {
@@ -282,10 +286,8 @@ export class Consumer {
       } finally {
         tx.end();
       }
-      if (result instanceof Promise) {
-        result.catch(() => undefined);
-        throw new AsyncCommitError();
-      }
+      // Before the triggers run: nothing of a refused commit may happen.
+      refusePromise(result);
       const now = Date.now();
       for (const event of events) {
         this.statements.markConsumed.run({ eventId: event.eventId, cursor: event.cursor, now });
@@ -385,7 +387,7 @@ export async function openConsumer(options: ConsumerOptions): Promise<Consumer> 
     logger: resolved.logger,
     ...resolved.relay,
   });
-  const box = await startOutbox(await claimAttempt(outboxOptions));
+  const box = await openResolvedOutbox(outboxOptions);
   const reader = new ServerClient({
     servers: outboxOptions.servers,
     token: resolved.readToken ?? resolved.token,

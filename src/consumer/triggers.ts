@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import type { CommitTransaction } from '../outbox/commit.js';
 import type { Outbox } from '../outbox/outbox.js';
+import { refusePromise } from '../outbox/sync-callback.js';
 import { assetNameSchema } from '../protocol/emission.js';
-import { AsyncCommitError } from '../protocol/errors.js';
 import { resolveOptions } from '../protocol/options.js';
 import type { Same } from '../protocol/same-type.js';
 import { nameSchema, type StoredEvent } from '../protocol/wire.js';
@@ -89,11 +89,7 @@ export class Trigger {
       const events = this.when.map((asset) => JSON.parse(arrivals.get(asset)!) as StoredEvent);
       const tx = new ConsumeTransaction(context.commit, context.box, [event], `trigger/${this.name}/${firing}`);
       try {
-        const result: unknown = this.handler(partitionKey, events, { tx, refresh: firing > 1, firing });
-        if (result instanceof Promise) {
-          result.catch(() => undefined);
-          throw new AsyncCommitError();
-        }
+        refusePromise(this.handler(partitionKey, events, { tx, refresh: firing > 1, firing }));
       } finally {
         tx.end();
       }

@@ -48,10 +48,12 @@ export interface RunOptions extends Omit<RunContext, 'attempt'> {
 const runContextIsDocumented: Same<RunOptions, z.infer<typeof runContextSchema>> = true;
 void runContextIsDocumented;
 
-/** @internal */
-export const httpUrl = z.string().refine((value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol), {
+const httpUrl = z.string().refine((value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol), {
   error: 'must be an http:// or https:// URL such as "http://127.0.0.1:8787"',
 });
+
+/** @internal One server URL, or several instances of one server over a shared PostgreSQL database. */
+export const serversSchema = z.union([httpUrl, z.array(httpUrl).min(1, { error: 'must list at least one server URL' })]);
 
 /** @internal A pino-compatible logger, as the outbox and the consumer take it. */
 export const loggerSchema = z.custom<OutboxLogger>(
@@ -67,7 +69,7 @@ const outboxOptionsSchema = z
      * The oncebox server the relay delivers to, or several instances of it over one PostgreSQL database,
      * to fail over between. Not needed with `relay: 'external'`.
      */
-    server: z.union([httpUrl, z.array(httpUrl).min(1, { error: 'must list at least one server URL' })]).optional(),
+    server: serversSchema.optional(),
     /** Sent as `Authorization: Bearer <token>`. */
     token: z.string().min(1).optional(),
     /** The job's name, e.g. "orders-ingest": part of every key and every event's provenance. */

@@ -2,7 +2,6 @@ import type { z } from 'zod';
 import { Checkpoint } from '../checkpoint/checkpoint.js';
 import { assetNameSchema, describeFirstIssue, emissionPayloadSchema } from '../protocol/emission.js';
 import {
-  AsyncCommitError,
   EmissionValidationError,
   NoRunContextError,
   OptionsError,
@@ -17,6 +16,7 @@ import { OutboxFile, type OutboxRow } from './outbox-file.js';
 import { resolveOutboxOptions, type OutboxOptions, type ResolvedOutboxOptions, type RunContext } from './options.js';
 import { fromRow, ReceiptWaiters } from './receipts.js';
 import { Relay, waitUntilDrained } from './relay.js';
+import { assertSyncCallback, refusePromise } from './sync-callback.js';
 import type { OutboxEventMap, OutboxLogger, RelayError } from './relay-events.js';
 import type { Fence, RunKey } from './run-attempts.js';
 import { resumeFromServer } from '../checkpoint/resume.js';
@@ -94,7 +94,7 @@ export class Outbox {
   resumedFrom: StreamState | undefined;
 
   /** @internal Use openOutbox. */
-  constructor(options: ClaimedOptions) {
+  constructor(options: ClaimedOptions, file: OutboxFile) {
     this.options = options;
     this.client =
       options.servers.length === 0
@@ -102,7 +102,7 @@ export class Outbox {
         : new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: options.requestTimeoutMs });
     this.producer = options.producer;
     this.run = options.run;
-    this.file = new OutboxFile(options.path, options.durability);
+    this.file = file;
     this.logger = options.logger ?? defaultLogger();
     this.reporter = new Reporter({
       logger: this.logger,
@@ -161,11 +161,7 @@ export class Outbox {
       // check and the rows it guards.
       this.file.runs.assertCurrent(this.runKey!, this.run!.attempt);
       const result = fn(tx);
-      if (isPromiseLike(result)) {
-        // Keep the abandoned promise from surfacing later as an unhandled rejection.
-        Promise.resolve(result).catch(() => undefined);
-        throw new AsyncCommitError();
-      }
+      refusePromise(result);
       tx.write(Date.now());
       failpoint('commit:after-write');
       return result;
@@ -246,8 +242,7 @@ export class Outbox {
         `${this.path}: opened without a run context; pass run: { workflow, runId, attempt } to openOutbox to commit or emit`,
       );
     }
-    if (typeof fn !== 'function') throw new OptionsError('fn', `commit(fn): fn must be a function (tx) => { … }, not ${typeof fn}`);
-    if (fn.constructor?.name === 'AsyncFunction') throw new AsyncCommitError();
+    assertSyncCallback(fn, 'commit(fn)');
     const tx = new CommitTransaction(this.commitContext);
     const result = this.runInTransaction.immediate(tx, fn) as R;
     tx.committed();
@@ -336,25 +331,18 @@ export class Outbox {
 }
 
 /** Options whose run attempt is a number: given, or claimed from the server. @internal */
-export type ClaimedOptions = Omit<ResolvedOutboxOptions, 'run'> & { servers: string[]; run: RunContext | undefined };
+type ClaimedOptions = Omit<ResolvedOutboxOptions, 'run'> & { servers: string[]; run: RunContext | undefined };
 
 /**
  * Asks the server for the run's next attempt when the options say 'claim'. It is at least one above
  * every attempt this file has seen, so that a server that lost its state cannot hand out a number the
  * file would refuse as a zombie's.
- * @internal
  */
-export async function claimAttempt(options: ResolvedOutboxOptions & { servers: string[] }): Promise<ClaimedOptions> {
+async function claimAttempt(options: ResolvedOutboxOptions & { servers: string[] }, file: OutboxFile): Promise<ClaimedOptions> {
   const { run } = options;
   if (run === undefined || run.attempt !== 'claim') return options as ClaimedOptions;
-  const file = new OutboxFile(options.path, options.durability);
-  let seen: number;
-  try {
-    const row = file.statements.getRun.get({ runId: run.runId, task: run.task ?? '' });
-    seen = Math.max(row?.opened_by ?? 0, row?.fenced_by ?? 0);
-  } finally {
-    file.close();
-  }
+  const row = file.statements.getRun.get({ runId: run.runId, task: run.task ?? '' });
+  const seen = Math.max(row?.opened_by ?? 0, row?.fenced_by ?? 0);
   const client = new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: options.requestTimeoutMs });
   let attempt: number;
   try {
@@ -371,12 +359,22 @@ export async function claimAttempt(options: ResolvedOutboxOptions & { servers: s
 
 /** Opens (creating if needed) an outbox file and, by default, starts its relay. */
 export async function openOutbox(options: OutboxOptions): Promise<Outbox> {
-  return startOutbox(await claimAttempt(resolveOutboxOptions(options)));
+  return openResolvedOutbox(resolveOutboxOptions(options));
 }
 
-/** @internal Opens the file, resumes from the server when the policy says so, and starts the relay. */
-export async function startOutbox(options: ClaimedOptions): Promise<Outbox> {
-  const box = new Outbox(options);
+/**
+ * @internal Opens the file, claims the run's attempt when asked to, resumes from the server when the
+ * policy says so, and starts the relay.
+ */
+export async function openResolvedOutbox(options: ResolvedOutboxOptions & { servers: string[] }): Promise<Outbox> {
+  const file = new OutboxFile(options.path, options.durability);
+  let box: Outbox;
+  try {
+    box = new Outbox(await claimAttempt(options, file), file);
+  } catch (error) {
+    file.close();
+    throw error;
+  }
   try {
     await box.start();
   } catch (error) {
@@ -385,9 +383,3 @@ export async function startOutbox(options: ClaimedOptions): Promise<Outbox> {
   }
   return box;
 }
-
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
-}
-
-

@@ -14,8 +14,8 @@ async function publish(url: string, dir: string, asset: string, partitions: stri
   await box.close();
 }
 
-/** Runs the consumer until it has consumed up to `cursor`, then stops it. */
-async function runUntil(consumer: Consumer, start: (signal: AbortSignal) => Promise<unknown>, done: () => boolean): Promise<unknown> {
+/** Runs the consumer (`start`) until `done` says so, then stops it. */
+async function runUntil(start: (signal: AbortSignal) => Promise<unknown>, done: () => boolean): Promise<unknown> {
   const stop = new AbortController();
   const running = start(stop.signal);
   const watcher = setInterval(() => {
@@ -47,7 +47,6 @@ describe('a consumer', () => {
     const consumer = await openConsumer({ path: join(dir, 'consumer.db'), server: server.url, group: 'summariser', assets: ['orders_ready'], logger: quiet, waitSeconds: 0.2 });
     counterTable(consumer);
     const result = await runUntil(
-      consumer,
       (signal) =>
         consumer.run(
           (event, ctx) =>
@@ -79,7 +78,6 @@ describe('a consumer', () => {
     const consumer = await openConsumer({ path: join(dir, 'loop.db'), server: server.url, group: 'echo', assets: ['orders_ready'], logger: quiet, waitSeconds: 0.2 });
     const receipts: Promise<unknown>[] = [];
     await runUntil(
-      consumer,
       (signal) =>
         consumer.run(
           (event, ctx) => {
@@ -116,7 +114,7 @@ describe('a consumer', () => {
     consumer.trigger({ when: ['orders_ready', 'payments_ready'] }, (partition, events) => {
       fired.push([partition, events.map((e: StoredEvent) => e.asset)]);
     });
-    await runUntil(consumer, (signal) => consumer.run({ signal }), () => consumer.cursor >= 5);
+    await runUntil((signal) => consumer.run({ signal }), () => consumer.cursor >= 5);
     expect(fired).toEqual([['d2', ['orders_ready', 'payments_ready']]]);
     await consumer.close();
   });

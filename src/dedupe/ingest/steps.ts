@@ -1,6 +1,7 @@
 import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
-import { causesNeeded, placeInLineage, type CauseEvent, type LineagePolicy } from './lineage.js';
+import { DEFAULT_MAX_ATTEMPT_STEP } from '../store.js';
+import { causesNeeded, DEFAULT_LINEAGE_POLICY, placeInLineage, type CauseEvent, type LineagePolicy } from './lineage.js';
 import { newEventIds, planIngest, refuseAttempt } from './plan.js';
 import { keyClaims, readsNeeded, resolveIngest, type DedupeRecord, type IngestWrites, type KeyClaim, type RecordedOutcome } from './resolve.js';
 
@@ -43,6 +44,14 @@ export interface IngestRequest {
   maxAttemptStep: number;
   isRegistered: (asset: string) => boolean;
   lineage: LineagePolicy;
+}
+
+/** What a store's settings decide in every ingest: how far an attempt may jump, and the lineage limits. */
+export type IngestPolicy = Pick<IngestRequest, 'maxAttemptStep' | 'lineage'>;
+
+/** The policy of a store opened with these options, defaults filled in. */
+export function ingestPolicy(options: { maxAttemptStep?: number | undefined; lineage?: LineagePolicy | undefined }): IngestPolicy {
+  return { maxAttemptStep: options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP, lineage: options.lineage ?? DEFAULT_LINEAGE_POLICY };
 }
 
 const NOTHING_READ: StepAnswers['read'] = { outcomes: new Map(), records: new Map() };

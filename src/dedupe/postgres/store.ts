@@ -2,11 +2,11 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../protocol/wire.js';
 import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
-import { ingestSteps, runIngest, type StepHandler } from '../ingest/steps.js';
+import { ingestPolicy, ingestSteps, runIngest, type IngestPolicy, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
-import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
+import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { attemptOf, deleteInBatches, lineageColumns, toCauseEvent, toStoredEvent, type EventRow } from '../tables.js';
-import { DEFAULT_LINEAGE_POLICY, type LineagePolicy } from '../ingest/lineage.js';
+import type { LineagePolicy } from '../ingest/lineage.js';
 import { EventSignal } from '../event-signal.js';
 import { TokenRegistry } from '../tokens.js';
 import { createPool, inTransaction, runStatement } from './connection.js';
@@ -58,8 +58,7 @@ export class PostgresDedupeStore implements DedupeStore {
     private readonly pool: pg.Pool,
     readonly schema: string,
     now: (() => Date) | undefined,
-    private readonly maxAttemptStep: number,
-    private readonly lineage: LineagePolicy,
+    private readonly policy: IngestPolicy,
   ) {
     this.channel = `oncebox_events_${advisoryKey(schema, 'events')}`;
     this.db = new Kysely<PgSchema>({ dialect: new PostgresDialect({ pool }) });
@@ -79,13 +78,7 @@ export class PostgresDedupeStore implements DedupeStore {
     });
     try {
       await migratePostgres(pool, schema, serverPostgresMigrations);
-      const store = new PostgresDedupeStore(
-        pool,
-        schema,
-        options.now,
-        options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP,
-        options.lineage ?? DEFAULT_LINEAGE_POLICY,
-      );
+      const store = new PostgresDedupeStore(pool, schema, options.now, ingestPolicy(options));
       await store.loadAssets();
       await store.listen(options.connectionString);
       return store;
@@ -111,9 +104,8 @@ export class PostgresDedupeStore implements DedupeStore {
           stream,
           items,
           now: this.now(),
-          maxAttemptStep: this.maxAttemptStep,
           isRegistered: (asset) => this.assets.has(asset),
-          lineage: this.lineage,
+          ...this.policy,
         }),
         this.stepHandler(client, stream),
       ),

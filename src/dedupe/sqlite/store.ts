@@ -5,11 +5,11 @@ import { migrateSqlite } from '../../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../../sqlite/open.js';
 import { queryBuilder, type Prepared } from '../../sqlite/statements.js';
 import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
-import { ingestSteps, runIngestSync, type StepHandler } from '../ingest/steps.js';
+import { ingestPolicy, ingestSteps, runIngestSync, type IngestPolicy, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
-import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
+import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { attemptOf, deleteInBatches, lineageColumns, toCauseEvent, toStoredEvent } from '../tables.js';
-import { DEFAULT_LINEAGE_POLICY, type CauseEvent, type LineagePolicy } from '../ingest/lineage.js';
+import type { CauseEvent, LineagePolicy } from '../ingest/lineage.js';
 import { EventSignal } from '../event-signal.js';
 import { TokenRegistry } from '../tokens.js';
 import { serverSqliteMigrations } from './migrations.js';
@@ -30,8 +30,7 @@ export interface SqliteStoreOptions {
 export class SqliteDedupeStore implements DedupeStore {
   private readonly db: Database.Database;
   private readonly now: () => Date;
-  private readonly maxAttemptStep: number;
-  private readonly lineage: LineagePolicy;
+  private readonly policy: IngestPolicy;
   private readonly assets = new Set<string>();
   private readonly statements: ReturnType<typeof serverStatements>;
   private readonly ingestTransaction;
@@ -41,8 +40,7 @@ export class SqliteDedupeStore implements DedupeStore {
   constructor(options: SqliteStoreOptions) {
     this.db = openSqlite(options.path, options.durability ?? 'full');
     this.now = options.now ?? (() => new Date());
-    this.maxAttemptStep = options.maxAttemptStep ?? DEFAULT_MAX_ATTEMPT_STEP;
-    this.lineage = options.lineage ?? DEFAULT_LINEAGE_POLICY;
+    this.policy = ingestPolicy(options);
     migrateSqlite(this.db, serverSqliteMigrations, (found, known) => new SchemaTooNewError(`${options.path} (server store)`, found, known));
     this.tokens = new TokenRegistry(queryBuilder(this.db), this.now);
     this.statements = serverStatements(this.db);
@@ -53,9 +51,8 @@ export class SqliteDedupeStore implements DedupeStore {
           stream,
           items,
           now: this.now(),
-          maxAttemptStep: this.maxAttemptStep,
           isRegistered: (asset) => this.assets.has(asset),
-          lineage: this.lineage,
+          ...this.policy,
         }),
         this.stepHandler(stream),
       ),
