@@ -8,7 +8,7 @@ import { defineConfig } from 'vitest/config';
  */
 export default defineConfig({
   test: {
-    include: ['test/unit/**/*.test.ts', 'test/store/**/*.test.ts', 'test/property/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/fault/network.test.ts'],
+    include: ['test/unit/**/*.test.ts', 'test/store/**/*.test.ts', 'test/property/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/fault/network.test.ts', 'test/fault/consumer-zombie.test.ts'],
     // Also left out: breaks.test.ts reads the source, which Stryker rewrites into its instrumented form.
     exclude: [
       'test/integration/cli.test.ts',
