@@ -479,6 +479,70 @@ export const BREAKS: Break[] = [
     edits: [{ file: 'src/outbox/batch-encoding.ts', find: "    const traced = row.trace_context === null ? head : `${head.slice(0, -1)},\"trace\":${row.trace_context}}`;", replace: '    const traced = head;' }],
     caughtBy: [{ file: 'test/integration/tracing.test.ts', name: 'from the producer, through the server, to readers' }],
   },
+  {
+    what: "a consumer's cursor committed on its own before the handler, not with the effect",
+    guarantee: 'G20',
+    edits: [{ file: 'src/consumer/consumer.ts', find: "    failpoint('consume:before-handler');", replace: "    this.advanceCursor(last);\n    failpoint('consume:before-handler');" }],
+    caughtBy: [{ file: 'test/fault/consumer-crash.test.ts', name: 'before the handler applies each effect once on restart' }],
+  },
+  {
+    what: "a consumer's emission keyed by when it was made, not by the event it responds to",
+    guarantee: 'G20',
+    edits: [
+      {
+        file: 'src/outbox/keys.ts',
+        find: "return uuidOf(['oncebox/v1/caused', producer, cause.eventId, cause.scope, asset, partitionKey, occurrence]);",
+        replace: "return uuidOf(['oncebox/v1/caused', producer, cause.eventId, cause.scope, asset, partitionKey, occurrence, String(process.hrtime.bigint())]);",
+      },
+    ],
+    caughtBy: [{ file: 'test/fault/consumer-crash.test.ts', name: 'after a summary was delivered, before its cursor was' }],
+  },
+  {
+    what: 'an attempt claim that hands out the epoch it found instead of the next one',
+    guarantee: 'G21',
+    edits: [{ file: sqliteStatements, find: 'epoch: sql<number>`max(streams.epoch + 1, ${p.claim.atLeast})`', replace: 'epoch: sql<number>`max(streams.epoch, ${p.claim.atLeast})`' }],
+    caughtBy: [
+      { file: conformance, name: 'hands out claimed attempts atomically' },
+      { file: 'test/fault/consumer-zombie.test.ts', name: 'start at the same instant' },
+    ],
+  },
+  {
+    what: "a fenced consumer's relay keeps the lease of a file it shares with its replacement",
+    guarantee: 'G21',
+    edits: [{ file: 'src/consumer/consumer.ts', find: '      if (error instanceof FencedError) await this.box.relay?.stop();', replace: '' }],
+    caughtBy: [{ file: 'test/fault/consumer-zombie.test.ts', name: 'on the same file' }],
+  },
+  {
+    what: 'a trigger that fires again for a newer event of a partition it fired for',
+    guarantee: 'G22',
+    edits: [{ file: 'src/consumer/triggers.ts', find: "    if (fired > 0 && this.onNewer === 'ignore') return;", replace: '' }],
+    caughtBy: [{ file: 'test/integration/consumer-trigger.test.ts' }],
+  },
+  {
+    what: "a consumer on a fresh file that does not rebuild its triggers' state",
+    guarantee: 'G22',
+    edits: [{ file: 'src/consumer/consumer.ts', find: '      await this.catchUpTriggers(signal);', replace: '' }],
+    caughtBy: [{ file: 'test/integration/consumer-trigger.test.ts' }],
+  },
+  {
+    what: "an emission that repeats its lineage's asset and partition accepted",
+    guarantee: 'G23',
+    edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: 'if (cycleLimit === undefined && ancestors.some(', replace: 'if (cycleLimit === undefined && ancestors.length < 0 && ancestors.some(' }],
+    caughtBy: [
+      { file: conformance, name: 'derives each event' },
+      { file: 'test/unit/lineage.test.ts', name: 'refuses a repeat' },
+      { file: 'test/integration/consumer.test.ts', name: 'feedback_loop' },
+    ],
+  },
+  {
+    what: 'a chain one emission deeper than its limit accepted',
+    guarantee: 'G23',
+    edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    if (ancestors.length > limit) {', replace: '    if (ancestors.length > limit + 1) {' }],
+    caughtBy: [
+      { file: conformance, name: 'derives each event' },
+      { file: 'test/unit/lineage.test.ts', name: 'deeper than the limit' },
+    ],
+  },
 ];
 
 /** The table of docs/guarantees.md, generated from BREAKS. */
