@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openConsumer, type Consumer, type StoredEvent } from '../../src/consumer/index.js';
+import { CommitEndedError, openConsumer, type ConsumeContext, type ConsumeTransaction, type Consumer, type StoredEvent } from '../../src/consumer/index.js';
 import { FencedError } from '../../src/protocol/errors.js';
 import { openOutbox } from '../../src/outbox/index.js';
 import { startServer, type RunningServer } from '../support/server.js';
@@ -130,5 +130,49 @@ describe('a consumer', () => {
     await expect(old.run((_event, ctx) => ctx.commit(() => undefined))).rejects.toBeInstanceOf(FencedError);
     await old.close({ timeoutMs: 0 });
     await replacement.close({ timeoutMs: 0 });
+  });
+
+  it('refuses a misused transaction with a typed error, and commits nothing of the refused commit', async () => {
+    server = await startServer({ assets: ['orders_ready', 'orders_summarised'] });
+    const dir = tempDir();
+    await publish(server.url, dir, 'orders_ready', ['a', 'b']);
+    const open = (name: string) =>
+      openConsumer({ path: join(dir, `${name}.db`), server: server.url, group: name, assets: ['orders_ready'], logger: quiet, waitSeconds: 0.2, batchSize: 2 });
+    const refusal = async (name: string, handler: (events: StoredEvent[], ctx: ConsumeContext) => unknown, committed = 0) => {
+      const consumer = await open(name);
+      const error = await consumer.run(handler, { batch: true }).catch((e: unknown) => e);
+      const cursor = consumer.cursor;
+      await consumer.close({ timeoutMs: 0 });
+      expect(cursor, `${name}: the cursor committed`).toBe(committed);
+      return error as { code: string; field?: string; message: string };
+    };
+    // A batch of two: which event an emission answers must be said.
+    expect(await refusal('no-cause', (_events, ctx) => ctx.commit((tx) => tx.emit('orders_summarised', { partitionKey: 'a' })))).toMatchObject({
+      code: 'invalid_option',
+      field: 'cause',
+      message: 'tx.emit(): this handler got 2 events; say which one the emission responds to with tx.emit(asset, input, { cause: event })',
+    });
+    const stranger = { eventId: 'not-in-this-batch', cursor: 99 } as StoredEvent;
+    expect(await refusal('stranger', (_events, ctx) => ctx.commit((tx) => tx.emit('orders_summarised', {}, { cause: stranger })))).toMatchObject({
+      code: 'invalid_option',
+      field: 'cause',
+      message: 'tx.emit(): cause must be one of the events this handler got; event not-in-this-batch is not',
+    });
+    let kept: ConsumeTransaction | undefined;
+    const leaked = await refusal('leaked', (_events, ctx) => {
+      ctx.commit((tx) => {
+        kept = tx;
+      });
+      // The commit has ended: the tx kept from it is of no use any more.
+      try {
+        kept!.emit('orders_summarised', {});
+      } catch (error) {
+        expect(() => kept!.db).toThrow(CommitEndedError);
+        throw error;
+      }
+    }, 2);
+    expect(leaked).toBeInstanceOf(CommitEndedError);
+    expect(leaked.message).toBe('tx.emit: this commit has already ended; use tx only inside the commit callback');
+    expect(await refusal('twice', (_events, ctx) => ctx.commit(() => ctx.commit(() => undefined)))).toMatchObject({ code: 'invalid_option', field: 'ctx.commit' });
   });
 });

@@ -50,4 +50,39 @@ describe('placeInLineage', () => {
     const allowed = placeInLineage(plan(event(1, 'daily', 'd', 3)), shallower, policy).placements[0]!;
     expect(allowed.type === 'event' && allowed.lineage).toEqual({ causedBy: 'e3', depth: 2, ancestors: [['daily', 'd'], ['daily', 'd']] });
   });
+
+  it('leaves every placement but a new event with a cause as it was', () => {
+    const final = { type: 'final' as const, result: { status: 'gap' as const, seq: 5, key: 'k', expectedSeq: 2 } };
+    const plain = { type: 'event' as const, item: event(2, 'a', 'p') };
+    const placed = placeInLineage({ placements: [final, plain], lastSeq: 2 }, causes, policy);
+    expect(placed.placements[0]).toBe(final);
+    expect(placed.placements[1]).toBe(plain);
+  });
+
+  it('names the loop, the limit and the setting to change in its refusals', () => {
+    const [loop, deep, deepCycle] = placeInLineage(plan(event(1, 'b', null as unknown as undefined, 1), event(2, 'c', undefined, 4), event(3, 'daily', 'd', 3)), new Map(causes).set(1, { eventId: 'e1', asset: 'b', partitionKey: null, ancestors: [] }), policy).placements;
+    expect(loop).toMatchObject({
+      type: 'refused',
+      result: {
+        code: 'feedback_loop',
+        field: 'cause',
+        detail:
+          'cause: this event would repeat "b" of its own lineage ("b" → "b"); a consumer that emits what it consumes would trigger itself forever. ' +
+          'Emit another asset or partition, or allow the cycle on the server (lineage.cycles: { "b": <depth limit> })',
+      },
+    });
+    expect(deep).toMatchObject({
+      result: {
+        code: 'lineage_too_deep',
+        detail: 'cause: this event would be 3 emissions deep (first cause "a"/"x"), more than the 2 this server allows for "c"; raise lineage.maxDepth if the chain is meant to be this long',
+      },
+    });
+    expect(deepCycle).toMatchObject({
+      result: {
+        code: 'lineage_too_deep',
+        detail:
+          'cause: this event would be 4 emissions deep (first cause "daily"/"d"), more than the 3 this server allows for "daily"; raise lineage.maxDepth or lineage.cycles["daily"] if the chain is meant to be this long',
+      },
+    });
+  });
 });
