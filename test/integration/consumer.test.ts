@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CommitEndedError, openConsumer, type ConsumeContext, type ConsumeTransaction, type Consumer, type StoredEvent } from '../../src/consumer/index.js';
-import { FencedError } from '../../src/protocol/errors.js';
+import { AsyncCommitError, FencedError, OptionsError } from '../../src/protocol/errors.js';
 import { openOutbox } from '../../src/outbox/index.js';
 import { startServer, type RunningServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
@@ -167,12 +167,81 @@ describe('a consumer', () => {
       try {
         kept!.emit('orders_summarised', {});
       } catch (error) {
-        expect(() => kept!.db).toThrow(CommitEndedError);
+        expect(() => kept!.db).toThrow(new CommitEndedError('tx.db: this commit has already ended; use tx only inside the commit callback'));
         throw error;
       }
     }, 2);
     expect(leaked).toBeInstanceOf(CommitEndedError);
     expect(leaked.message).toBe('tx.emit: this commit has already ended; use tx only inside the commit callback');
     expect(await refusal('twice', (_events, ctx) => ctx.commit(() => ctx.commit(() => undefined)))).toMatchObject({ code: 'invalid_option', field: 'ctx.commit' });
+  });
+
+  it('in a batch, emits in response to whichever event of it is named', async () => {
+    server = await startServer({ assets: ['orders_ready', 'orders_summarised'] });
+    const dir = tempDir();
+    await publish(server.url, dir, 'orders_ready', ['a', 'b']);
+    const consumer = await openConsumer({ path: join(dir, 'batch.db'), server: server.url, group: 'batcher', assets: ['orders_ready'], logger: quiet, waitSeconds: 0.2, batchSize: 2 });
+    await runUntil(
+      (signal) => consumer.run((events, ctx) => ctx.commit((tx) => tx.emit('orders_summarised', { partitionKey: 'both' }, { cause: events[1] })), { batch: true, signal }),
+      () => consumer.cursor >= 2,
+    );
+    await consumer.close();
+    const [source] = (await server.events({ asset: 'orders_ready' })).slice(1);
+    expect((await server.events({ asset: 'orders_summarised' })).map((e) => e.causedBy)).toEqual([source!.eventId]);
+  });
+
+  it('joins only its own assets, only events with a partition, refreshes when asked, and keys each trigger apart', async () => {
+    server = await startServer({ assets: ['orders_ready', 'payments_ready', 'refunds_ready', 'close_ready'] });
+    const dir = tempDir();
+    await publish(server.url, dir, 'orders_ready', ['d1', 'd2'], 'orders');
+    // refunds for d2 are consumed but not part of the join; a payment without a partition joins nothing.
+    await publish(server.url, dir, 'refunds_ready', ['d2'], 'refunds');
+    const box = await openOutbox({ path: join(dir, 'payments.db'), server: server.url, producer: 'payments', run: { workflow: 'wf', runId: 'r1', attempt: 1 }, logger: quiet });
+    await box.asset('payments_ready').emit();
+    await box.asset('payments_ready').emit({ partitionKey: 'd1' });
+    await box.close();
+    // A re-run of payments for d1: a newer event of a partition that fired.
+    await publish(server.url, join(dir, 'rerun'), 'payments_ready', ['d1'], 'payments-rerun');
+    const consumer = await openConsumer({
+      path: join(dir, 'join.db'),
+      server: server.url,
+      group: 'closer',
+      assets: ['orders_ready', 'payments_ready', 'refunds_ready'],
+      logger: quiet,
+      waitSeconds: 0.2,
+    });
+    const firings: string[] = [];
+    const spec = { when: ['orders_ready', 'payments_ready'] };
+    consumer.trigger(spec, (partition, _events, ctx) => {
+      firings.push(`plain ${partition} ${ctx.firing} ${ctx.refresh}`);
+      ctx.tx.emit('close_ready', { partitionKey: partition });
+    });
+    expect(() => consumer.trigger(spec, () => undefined)).toThrow(
+      new OptionsError('name', 'name: a trigger named "orders_ready+payments_ready" is registered already; give each trigger its own name'),
+    );
+    consumer.trigger({ ...spec, name: 'refreshing', onNewer: 'refresh' }, (partition, events, ctx) => {
+      firings.push(`refreshing ${partition} ${ctx.firing} ${ctx.refresh} ${events.map((e) => e.producer).join(',')}`);
+      // The same asset and partition as the other trigger, from the same completing event: its own key.
+      ctx.tx.emit('close_ready', { partitionKey: partition });
+    });
+    await runUntil((signal) => consumer.run({ signal }), () => consumer.cursor >= 6);
+    await consumer.close();
+    expect(firings).toEqual([
+      'plain d1 1 false',
+      'refreshing d1 1 false orders,payments',
+      'refreshing d1 2 true orders,payments-rerun',
+    ]);
+    expect((await server.events({ asset: 'close_ready' })).map((e) => e.partitionKey)).toEqual(['d1', 'd1', 'd1']);
+  });
+
+  it('refuses an async trigger handler: its firing is not recorded and the event stays unconsumed', async () => {
+    server = await startServer({ assets: ['orders_ready'] });
+    const dir = tempDir();
+    await publish(server.url, dir, 'orders_ready', ['d1']);
+    const consumer = await openConsumer({ path: join(dir, 'async.db'), server: server.url, group: 'async', assets: ['orders_ready'], logger: quiet, waitSeconds: 0.2 });
+    consumer.trigger({ when: ['orders_ready'] }, (() => Promise.resolve()) as unknown as () => void);
+    await expect(consumer.run()).rejects.toBeInstanceOf(AsyncCommitError);
+    expect(consumer.cursor).toBe(0);
+    await consumer.close({ timeoutMs: 0 });
   });
 });
