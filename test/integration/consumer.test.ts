@@ -212,7 +212,10 @@ describe('a consumer', () => {
     });
     const firings: string[] = [];
     const spec = { when: ['orders_ready', 'payments_ready'] };
+    expect(() => consumer.trigger({ when: [] }, () => undefined)).toThrow(/^consumer\.trigger: when: must list at least one asset/);
+    let kept: ConsumeTransaction | undefined;
     consumer.trigger(spec, (partition, _events, ctx) => {
+      kept = ctx.tx;
       firings.push(`plain ${partition} ${ctx.firing} ${ctx.refresh}`);
       ctx.tx.emit('close_ready', { partitionKey: partition });
     });
@@ -226,6 +229,8 @@ describe('a consumer', () => {
     });
     await runUntil((signal) => consumer.run({ signal }), () => consumer.cursor >= 6);
     await consumer.close();
+    // A firing's tx ends with it.
+    expect(() => kept!.emit('close_ready', {})).toThrow(CommitEndedError);
     expect(firings).toEqual([
       'plain d1 1 false',
       'refreshing d1 1 false orders,payments',
