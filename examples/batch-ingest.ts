@@ -3,7 +3,7 @@
  * its "batch N is ready" event in one SQLite transaction. The demo and the crash tests run it as a
  * child process and kill it.
  *
- *   tsx examples/batch-ingest.ts --db FILE --server URL --data DIR --run-id ID --attempt N [--batches 50] [--relay external]
+ *   tsx examples/batch-ingest.ts --db FILE --server URL --data DIR --run-id ID --attempt N [--batches 50] [--partition-prefix P] [--relay external]
  */
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,6 +22,8 @@ const { values: args } = parseArgs({
     'run-id': { type: 'string', default: '2026-11-30' },
     attempt: { type: 'string', default: '1' },
     batches: { type: 'string', default: '50' },
+    /** Put before "batch-NNNN" in partition keys, so that several runs' batches stay apart downstream. */
+    'partition-prefix': { type: 'string', default: '' },
     'pause-ms': { type: 'string', default: '0' },
     /** 'external' leaves delivery to a separate `oncebox relay` process on the same file. */
     relay: { type: 'string', default: 'in-process' },
@@ -68,7 +70,7 @@ try {
     if (Number(args['kill-before-commit']) === batch) process.kill(process.pid, 'SIGKILL');
     box.commit((tx) => {
       tx.set(progress, { batch });
-      tx.emit(batchReady, { partitionKey: `batch-${String(batch).padStart(4, '0')}`, extra: { rows } });
+      tx.emit(batchReady, { partitionKey: `${args['partition-prefix']}batch-${String(batch).padStart(4, '0')}`, extra: { rows } });
     });
     console.log(JSON.stringify({ event: 'committed', batch }));
     if (pauseMs > 0) await sleep(pauseMs);

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { isPostgresUrl } from '../dedupe/open-store.js';
 import { createServer } from '../dedupe/server.js';
 import { OnceboxError } from '../protocol/errors.js';
 import { packageVersion } from '../protocol/version.js';
 import { runRelay } from './relay-command.js';
+import { runForwardAirflow } from './forward-command.js';
 import { printEvents } from './events-command.js';
 import { printStatus } from './status-command.js';
 import { DeadUsageError, runDeadCommand } from './dead-command.js';
@@ -24,6 +26,8 @@ const COMMAND_USAGE: Record<string, string> = {
   oncebox dead show FILE --id N [--json]
   oncebox dead retry FILE (--id N … | --all) [--note TEXT] [--json]
   oncebox dead discard FILE (--id N … | --all) [--note TEXT] [--json]`,
+  forward: `  oncebox forward airflow --server URL [--server URL2 …] --airflow URL --map FILE [--db FILE] [--group airflow-forwarder]
+                          [--token-file FILE] [--airflow-credentials-file FILE] [--settle-ms 1000]`,
   token: `  oncebox token create --db FILE|postgres://… --scope publish|read|admin [--producers NAME|PREFIX*]
                        [--assets A,B] [--reads events,streams,metrics] [--note TEXT] [--out FILE] [--schema S] [--json]
   oncebox token list   --db FILE|postgres://… [--schema S] [--json]
@@ -35,7 +39,9 @@ ${Object.values(COMMAND_USAGE).join('\n')}
   oncebox --version
 
 The token comes from --token-file or ONCEBOX_TOKEN. --token TOKEN works too, but every user of the
-machine can read it in ps. See docs/security.md, and docs/operations.md for every command.`;
+machine can read it in ps. Airflow credentials come from --airflow-credentials-file or
+ONCEBOX_AIRFLOW_USERNAME and ONCEBOX_AIRFLOW_PASSWORD (or ONCEBOX_AIRFLOW_TOKEN). See docs/security.md,
+docs/operations.md for every command, and docs/airflow.md.`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -61,6 +67,8 @@ async function main(argv: string[]): Promise<number> {
       return token(rest);
     case 'dead':
       return dead(rest);
+    case 'forward':
+      return forward(rest);
     case undefined:
     case 'help':
     case '--help':
@@ -139,6 +147,43 @@ async function relay(args: string[]): Promise<number> {
   const stop = new AbortController();
   void untilSignal().then(() => stop.abort());
   return runRelay({ db: values.db, servers: values.server, token: tokenFrom(values, 'relay'), drain: values.drain, signal: stop.signal });
+}
+
+async function forward(args: string[]): Promise<number> {
+  const [target, ...rest] = args;
+  if (target !== 'airflow') throw new UsageError(`forward: the only target is "airflow" (got ${target === undefined ? 'none' : `"${target}"`})`);
+  const { values } = parseArgs({
+    args: rest,
+    strict: true,
+    options: {
+      server: { type: 'string', multiple: true },
+      airflow: { type: 'string' },
+      map: { type: 'string' },
+      db: { type: 'string', default: '.oncebox/airflow-forwarder.db' },
+      group: { type: 'string', default: 'airflow-forwarder' },
+      token: { type: 'string' },
+      'token-file': { type: 'string' },
+      'airflow-credentials-file': { type: 'string' },
+      'settle-ms': { type: 'string' },
+    },
+  });
+  if (!values.server?.length || !values.airflow || !values.map) {
+    throw new UsageError('forward airflow: --server URL, --airflow URL and --map FILE are required');
+  }
+  const stop = new AbortController();
+  void untilSignal().then(() => stop.abort());
+  mkdirSync(dirname(values.db!), { recursive: true });
+  return runForwardAirflow({
+    servers: values.server,
+    airflow: values.airflow,
+    mapFile: values.map,
+    db: values.db!,
+    group: values.group!,
+    token: tokenFrom(values, 'forward'),
+    credentialsFile: values['airflow-credentials-file'],
+    settleMs: wholeNumber(values['settle-ms'], 'settle-ms', 'settleMs').settleMs,
+    signal: stop.signal,
+  });
 }
 
 async function events(args: string[]): Promise<number> {
@@ -275,7 +320,7 @@ function tokenFrom(values: { token?: string | undefined; 'token-file'?: string |
 function wholeNumber<K extends string>(text: string | undefined, flag: string, option: K): Partial<Record<K, number>> {
   if (text === undefined) return {};
   const value = Number(text);
-  if (!Number.isInteger(value) || value <= 0) throw new UsageError(`server: --${flag} must be a whole number above 0 (got ${text})`);
+  if (!Number.isInteger(value) || value <= 0) throw new UsageError(`--${flag} must be a whole number above 0 (got ${text})`);
   return { [option]: value } as Partial<Record<K, number>>;
 }
 

@@ -1,0 +1,13 @@
+export {
+  openAirflowForwarder,
+  AirflowForwarder,
+  forwardedKey,
+  type AirflowForwarderOptions,
+  type ForwardRunResult,
+  type ForwarderStatus,
+} from './forwarder.js';
+export { readAssetMap, parseAssetMap, type AirflowAssetMap, type AirflowAssetRef } from './asset-map.js';
+export type { AirflowCredentials, AirflowAsset, AirflowAssetEvent } from './airflow-client.js';
+export type { ForwardReceipt } from './receipts.js';
+export { AirflowError, AirflowErrorCode } from './errors.js';
+export { FencedError, OnceboxError } from '../protocol/errors.js';
