@@ -189,7 +189,8 @@ export class AirflowClient {
         signal: AbortSignal.timeout(this.timeoutMs),
       });
     } catch (error) {
-      throw new AirflowError(AirflowErrorCode.Unreachable, `cannot reach Airflow at ${where}: ${describe(error)}; is its API server running there?`, { cause: error });
+      // Mid-run, a token endpoint that does not answer is retried like any request; at start it is an error.
+      throw new OutcomeUnknown(`reach Airflow at ${where}`, `no answer: ${describe(error)}`, { cause: error });
     }
     const text = await response.text();
     if (response.status === 401 || response.status === 400 || response.status === 403) {
@@ -198,8 +199,9 @@ export class AirflowClient {
         `Airflow at ${where} refused the credentials of user "${credentials.username}" (${response.status}); check the username and password the forwarder reads`,
       );
     }
+    if (response.status >= 500) throw new OutcomeUnknown(`reach Airflow at ${where}`, `${response.status}: ${text.slice(0, 300)}`);
     if (!response.ok) {
-      throw new AirflowError(AirflowErrorCode.Unreachable, `Airflow's token endpoint ${where} answered ${response.status}: ${text.slice(0, 300)}`);
+      throw new AirflowError(AirflowErrorCode.Unreachable, `Airflow's token endpoint ${where} answered ${response.status}: ${text.slice(0, 300)}; is ${this.base.origin} an Airflow 3 API server?`);
     }
     const parsed = tokenAnswer.safeParse(safeJson(text));
     if (!parsed.success) {
@@ -235,5 +237,6 @@ function describe(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   if (error.name === 'TimeoutError') return 'timed out';
+  if (cause?.code && cause.message) return `${cause.code} (${cause.message})`;
   return cause?.code ?? cause?.message ?? error.message;
 }

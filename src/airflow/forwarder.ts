@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { openConsumer, type Consumer, type ConsumerStatus } from '../consumer/consumer.js';
+import { failpoint } from '../outbox/failpoints.js';
 import { loggerSchema, serversSchema } from '../outbox/options.js';
 import type { OutboxLogger } from '../outbox/relay-events.js';
 import { defaultLogger } from '../outbox/reporter.js';
@@ -195,6 +196,7 @@ export class AirflowForwarder {
         // From here until the answer, Airflow may commit the event: any failure leaves it unknown.
         this.mayBePosted = true;
         const posted = await this.airflow.postAssetEvent(this.body(event, asset));
+        failpoint('forward:after-post');
         this.mayBePosted = false;
         this.recovered();
         return { airflowEvent: posted, found: false };

@@ -80,8 +80,9 @@ export async function runForwardAirflow(args: ForwardAirflowArgs): Promise<numbe
           }),
         ),
     });
+    const cursor = forwarder.cursor;
     const closed = await forwarder.close();
-    console.log(JSON.stringify({ event: 'stopped', ...result, cursor: forwarder.cursor, pending: closed.pending }));
+    console.log(JSON.stringify({ event: 'stopped', ...result, cursor, pending: closed.pending }));
     return 0;
   } catch (error) {
     await forwarder.close({ timeoutMs: 0 });

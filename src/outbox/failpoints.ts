@@ -8,9 +8,16 @@
  * - `relay:after-response`: the server has stored the batch and answered; no receipt is recorded yet.
  * - `consume:before-handler`: a consumer fetched events and is about to hand them to its handler.
  * - `consume:after-commit`: a consumer committed an event's effect and cursor; the relay may be delivering.
+ * - `forward:after-post`: Airflow committed a forwarded event and answered; its receipt is not yet committed.
  * @internal
  */
-export type FailpointName = 'commit:after-write' | 'commit:after-commit' | 'relay:after-response' | 'consume:before-handler' | 'consume:after-commit';
+export type FailpointName =
+  | 'commit:after-write'
+  | 'commit:after-commit'
+  | 'relay:after-response'
+  | 'consume:before-handler'
+  | 'consume:after-commit'
+  | 'forward:after-post';
 
 const armed = parse(process.env.ONCEBOX_FAILPOINT);
 let hits = 0;

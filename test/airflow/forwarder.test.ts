@@ -1,0 +1,243 @@
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { forwardedKey, openAirflowForwarder } from '../../src/airflow/index.js';
+import { openOutbox } from '../../src/outbox/index.js';
+import type { RunningAirflow } from '../../scripts/airflow/harness.js';
+import { airflowAvailable, airflowForTests, airflowSkipReason } from '../support/airflow.js';
+import { startScript } from '../support/child.js';
+import { startFaultProxy, type Fault } from '../support/fault-proxy.js';
+import { startServer, type RunningServer } from '../support/server.js';
+import { tempDir } from '../support/temp.js';
+
+const quiet = { info() {}, warn() {}, error() {} };
+const ASSET = 'oncebox_batches';
+const DOWNSTREAM = 'oncebox_partition_consumer';
+
+let airflow: RunningAirflow;
+let home: string;
+
+beforeAll(async () => {
+  if (!airflowAvailable) return;
+  home = mkdtempSync(join(tmpdir(), 'oncebox-airflow-'));
+  // Tokens that expire within the test, so that the forwarder has to renew its own.
+  airflow = await airflowForTests({ name: `fwd_${process.pid}`, dir: home, tokenLifetimeSeconds: 8 });
+}, 240_000);
+
+afterAll(() => {
+  if (home) rmSync(home, { recursive: true, force: true });
+});
+
+/** A port nothing listens on. */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A seeded stream of numbers in [0, 1): the same faults for the same seed. */
+function random(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+
+async function publish(server: RunningServer, dir: string, prefix: string, count: number): Promise<void> {
+  const box = await openOutbox({ path: join(dir, 'job.db'), server: server.url, producer: 'airflow-test', run: { workflow: 'wf', runId: prefix, attempt: 1 }, logger: quiet });
+  const asset = box.asset('batch_ready');
+  for (let n = 1; n <= count; n++) box.commit((tx) => tx.emit(asset, { partitionKey: `${prefix}batch-${n}`, extra: { rows: n } }));
+  const closed = await box.close();
+  expect(closed.pending).toBe(0);
+}
+
+/** Runs `oncebox forward airflow` as a child process until `done` says so; returns its output lines. */
+function forwarder(server: RunningServer, airflowUrl: string, db: string, env: Record<string, string> = {}) {
+  const map = join(db + '.map.json');
+  writeFileSync(map, JSON.stringify({ batch_ready: { name: ASSET } }));
+  return startScript(
+    'src/cli/main.ts',
+    ['forward', 'airflow', '--server', server.url, '--airflow', airflowUrl, '--map', map, '--db', db, '--settle-ms', '200'],
+    { ONCEBOX_AIRFLOW_USERNAME: airflow.username, ONCEBOX_AIRFLOW_PASSWORD: airflow.password, ...env },
+  );
+}
+
+/** The Airflow events whose partition starts with `prefix`, by oncebox key. */
+async function eventsByKey(prefix: string): Promise<Map<string, number>> {
+  const events = await airflow.admin.assetEvents(await airflow.admin.assetId(ASSET));
+  const counts = new Map<string, number>();
+  for (const event of events) {
+    if (!event.partition_key?.startsWith(prefix)) continue;
+    const key = forwardedKey(event) ?? `(no key) ${event.id}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return counts;
+}
+
+/** Waits for one downstream run per partition, then a little longer, and returns the runs per partition. */
+async function runsPerPartition(prefix: string, partitions: number): Promise<Map<string, number>> {
+  const ours = async () => (await airflow.admin.dagRuns(DOWNSTREAM)).filter((run) => run.partition_key?.startsWith(prefix));
+  await airflow.admin.until(`${partitions} downstream runs`, ours, (runs) => runs.length >= partitions, 120_000);
+  // A duplicate event's run would come a scheduler loop or two later: give it the time to show.
+  await new Promise((resolve) => setTimeout(resolve, 4000));
+  const counts = new Map<string, number>();
+  for (const run of await ours()) counts.set(run.partition_key!, (counts.get(run.partition_key!) ?? 0) + 1);
+  return counts;
+}
+
+describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow${airflowSkipReason}`, () => {
+  it('forwards each event exactly once through lost answers, SIGKILLs and a fresh file, with one downstream run per partition', { timeout: 400_000 }, async () => {
+    const seed = Number(process.env.ONCEBOX_SEED ?? Date.now() % 1_000_000);
+    const dir = tempDir();
+    const server = await startServer({ assets: ['batch_ready'] });
+    const prefix = `fwd-${seed}/`;
+    const EVENTS = 30;
+    await publish(server, dir, prefix, EVENTS);
+
+    // Lost answers: about a third of the posts reach Airflow, commit, and their answer never comes back.
+    const chance = random(seed);
+    let posts = 0;
+    let dropped = 0;
+    let signIns = 0;
+    const proxy = await startFaultProxy(airflow.url, {
+      choose: ({ method, url }): Fault | undefined => {
+        if (url.startsWith('/auth/token')) signIns++;
+        if (method !== 'POST' || !url.startsWith('/api/v2/assets/events')) return undefined;
+        posts++;
+        if (chance() >= 0.33) return undefined;
+        dropped++;
+        return 'drop-response';
+      },
+    });
+    const context = `seed ${seed} (set ONCEBOX_SEED to replay)`;
+
+    // Killed right after Airflow committed its 8th post, before the receipt: the event is in Airflow, unrecorded.
+    const first = forwarder(server, proxy.url, join(dir, 'forwarder.db'), { ONCEBOX_FAILPOINT: 'forward:after-post@8' });
+    const firstRun = await first.done;
+    expect(firstRun.signal, `${context}: ${firstRun.stderr}`).toBe('SIGKILL');
+    // Again on the same file, killed after its 6th post.
+    const second = forwarder(server, proxy.url, join(dir, 'forwarder.db'), { ONCEBOX_FAILPOINT: 'forward:after-post@6' });
+    const secondRun = await second.done;
+    expect(secondRun.signal, `${context}: ${secondRun.stderr}`).toBe('SIGKILL');
+    // Then on a fresh file, a lost machine: the cursor comes back from the server's mirror, which may lag.
+    const third = forwarder(server, proxy.url, join(dir, 'fresh.db'));
+    await third.waitFor((line) => line.event === 'forwarded' && line.cursor === EVENTS);
+    third.signal('SIGTERM');
+    const thirdRun = await third.done;
+    expect(thirdRun.code, `${context}: ${thirdRun.stderr}`).toBe(0);
+
+    const perKey = await eventsByKey(prefix);
+    expect(perKey.size, context).toBe(EVENTS);
+    expect([...perKey.values()].every((count) => count === 1), `${context}: ${JSON.stringify([...perKey])}`).toBe(true);
+    expect(dropped / posts, `${context}: ${dropped} of ${posts} answers dropped`).toBeGreaterThanOrEqual(0.2);
+    // The tokens last 8 s: a run this long signed in again before they expired.
+    expect(signIns, context).toBeGreaterThan(3);
+
+    const runs = await runsPerPartition(prefix, EVENTS);
+    expect(runs.size, context).toBe(EVENTS);
+    expect([...runs.values()].every((count) => count === 1), `${context}: ${JSON.stringify([...runs])}`).toBe(true);
+
+    // The receipts on the fresh file name the Airflow events, and those found by a lookup say so.
+    const db = new Database(join(dir, 'fresh.db'), { readonly: true });
+    const receipts = db.prepare('SELECT oncebox_key, airflow_event_id, found_by_lookup FROM airflow_forwards').all() as { oncebox_key: string; airflow_event_id: number; found_by_lookup: number }[];
+    db.close();
+    expect(receipts.length).toBeGreaterThan(0);
+    expect(receipts.some((receipt) => receipt.found_by_lookup === 1), context).toBe(true);
+  });
+
+  it('refuses to start on a map naming an asset Airflow does not have, and forwards nothing', async () => {
+    const dir = tempDir();
+    const server = await startServer({ assets: ['batch_ready'] });
+    await publish(server, dir, 'unknown-asset/', 1);
+    const opening = openAirflowForwarder({
+      path: join(dir, 'forwarder.db'),
+      server: server.url,
+      airflow: airflow.url,
+      credentials: { username: airflow.username, password: airflow.password },
+      map: { batch_ready: { name: 'no_such_airflow_asset' } },
+      logger: quiet,
+    });
+    await expect(opening).rejects.toMatchObject({ code: 'airflow_unknown_asset', field: 'batch_ready.name' });
+    await expect(opening).rejects.toThrow(/"batch_ready" to the Airflow asset with name "no_such_airflow_asset", but Airflow at http:\/\/127\.0\.0\.1:\d+ has none/);
+  });
+
+  it('refuses wrong credentials with an error naming the user, and forwards nothing', async () => {
+    const dir = tempDir();
+    const server = await startServer({ assets: ['batch_ready'] });
+    const opening = openAirflowForwarder({
+      path: join(dir, 'forwarder.db'),
+      server: server.url,
+      airflow: airflow.url,
+      credentials: { username: airflow.username, password: 'wrong' },
+      map: { batch_ready: ASSET },
+      logger: quiet,
+    });
+    await expect(opening).rejects.toMatchObject({ code: 'airflow_credentials' });
+    await expect(opening).rejects.toThrow(`refused the credentials of user "${airflow.username}"`);
+  });
+
+  it('refuses to start when Airflow does not answer, naming the URL', async () => {
+    const dir = tempDir();
+    const server = await startServer({ assets: ['batch_ready'] });
+    const closedPort = await freePort();
+    const opening = openAirflowForwarder({
+      path: join(dir, 'forwarder.db'),
+      server: server.url,
+      airflow: `http://127.0.0.1:${closedPort}`,
+      credentials: { username: 'x', password: 'y' },
+      map: { batch_ready: ASSET },
+      logger: quiet,
+    });
+    await expect(opening).rejects.toMatchObject({ code: 'airflow_unreachable' });
+    await expect(opening).rejects.toThrow(`cannot reach Airflow at http://127.0.0.1:${closedPort}/auth/token: no answer: ECONNREFUSED`);
+    await expect(opening).rejects.toThrow("is Airflow's API server running there?");
+  });
+
+  it('marks nothing forwarded while Airflow goes away mid-run, and forwards each event once when it is back', { timeout: 120_000 }, async () => {
+    const dir = tempDir();
+    const server = await startServer({ assets: ['batch_ready'] });
+    const prefix = `outage-${Date.now()}/`;
+    await publish(server, dir, prefix, 3);
+    const proxy = await startFaultProxy(airflow.url);
+    const warnings: string[] = [];
+    const forwarder = await openAirflowForwarder({
+      path: join(dir, 'forwarder.db'),
+      server: server.url,
+      airflow: proxy.url,
+      credentials: { username: airflow.username, password: airflow.password },
+      map: { batch_ready: ASSET },
+      settleMs: 100,
+      retryMaxDelayMs: 200,
+      waitSeconds: 1,
+      logger: { ...quiet, warn: (_: unknown, message: string) => warnings.push(message) },
+    });
+    // Airflow is unreachable: every request is cut before it gets there.
+    proxy.setUpstream(`http://127.0.0.1:${await freePort()}`);
+    const stop = new AbortController();
+    const running = forwarder.run({ signal: stop.signal, onForwarded: (receipt) => receipt.cursor >= 3 && stop.abort() });
+    await airflow.admin.until('the forwarder to report Airflow down', async () => forwarder.status(), (status) => status.lastAirflowError !== null, 20_000);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(forwarder.status().forwarded).toBe(0);
+    expect(forwarder.status().lastAirflowError).toMatch(/at http:\/\/127\.0\.0\.1:\d+\S*: no answer/);
+    // Logged once for the cause, not once per retry.
+    expect(warnings.length).toBe(1);
+
+    proxy.setUpstream(airflow.url);
+    const result = await running;
+    expect(result.forwarded).toBe(3);
+    expect(forwarder.status().lastAirflowError).toBeNull();
+    await forwarder.close();
+    const perKey = await eventsByKey(prefix);
+    expect([...perKey.values()]).toEqual([1, 1, 1]);
+  });
+});
