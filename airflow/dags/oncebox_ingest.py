@@ -9,7 +9,8 @@ Params (set them when triggering the DAG):
 - batches: how many batches the run writes;
 - kill_on_try_1_before_batch: try 1 SIGKILLs itself before committing this batch (0: never), so that
   Airflow retries the task;
-- fresh_file_on_retry: try 2 starts on a new outbox file (a retry on another machine) instead of try 1's.
+- fresh_file_on_retry: try 2 starts on a new outbox file (a retry on another machine) instead of try 1's;
+- pause_ms: a pause after each batch, so that try 1 delivers some batches before it is killed.
 
 The job reads ONCEBOX_ROOT (the checkout), ONCEBOX_SERVER (the oncebox server) and ONCEBOX_DATA (where
 outbox files and batches go) from the environment of the Airflow worker.
@@ -32,7 +33,8 @@ kill_flag=""
 exec "${ONCEBOX_NODE:-node}" --import tsx examples/batch-ingest.ts \
   --db "$db" --server "$ONCEBOX_SERVER" --data "$run_dir/batches" \
   --producer airflow-ingest --run-id "{{ run_id }}" --attempt "{{ ti.try_number }}" \
-  --batches "{{ params.batches }}" --partition-prefix "{{ params.partition_prefix }}" $kill_flag
+  --batches "{{ params.batches }}" --partition-prefix "{{ params.partition_prefix }}" \
+  --pause-ms "{{ params.pause_ms }}" $kill_flag
 """
 
 with DAG(
@@ -45,6 +47,7 @@ with DAG(
         "partition_prefix": Param("", type="string"),
         "kill_on_try_1_before_batch": Param(0, type="integer", minimum=0),
         "fresh_file_on_retry": Param(False, type="boolean"),
+        "pause_ms": Param(0, type="integer", minimum=0),
     },
     tags=["oncebox"],
 ):

@@ -87,7 +87,7 @@ export async function startAirflow(options: AirflowOptions): Promise<RunningAirf
     AIRFLOW__API_AUTH__JWT_EXPIRATION_TIME: String(options.tokenLifetimeSeconds ?? 3600),
     AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL: '5',
     AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC: '1',
-    AIRFLOW__LOGGING__LOGGING_LEVEL: 'WARNING',
+    AIRFLOW__LOGGING__LOGGING_LEVEL: 'INFO',
     PYTHONUNBUFFERED: '1',
   };
   delete env.AIRFLOW_CONFIG;
@@ -105,7 +105,7 @@ export async function startAirflow(options: AirflowOptions): Promise<RunningAirf
   try {
     const admin = new AirflowAdmin(url, USERNAME, password);
     await admin.waitHealthy(120_000);
-    await admin.waitForDags(['oncebox_ingest', 'oncebox_partition_consumer'], 120_000);
+    await admin.waitForDags(['oncebox_ingest', 'oncebox_partition_consumer', 'plain_partition_consumer'], 120_000);
     return { url, username: USERNAME, password, home, admin, stop };
   } catch (error) {
     await stop();

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AirflowError, AirflowErrorCode } from './errors.js';
+import type { AssetEventBody } from './event-body.js';
 
 /** How the forwarder signs in to Airflow: a user of its auth manager, or a token issued elsewhere (not renewed). */
 export type AirflowCredentials = { username: string; password: string } | { token: string };
@@ -104,7 +105,7 @@ export class AirflowClient {
   }
 
   /** Posts one asset event. Throws OutcomeUnknown when Airflow may or may not have committed it. */
-  async postAssetEvent(body: { asset_id: number; partition_key?: string; extra: Record<string, unknown> }): Promise<AirflowAssetEvent> {
+  async postAssetEvent(body: AssetEventBody): Promise<AirflowAssetEvent> {
     return assetEvent.parse(await this.request('POST', 'api/v2/assets/events', body, 'post an asset event'));
   }
 

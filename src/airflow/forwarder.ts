@@ -10,6 +10,7 @@ import type { Same } from '../protocol/same-type.js';
 import { nameSchema, type StoredEvent } from '../protocol/wire.js';
 import { AirflowClient, OutcomeUnknown, type AirflowAsset, type AirflowAssetEvent, type AirflowCredentials } from './airflow-client.js';
 import { AirflowError, AirflowErrorCode } from './errors.js';
+import { assetEventBody, forwardedKey } from './event-body.js';
 import { parseAssetMap, resolveAssetMap, type AirflowAssetMap } from './asset-map.js';
 import { forwardStatements, type ForwardReceipt, type ForwardStatements } from './receipts.js';
 
@@ -195,7 +196,7 @@ export class AirflowForwarder {
         }
         // From here until the answer, Airflow may commit the event: any failure leaves it unknown.
         this.mayBePosted = true;
-        const posted = await this.airflow.postAssetEvent(this.body(event, asset));
+        const posted = await this.airflow.postAssetEvent(assetEventBody(event, asset.id));
         failpoint('forward:after-post');
         this.mayBePosted = false;
         this.recovered();
@@ -208,28 +209,6 @@ export class AirflowForwarder {
         await sleep(pause, undefined, { signal });
       }
     }
-  }
-
-  private body(event: StoredEvent, asset: AirflowAsset) {
-    return {
-      asset_id: asset.id,
-      ...(event.partitionKey === null ? {} : { partition_key: event.partitionKey }),
-      extra: {
-        ...(event.extra ?? {}),
-        oncebox: {
-          key: event.key,
-          eventId: event.eventId,
-          asset: event.asset,
-          cursor: event.cursor,
-          producer: event.producer,
-          workflow: event.workflow,
-          runId: event.runId,
-          task: event.task,
-          attempt: event.attempt,
-          timestamp: event.timestamp,
-        },
-      },
-    };
   }
 
   /** Airflow stamps an event when it takes it, after oncebox stored it: the window starts there, less the clock skew allowed. */
@@ -249,14 +228,6 @@ export class AirflowForwarder {
     this.logger.info({ code: 'airflow_answering', group: this.options.group }, `oncebox forwarder ${this.options.group}: Airflow answers again`);
     this.lastAirflowError = null;
   }
-}
-
-/** The oncebox key a forwarded Airflow event carries in its `extra`; undefined for any other event. */
-export function forwardedKey(event: Pick<AirflowAssetEvent, 'extra'>): string | undefined {
-  const oncebox = event.extra?.oncebox;
-  if (typeof oncebox !== 'object' || oncebox === null) return undefined;
-  const key = (oncebox as Record<string, unknown>).key;
-  return typeof key === 'string' ? key : undefined;
 }
 
 /**

@@ -1,11 +1,11 @@
 export {
   openAirflowForwarder,
   AirflowForwarder,
-  forwardedKey,
   type AirflowForwarderOptions,
   type ForwardRunResult,
   type ForwarderStatus,
 } from './forwarder.js';
+export { assetEventBody, forwardedKey, type AssetEventBody } from './event-body.js';
 export { readAssetMap, parseAssetMap, type AirflowAssetMap, type AirflowAssetRef } from './asset-map.js';
 export type { AirflowCredentials, AirflowAsset, AirflowAssetEvent } from './airflow-client.js';
 export type { ForwardReceipt } from './receipts.js';
