@@ -35,6 +35,8 @@ export interface FaultProxyOptions {
   delayMs?: number | (() => number);
   /** The fault for a request when the plan is used up; 'forward' when absent or when it returns undefined. */
   choose?: (request: { method: string; url: string }) => Fault | undefined;
+  /** Told the status of every answer the upstream gave, whether or not the client gets it. */
+  onAnswer?: (request: { method: string; url: string }, status: number) => void;
 }
 
 /**
@@ -62,6 +64,7 @@ export async function startFaultProxy(upstream: string, options: FaultProxyOptio
   const forward = async (req: IncomingMessage, body: Buffer) => {
     stats.forwarded++;
     const response = await send(req.url!, req.method!, headersOf(req), body);
+    options.onAnswer?.({ method: req.method!, url: req.url! }, response.status);
     return { status: response.status, type: response.headers.get('content-type') ?? 'application/json', body: Buffer.from(await response.arrayBuffer()) };
   };
   const reply = (res: ServerResponse, answer: { status: number; type: string; body: Buffer }) => {

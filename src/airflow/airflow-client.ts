@@ -215,15 +215,15 @@ export class AirflowClient {
 }
 
 /**
- * When to renew a JWT: `renewBeforeMs` before its `exp`, or halfway through its life when that is
- * shorter. A token without a readable `exp` is kept until Airflow refuses it.
+ * When to renew a JWT: `renewBeforeMs` before its `exp`, or halfway through its life for a token too
+ * short-lived for that margin. A token without a readable `exp` is kept until Airflow refuses it.
  */
 export function renewalTime(jwt: string, now: number, renewBeforeMs: number): number {
   const payload = safeJson(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
   const exp = (payload as { exp?: unknown } | undefined)?.exp;
   if (typeof exp !== 'number') return Number.POSITIVE_INFINITY;
   const expiresAt = exp * 1000;
-  return Math.max(now, Math.min(expiresAt - renewBeforeMs, now + (expiresAt - now) / 2));
+  return Math.max(now, expiresAt - renewBeforeMs, now + (expiresAt - now) / 2);
 }
 
 function safeJson(text: string): unknown {

@@ -196,6 +196,7 @@ export class AirflowForwarder {
         }
         // From here until the answer, Airflow may commit the event: any failure leaves it unknown.
         this.mayBePosted = true;
+        failpoint('forward:before-post');
         const posted = await this.airflow.postAssetEvent(assetEventBody(event, asset.id));
         failpoint('forward:after-post');
         this.mayBePosted = false;

@@ -8,6 +8,7 @@
  * - `relay:after-response`: the server has stored the batch and answered; no receipt is recorded yet.
  * - `consume:before-handler`: a consumer fetched events and is about to hand them to its handler.
  * - `consume:after-commit`: a consumer committed an event's effect and cursor; the relay may be delivering.
+ * - `forward:before-post`: the Airflow forwarder is about to post an event it found no trace of.
  * - `forward:after-post`: Airflow committed a forwarded event and answered; its receipt is not yet committed.
  * @internal
  */
@@ -17,6 +18,7 @@ export type FailpointName =
   | 'relay:after-response'
   | 'consume:before-handler'
   | 'consume:after-commit'
+  | 'forward:before-post'
   | 'forward:after-post';
 
 const armed = parse(process.env.ONCEBOX_FAILPOINT);

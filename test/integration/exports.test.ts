@@ -4,12 +4,13 @@ import { REPO } from '../support/child.js';
 
 /** The public surface is what package.json `exports` names, built to dist/, and nothing deeper. */
 describe('package exports', () => {
-  it('expose the producer, the consumer, the server and the protocol, each on its own subpath, and refuse deep imports', () => {
+  it('expose the producer, the consumer, the Airflow forwarder, the server and the protocol, each on its own subpath, and refuse deep imports', () => {
     execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: REPO });
     const script = `
       const producer = await import('oncebox');
       const server = await import('oncebox/server');
       const consumer = await import('oncebox/consumer');
+      const airflow = await import('oncebox/airflow');
       const protocol = await import('oncebox/protocol');
       let deep = 'imported';
       try { await import('oncebox/dist/outbox/relay.js'); } catch (error) { deep = error.code; }
@@ -18,6 +19,7 @@ describe('package exports', () => {
         producerLeaksServer: 'createServer' in producer,
         consumer: ['openConsumer', 'Consumer', 'ConsumeTransaction', 'FencedError'].filter((name) => typeof consumer[name] === 'function'),
         consumerLeaksServer: 'createServer' in consumer,
+        airflow: ['openAirflowForwarder', 'AirflowForwarder', 'readAssetMap', 'AirflowError', 'FencedError'].filter((name) => typeof airflow[name] === 'function'),
         server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore', 'openDedupeStore', 'TokenRegistry'].filter((name) => typeof server[name] === 'function'),
         protocol: ['canonicalJson', 'payloadFingerprint'].filter((name) => typeof protocol[name] === 'function'),
         deep,
@@ -28,6 +30,7 @@ describe('package exports', () => {
       producerLeaksServer: false,
       consumer: ['openConsumer', 'Consumer', 'ConsumeTransaction', 'FencedError'],
       consumerLeaksServer: false,
+      airflow: ['openAirflowForwarder', 'AirflowForwarder', 'readAssetMap', 'AirflowError', 'FencedError'],
       server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore', 'openDedupeStore', 'TokenRegistry'],
       protocol: ['canonicalJson', 'payloadFingerprint'],
       deep: 'ERR_PACKAGE_PATH_NOT_EXPORTED',
@@ -49,6 +52,8 @@ describe('module boundaries', () => {
     expect(producer.filter((line) => line.includes('/dedupe/'))).toEqual([]);
     expect(producer.filter((line) => line.includes('/consumer/'))).toEqual([]);
     expect(importsOf('consumer').filter((line) => line.includes('/dedupe/'))).toEqual([]);
+    // The forwarder is a consumer: it may use the consumer and the producer, never the server.
+    expect(importsOf('airflow').filter((line) => line.includes('/dedupe/'))).toEqual([]);
     expect(server.filter((line) => /\/(outbox|checkpoint)\//.test(line))).toEqual([]);
     expect(importsOf('protocol').filter((line) => /\/(outbox|checkpoint|dedupe)\//.test(line))).toEqual([]);
   });
