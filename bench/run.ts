@@ -1,17 +1,20 @@
 /**
- * npm run bench [-- --json] [-- --quick]
+ * npm run bench [-- --json] [-- --quick] [-- --only airflow]
  *
  * Benchmarks, not tests: each figure is a ratio measured side by side in this one run, because a shared
  * 2-core machine is too noisy for absolute numbers to mean much from one run to the next.
  */
 import { parseArgs } from 'node:util';
+import { airflowForwardBench } from './airflow-bench.js';
 import { commitBench } from './commit-bench.js';
 import { consumeLatency, consumerThroughput } from './consumer-bench.js';
 import { e2eOncebox, e2eRawChain, fsyncMs, latency } from './e2e-bench.js';
 import { pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
 import { median } from './support.js';
 
-const { values } = parseArgs({ options: { json: { type: 'boolean', default: false }, quick: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: { json: { type: 'boolean', default: false }, quick: { type: 'boolean', default: false }, only: { type: 'string' } },
+});
 const scale = values.quick ? 0.2 : 1;
 const rounds = values.quick ? 3 : 5;
 
@@ -19,6 +22,28 @@ const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 const ratio = (n: number) => n.toFixed(2);
 
 console.log(`oncebox bench (${values.quick ? 'quick' : 'full'}): node ${process.version}, ${rounds} interleaved rounds, medians`);
+
+/** Into a real Airflow, when one is installed: the forwarder against a plain client, side by side. */
+async function airflowSection(): Promise<Record<string, number | null>> {
+  const run = await airflowForwardBench(values.quick ? 50 : 150, rounds);
+  if (!run) {
+    console.log('airflow forwarding: skipped (Airflow not installed; run airflow/install.sh)');
+    return { airflow_forward_events_per_s: null, airflow_plain_events_per_s: null, airflow_forward_ratio_to_plain: null };
+  }
+  const forwardRatio = run.forwarderPerS / run.plainPerS;
+  console.log(`airflow forwarding: forwarder ${fmt(run.forwarderPerS)} events/s, plain client ${fmt(run.plainPerS)} events/s, ratio ${ratio(forwardRatio)} (target >= 0.8)`);
+  return {
+    airflow_forward_events_per_s: Math.round(run.forwarderPerS),
+    airflow_plain_events_per_s: Math.round(run.plainPerS),
+    airflow_forward_ratio_to_plain: Number(forwardRatio.toFixed(3)),
+  };
+}
+
+if (values.only === 'airflow') {
+  const figures = await airflowSection();
+  if (values.json) console.log(JSON.stringify({ node: process.version, quick: values.quick, ...figures }));
+  process.exit(0);
+}
 
 const commit1 = await commitBench(1, Math.round(4000 * scale), 200);
 console.log(`commit, 1 emission per commit:    oncebox ${fmt(commit1.onceboxRowsPerS)} commits/s, raw ${fmt(commit1.rawRowsPerS)} commits/s, ratio ${ratio(commit1.ratio)} (target >= 0.87, i.e. within 1.15x)`);
@@ -93,6 +118,8 @@ const atSmall = growth.small;
 const atBig = growth.large;
 console.log(`PostgreSQL ingest as the store grows: ${fmt(atSmall)} events/s at 10k keys, ${fmt(atBig)} at ${fmt(bigStore)} keys, ratio ${ratio(atBig / atSmall)} (target >= 0.7)`);
 
+const airflowFigures = await airflowSection();
+
 if (values.json) {
   console.log(
     JSON.stringify({
@@ -140,6 +167,7 @@ if (values.json) {
       sqlite_ingest_ratio_to_raw: Number((sqliteOne / sqliteRaw).toFixed(3)),
       ingest_store_keys_large: bigStore,
       ingest_10m_over_10k: Number((atBig / atSmall).toFixed(3)),
+      ...airflowFigures,
     }),
   );
 }

@@ -55,6 +55,14 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
+/** The first seed from `from` on whose draws drop at least `least` of the first `posts` answers at `rate`: a test's faults that surely happen. */
+export function seedDropping(from: number, posts: number, rate: number, least: number): number {
+  for (let seed = from; ; seed++) {
+    const chance = seededRandom(seed);
+    if (Array.from({ length: posts }, chance).filter((draw) => draw < rate).length >= least) return seed;
+  }
+}
+
 /** A proxy in front of Airflow that drops the answer to a share of the asset-event posts, after Airflow committed them. */
 async function lossyProxy(airflowUrl: string, rate: number, seed: number): Promise<{ proxy: FaultProxy; counts: { posts: number; dropped: number } }> {
   const chance = seededRandom(seed);

@@ -26,6 +26,7 @@ const forwarderOptionsSchema = z.strictObject({
   credentials: credentialsSchema,
   map: z.record(z.string(), z.unknown()),
   group: nameSchema.default('airflow-forwarder'),
+  batchSize: z.number().int().min(1).max(1000).default(20),
   token: z.string().min(1).optional(),
   readToken: z.string().min(1).optional(),
   requestTimeoutMs: z.number().int().min(1).default(10_000),
@@ -50,6 +51,11 @@ export interface AirflowForwarderOptions {
   map: AirflowAssetMap;
   /** The consumer group: one cursor, one live forwarder (a later one fences it). @defaultValue 'airflow-forwarder' */
   group?: string | undefined;
+  /**
+   * Events posted between two durable commits of their receipts. A crash loses at most this many
+   * receipts, and the restart finds those events in Airflow by lookup. @defaultValue 20
+   */
+  batchSize?: number | undefined;
   /** A publish token of the group on the oncebox server (for the cursor mirror and the epoch claim). */
   token?: string | undefined;
   /** A read token, when `token` cannot read events. @defaultValue token */
@@ -100,10 +106,10 @@ export class AirflowForwarder {
   private readonly statements: ForwardStatements;
   private readonly logger: OutboxLogger;
   /**
-   * Whether the next event may have been posted by an earlier forwarder of this group whose receipt was
-   * never committed. True at start; false from the first event Airflow does not have: one forwarder posts
-   * in cursor order, one event at a time, so what an earlier one posted is a prefix of the events after
-   * the cursor it left.
+   * Whether the next event may have been posted by an earlier forwarder (or an earlier run) of this group
+   * whose receipt was never committed. True at the start of a run; false from the first event Airflow does
+   * not have: a forwarder posts in cursor order, one event at a time, each only once the one before is
+   * in Airflow, so what an earlier one posted is a prefix of the events after the cursor it left.
    */
   private mayBePosted = true;
   private lastAirflowError: string | null = null;
@@ -150,29 +156,35 @@ export class AirflowForwarder {
    */
   async run(options: { signal?: AbortSignal | undefined; onForwarded?: (receipt: ForwardReceipt) => void } = {}): Promise<ForwardRunResult> {
     const before = { ...this.tally };
-    await this.consumer.run(
-      async (event, ctx) => {
-        const { airflowEvent, found } = await this.forward(event, options.signal);
-        const receipt: ForwardReceipt = {
-          eventId: event.eventId,
-          cursor: event.cursor,
-          key: event.key,
-          asset: event.asset,
-          partitionKey: event.partitionKey,
-          airflowAssetId: airflowEvent.asset_id,
-          airflowEventId: airflowEvent.id,
-          createdDagruns: airflowEvent.created_dagruns.map(({ dag_id, run_id }) => ({ dagId: dag_id, runId: run_id })),
-          foundByLookup: found,
-          forwardedAt: new Date().toISOString(),
-        };
-        ctx.commit(() => this.statements.record(receipt));
-        this.tally.forwarded++;
-        if (found) this.tally.found++;
-        options.onForwarded?.(receipt);
-      },
-      { signal: options.signal },
-    );
-    return { forwarded: this.tally.forwarded - before.forwarded, found: this.tally.found - before.found, lookups: this.tally.lookups - before.lookups };
+    // Whatever ended an earlier run may have left posts unrecorded in the batch it was in.
+    this.mayBePosted = true;
+    const result = () => ({ forwarded: this.tally.forwarded - before.forwarded, found: this.tally.found - before.found, lookups: this.tally.lookups - before.lookups });
+    try {
+      await this.consumer.run(
+        async (events, ctx) => {
+          // Posted one at a time, in cursor order, and recorded together: one durable commit per batch. A
+          // crash before that commit leaves posted events unrecorded, and the restart finds them by lookup.
+          const receipts: ForwardReceipt[] = [];
+          for (const event of events) {
+            const { airflowEvent, found } = await this.forward(event, options.signal);
+            receipts.push(receiptOf(event, airflowEvent, found));
+          }
+          ctx.commit(() => {
+            for (const receipt of receipts) this.statements.record(receipt);
+          });
+          for (const receipt of receipts) {
+            this.tally.forwarded++;
+            if (receipt.foundByLookup) this.tally.found++;
+            options.onForwarded?.(receipt);
+          }
+        },
+        { batch: true, signal: options.signal },
+      );
+    } catch (error) {
+      // Stopped while waiting out an unknown outcome: the batch in hand stays unrecorded, for the next run to look up.
+      if (!(options.signal?.aborted && (error as Error).name === 'AbortError')) throw error;
+    }
+    return result();
   }
 
   close(options: { timeoutMs?: number } = {}) {
@@ -183,7 +195,6 @@ export class AirflowForwarder {
   private async forward(event: StoredEvent, signal?: AbortSignal): Promise<{ airflowEvent: AirflowAssetEvent; found: boolean }> {
     const asset = this.assets.get(event.asset)!;
     for (let failures = 0; ; failures++) {
-      signal?.throwIfAborted();
       try {
         if (this.mayBePosted) {
           this.tally.lookups++;
@@ -231,6 +242,21 @@ export class AirflowForwarder {
   }
 }
 
+function receiptOf(event: StoredEvent, airflowEvent: AirflowAssetEvent, found: boolean): ForwardReceipt {
+  return {
+    eventId: event.eventId,
+    cursor: event.cursor,
+    key: event.key,
+    asset: event.asset,
+    partitionKey: event.partitionKey,
+    airflowAssetId: airflowEvent.asset_id,
+    airflowEventId: airflowEvent.id,
+    createdDagruns: airflowEvent.created_dagruns.map(({ dag_id, run_id }) => ({ dagId: dag_id, runId: run_id })),
+    foundByLookup: found,
+    forwardedAt: new Date().toISOString(),
+  };
+}
+
 /**
  * Opens a forwarder: signs in to Airflow and resolves every mapped asset (a wrong password, an
  * unreachable Airflow or an unknown asset is an error here, before anything is consumed), then opens its
@@ -248,6 +274,7 @@ export async function openAirflowForwarder(options: AirflowForwarderOptions): Pr
       server: resolved.server,
       group: resolved.group,
       assets: [...assets.keys()],
+      batchSize: resolved.batchSize,
       token: resolved.token,
       readToken: resolved.readToken,
       requestTimeoutMs: resolved.requestTimeoutMs,

@@ -15,6 +15,7 @@ export interface ForwardAirflowArgs {
   token: string | undefined;
   credentialsFile: string | undefined;
   settleMs: number | undefined;
+  batchSize: number | undefined;
   signal: AbortSignal;
 }
 
@@ -62,6 +63,7 @@ export async function runForwardAirflow(args: ForwardAirflowArgs): Promise<numbe
     group: args.group,
     token: args.token,
     ...(args.settleMs === undefined ? {} : { settleMs: args.settleMs }),
+    ...(args.batchSize === undefined ? {} : { batchSize: args.batchSize }),
   });
   const assets = Object.fromEntries([...forwarder.resolvedAssets].map(([oncebox, asset]) => [oncebox, { id: asset.id, name: asset.name, uri: asset.uri }]));
   console.log(JSON.stringify({ event: 'forwarding', group: args.group, epoch: forwarder.epoch, cursor: forwarder.cursor, assets }));

@@ -27,7 +27,7 @@ const COMMAND_USAGE: Record<string, string> = {
   oncebox dead retry FILE (--id N … | --all) [--note TEXT] [--json]
   oncebox dead discard FILE (--id N … | --all) [--note TEXT] [--json]`,
   forward: `  oncebox forward airflow --server URL [--server URL2 …] --airflow URL --map FILE [--db FILE] [--group airflow-forwarder]
-                          [--token-file FILE] [--airflow-credentials-file FILE] [--settle-ms 1000]`,
+                          [--token-file FILE] [--airflow-credentials-file FILE] [--batch-size 20] [--settle-ms 1000]`,
   token: `  oncebox token create --db FILE|postgres://… --scope publish|read|admin [--producers NAME|PREFIX*]
                        [--assets A,B] [--reads events,streams,metrics] [--note TEXT] [--out FILE] [--schema S] [--json]
   oncebox token list   --db FILE|postgres://… [--schema S] [--json]
@@ -165,6 +165,7 @@ async function forward(args: string[]): Promise<number> {
       'token-file': { type: 'string' },
       'airflow-credentials-file': { type: 'string' },
       'settle-ms': { type: 'string' },
+      'batch-size': { type: 'string' },
     },
   });
   if (!values.server?.length || !values.airflow || !values.map) {
@@ -182,6 +183,7 @@ async function forward(args: string[]): Promise<number> {
     token: tokenFrom(values, 'forward'),
     credentialsFile: values['airflow-credentials-file'],
     settleMs: wholeNumber(values['settle-ms'], 'settle-ms', 'settleMs').settleMs,
+    batchSize: wholeNumber(values['batch-size'], 'batch-size', 'batchSize').batchSize,
     signal: stop.signal,
   });
 }
