@@ -47,6 +47,8 @@ const pipelined = 'test/fault/pipelined-relay.test.ts';
 const cluster = 'test/fault/postgres-cluster.test.ts';
 
 const ingestPlan = 'src/dedupe/ingest/plan.ts';
+const forwarder = 'src/airflow/forwarder.ts';
+const airflowForwarder = 'test/airflow/forwarder.test.ts';
 const fencing = '  if (attempt < epoch) {';
 const fencingUnlessCheckpointsOnly = "  if (attempt < epoch && items.some((i) => !(i.valid && i.kind === 'checkpoint'))) {";
 
@@ -542,6 +544,30 @@ export const BREAKS: Break[] = [
       { file: conformance, name: 'derives each event' },
       { file: 'test/unit/lineage.test.ts', name: 'deeper than the limit' },
     ],
+  },
+  {
+    what: 'the Airflow forwarder posts again after a lost answer without looking in Airflow first',
+    guarantee: 'G24',
+    edits: [{ file: forwarder, find: "        this.mayBePosted = true;\n        failpoint('forward:before-post');", replace: "        this.mayBePosted = false;\n        failpoint('forward:before-post');" }],
+    caughtBy: [{ file: airflowForwarder, name: 'lost answers' }, { file: 'test/airflow/chain.test.ts' }],
+  },
+  {
+    what: 'a forwarder that starts without looking for the events its predecessor posted and did not record',
+    guarantee: 'G24',
+    edits: [{ file: forwarder, find: '    this.mayBePosted = true;\n    const result', replace: '    this.mayBePosted = false;\n    const result' }],
+    caughtBy: [{ file: airflowForwarder, name: 'lost answers' }],
+  },
+  {
+    what: "the forwarder's Airflow token kept until Airflow refuses it",
+    guarantee: 'G24',
+    edits: [{ file: 'src/airflow/airflow-client.ts', find: "  if (typeof exp !== 'number') return", replace: "  if (typeof exp !== 'number' || exp > 0) return" }],
+    caughtBy: [{ file: airflowForwarder, name: 'renews its token' }, { file: 'test/unit/airflow.test.ts', name: 'renewal time' }],
+  },
+  {
+    what: 'a map entry naming an Airflow asset that does not exist passed over at start',
+    guarantee: 'G24',
+    edits: [{ file: 'src/airflow/asset-map.ts', find: '    if (!asset) {', replace: '    if (!asset && oncebox === "") {' }],
+    caughtBy: [{ file: airflowForwarder, name: 'does not have' }],
   },
 ];
 

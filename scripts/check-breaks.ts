@@ -6,7 +6,7 @@
  * of npm test: the checks take minutes.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,6 +33,8 @@ function scratchCopy(): string {
     }
   }
   symlinkSync(join(repo, 'node_modules'), join(dir, 'node_modules'));
+  // The Airflow tests run against the Airflow installed here, when it is.
+  if (existsSync(join(repo, '.airflow'))) symlinkSync(join(repo, '.airflow'), join(dir, '.airflow'));
   return dir;
 }
 
