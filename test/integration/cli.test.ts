@@ -147,10 +147,27 @@ describe('the oncebox command', () => {
 });
 
 describe('the oncebox command, polished', () => {
+  it('refuses a forward with no target, no map or no Airflow credentials, naming what is missing', async () => {
+    const noTarget = await runScript(CLI, ['forward', 'kafka']);
+    expect(noTarget.code).toBe(2);
+    expect(noTarget.stderr).toMatch(/^oncebox: forward: the only target is "airflow" \(got "kafka"\)/);
+    const noMap = await runScript(CLI, ['forward', 'airflow', '--server', 'http://127.0.0.1:1', '--airflow', 'http://127.0.0.1:1']);
+    expect(noMap.code).toBe(2);
+    expect(noMap.stderr).toMatch(/^oncebox: forward airflow: --server URL, --airflow URL and --map FILE are required/);
+    const dir = tempDir();
+    writeFileSync(join(dir, 'map.json'), JSON.stringify({ batch_ready: 'oncebox_batches' }));
+    const args = ['forward', 'airflow', '--server', 'http://127.0.0.1:1', '--airflow', 'http://127.0.0.1:1', '--map', join(dir, 'map.json'), '--db', join(dir, 'f.db')];
+    const noCredentials = await runScript(CLI, args, { env: { ONCEBOX_AIRFLOW_USERNAME: '', ONCEBOX_AIRFLOW_PASSWORD: '', ONCEBOX_AIRFLOW_TOKEN: '' } });
+    expect(noCredentials.code).toBe(1);
+    expect(noCredentials.stderr).toMatch(/no Airflow credentials: set ONCEBOX_AIRFLOW_USERNAME and ONCEBOX_AIRFLOW_PASSWORD .*\[airflow_credentials\]/);
+    // Nothing was opened: the forwarder's file is made only once Airflow has answered.
+    expect(existsSync(join(dir, 'f.db'))).toBe(false);
+  });
+
   it('prints its version, and each command its own usage with --help', async () => {
     const { version } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string };
     expect((await runScript(CLI, ['--version'])).lines).toEqual([{ text: version }]);
-    for (const command of ['server', 'relay', 'status', 'dead', 'token']) {
+    for (const command of ['server', 'relay', 'status', 'dead', 'token', 'forward']) {
       const help = await runScript(CLI, [command, '--help']);
       expect(help.code).toBe(0);
       expect(help.lines[0]).toEqual({ text: 'usage:' });
