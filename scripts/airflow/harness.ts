@@ -73,6 +73,9 @@ export async function startAirflow(options: AirflowOptions): Promise<RunningAirf
     AIRFLOW_HOME: home,
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN: airflowDb.href,
     AIRFLOW__CORE__EXECUTOR: 'LocalExecutor',
+    // Small pools: the tests' PostgreSQL serves two Airflows and the other tests at once.
+    AIRFLOW__DATABASE__SQL_ALCHEMY_POOL_SIZE: '2',
+    AIRFLOW__DATABASE__SQL_ALCHEMY_MAX_OVERFLOW: '4',
     AIRFLOW__CORE__PARALLELISM: '4',
     AIRFLOW__CORE__LOAD_EXAMPLES: 'False',
     AIRFLOW__CORE__DAGS_FOLDER: join(REPO, 'airflow', 'dags'),
