@@ -58,6 +58,7 @@ const box = await openOutbox({
 const batchReady = box.asset('batch_ready');
 const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
 const total = Number(args.batches);
+const partitionOf = (batch: number) => `${args['partition-prefix']}batch-${String(batch).padStart(4, '0')}`;
 const pauseMs = Number(args['pause-ms']);
 
 // On a fresh machine, a retry has just adopted the server's copy of the checkpoint.
@@ -70,7 +71,7 @@ try {
     if (Number(args['kill-before-commit']) === batch) process.kill(process.pid, 'SIGKILL');
     box.commit((tx) => {
       tx.set(progress, { batch });
-      tx.emit(batchReady, { partitionKey: `${args['partition-prefix']}batch-${String(batch).padStart(4, '0')}`, extra: { rows } });
+      tx.emit(batchReady, { partitionKey: partitionOf(batch), extra: { rows } });
     });
     console.log(JSON.stringify({ event: 'committed', batch }));
     if (pauseMs > 0) await sleep(pauseMs);

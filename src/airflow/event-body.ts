@@ -8,6 +8,21 @@ export interface AssetEventBody {
   extra: Record<string, unknown>;
 }
 
+/** Airflow's own limit on `partition_key` (its API answers 422 beyond it); oncebox takes longer keys. */
+export const AIRFLOW_MAX_PARTITION_KEY = 250;
+
+/** Why Airflow would refuse this event's partition key, in a sentence naming the limit and the fix; undefined when it would not. */
+export function partitionKeyProblem(event: Pick<StoredEvent, 'partitionKey' | 'cursor' | 'key'>): string | undefined {
+  const key = event.partitionKey;
+  if (key === null) return undefined;
+  const where = `the event at cursor ${event.cursor} (key ${event.key})`;
+  if (key.length > AIRFLOW_MAX_PARTITION_KEY) {
+    return `${where} has a partition key of ${key.length} characters, and Airflow takes at most ${AIRFLOW_MAX_PARTITION_KEY}; shorten the partition keys of the assets you forward to Airflow`;
+  }
+  if (!/\S/.test(key)) return `${where} has a partition key of white space only, which Airflow refuses; give it a partition key with a visible character`;
+  return undefined;
+}
+
 /**
  * The Airflow asset event for an oncebox event: its partition key, its own `extra` as is (so that a
  * downstream DAG reads it where it would read any asset event's), and under `extra.oncebox` the key the

@@ -10,7 +10,7 @@ import type { Same } from '../protocol/same-type.js';
 import { nameSchema, type StoredEvent } from '../protocol/wire.js';
 import { AirflowClient, OutcomeUnknown, type AirflowAsset, type AirflowAssetEvent, type AirflowCredentials } from './airflow-client.js';
 import { AirflowError, AirflowErrorCode } from './errors.js';
-import { assetEventBody, forwardedKey } from './event-body.js';
+import { assetEventBody, forwardedKey, partitionKeyProblem } from './event-body.js';
 import { parseAssetMap, resolveAssetMap, type AirflowAssetMap } from './asset-map.js';
 import { forwardStatements, type ForwardReceipt, type ForwardStatements } from './receipts.js';
 
@@ -205,6 +205,9 @@ export class AirflowForwarder {
           }
           this.mayBePosted = false;
         }
+        // Refused here, before a post Airflow would answer with a bare 422.
+        const problem = partitionKeyProblem(event);
+        if (problem !== undefined) throw new AirflowError(AirflowErrorCode.Rejected, `${problem}. The forwarder stops at this event.`, { field: 'partitionKey' });
         // From here until the answer, Airflow may commit the event: any failure leaves it unknown.
         this.mayBePosted = true;
         failpoint('forward:before-post');

@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { renewalTime } from '../../src/airflow/airflow-client.js';
+import { partitionKeyProblem } from '../../src/airflow/event-body.js';
 import { assetEventBody, forwardedKey, parseAssetMap, readAssetMap } from '../../src/airflow/index.js';
 import { airflowCredentials } from '../../src/cli/forward-command.js';
 import type { StoredEvent } from '../../src/protocol/wire.js';
@@ -99,6 +100,15 @@ describe('the Airflow asset event of an oncebox event', () => {
   });
   it('has no partition key for an event without one', () => {
     expect(assetEventBody({ ...event, partitionKey: null }, 3)).not.toHaveProperty('partition_key');
+  });
+  it('is refused before the post when Airflow would refuse its partition key, naming the limit and the fix', () => {
+    expect(partitionKeyProblem(event)).toBeUndefined();
+    expect(partitionKeyProblem({ ...event, partitionKey: null })).toBeUndefined();
+    expect(partitionKeyProblem({ ...event, partitionKey: 'p'.repeat(250) })).toBeUndefined();
+    expect(partitionKeyProblem({ ...event, partitionKey: 'p'.repeat(251) })).toBe(
+      'the event at cursor 7 (key k-7) has a partition key of 251 characters, and Airflow takes at most 250; shorten the partition keys of the assets you forward to Airflow',
+    );
+    expect(partitionKeyProblem({ ...event, partitionKey: ' \t' })).toMatch(/white space only, which Airflow refuses/);
   });
   it('is told apart from events posted by others', () => {
     expect(forwardedKey({ extra: null })).toBeUndefined();
