@@ -14,7 +14,9 @@ if [ -x "$venv/bin/airflow" ] && [ -f "$stamp" ] && cmp -s "$requirements" "$sta
 fi
 echo "airflow: installing Apache Airflow from airflow/requirements.txt into .airflow/venv (a minute or two)"
 "$python" -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$requirements"
+# This machine's pip configuration names local indexes that may be missing; its warnings about them are noise.
+"$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$requirements" \
+  2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 "$venv/bin/airflow" version >/dev/null
 cp "$requirements" "$stamp"
 echo "airflow: installed $("$venv/bin/airflow" version 2>/dev/null | tail -1)"

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -200,6 +200,8 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
     });
     await expect(opening).rejects.toMatchObject({ code: 'airflow_unknown_asset', field: 'batch_ready.name' });
     await expect(opening).rejects.toThrow(/"batch_ready" to the Airflow asset with name "no_such_airflow_asset", but Airflow at http:\/\/127\.0\.0\.1:\d+ has none/);
+    // Refused before the consumer opened: no file, no cursor, nothing marked forwarded.
+    expect(existsSync(join(dir, 'forwarder.db'))).toBe(false);
   });
 
   it('refuses wrong credentials with an error naming the user, and forwards nothing', async () => {
@@ -215,6 +217,7 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
     });
     await expect(opening).rejects.toMatchObject({ code: 'airflow_credentials' });
     await expect(opening).rejects.toThrow(`refused the credentials of user "${airflow.username}"`);
+    expect(existsSync(join(dir, 'forwarder.db'))).toBe(false);
   });
 
   it('refuses to start when Airflow does not answer, naming the URL', async () => {
@@ -232,6 +235,7 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
     await expect(opening).rejects.toMatchObject({ code: 'airflow_unreachable' });
     await expect(opening).rejects.toThrow(`cannot reach Airflow at http://127.0.0.1:${closedPort}/auth/token: no answer: ECONNREFUSED`);
     await expect(opening).rejects.toThrow("is Airflow's API server running there?");
+    expect(existsSync(join(dir, 'forwarder.db'))).toBe(false);
   });
 
   it('marks nothing forwarded while Airflow goes away mid-run, and forwards each event once when it is back', { timeout: 120_000 }, async () => {
