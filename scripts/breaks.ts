@@ -303,7 +303,7 @@ export const BREAKS: Break[] = [
   {
     what: "a publish token's asset list not applied to the items it sends",
     guarantee: 'G17',
-    edits: [{ file: 'src/dedupe/http-app.ts', find: '(asset) => assetAllowed(grant, asset), allowed)', replace: '() => true, allowed)' }],
+    edits: [{ file: 'src/dedupe/http-app.ts', find: '(asset) => isLifecycleAsset(asset) || assetAllowed(grant, asset), allowed)', replace: '() => true, allowed)' }],
     caughtBy: [{ file: scopedTokens, name: 'item by item' }],
   },
   {

@@ -28,6 +28,7 @@ import { openApiDocument } from './openapi.js';
 import { tracedIngest } from './tracing.js';
 import type { DedupeStore } from './store.js';
 import { assetAllowed, describeGrant, producerAllowed, tokenRequestSchema } from './tokens.js';
+import { isLifecycleAsset } from '../protocol/lifecycle.js';
 
 export interface HttpAppOptions {
   store: DedupeStore;
@@ -194,7 +195,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
       );
     }
     const allowed = grant.assets?.join(', ') ?? '';
-    const checked = items.map((item, index) => refuseOutOfScope(checkItem(item, index), (asset) => assetAllowed(grant, asset), allowed));
+    const checked = items.map((item, index) => refuseOutOfScope(checkItem(item, index), (asset) => isLifecycleAsset(asset) || assetAllowed(grant, asset), allowed));
     const started = performance.now();
     const results = await tracedIngest(options.otel, request.headers, stream, checked, () => store.ingest(stream, checked));
     options.metrics.ingested(results, (performance.now() - started) / 1000);

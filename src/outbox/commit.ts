@@ -5,7 +5,8 @@ import { describeFirstIssue, emissionPayloadSchema } from '../protocol/emission.
 import { CommitEndedError, EmissionValidationError, KeyConflictError, NotCommittedError } from '../protocol/errors.js';
 import type { TraceContext } from '../protocol/trace.js';
 import type { Receipt } from '../protocol/wire.js';
-import { causedKey, checkpointKey, deriveKey, explicitKey } from './keys.js';
+import { LifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
+import { causedKey, checkpointKey, deriveKey, explicitKey, outcomeKey } from './keys.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
 import type { RunContext } from './options.js';
 
@@ -25,9 +26,15 @@ export interface EmissionInput {
    * re-run must give the same key for the same logical emission.
    */
   key?: string;
+  /**
+   * 'success' holds the emission in the outbox until the run succeeds: `box.complete` releases it, in its
+   * own transaction, and `box.fail` discards it (recorded in the file, counted in `status().discarded`).
+   * Its key is the key it would have had: a retry that holds it again releases one copy.
+   */
+  on?: 'success';
 }
 
-const EMISSION_FIELDS = ['partitionKey', 'partitionDate', 'extra', 'key'];
+const EMISSION_FIELDS = ['partitionKey', 'partitionDate', 'extra', 'key', 'on'];
 const userKeySchema = z.string().min(1, { error: 'must not be empty' }).max(200, { error: 'must be at most 200 characters' });
 
 /** A handle on one emission of a commit. */
@@ -71,7 +78,14 @@ interface PendingEmission {
   trace: TraceContext | undefined;
   /** The consumed event this emission responds to; its key derives from that event's id. */
   cause: EmissionCause | undefined;
+  /** Held for the run's success (`on: 'success'`): written to the held table, not the outbox. */
+  held: boolean;
+  /** A key fixed before this commit: a held emission's, released, or a lifecycle event's. */
+  preset?: { key: string; scope: 'partition' | 'file' };
 }
+
+/** @internal What a terminal commit records: the attempt's outcome, and for a failure its reason. */
+export type Terminal = { outcome: 'succeeded' } | { outcome: 'failed'; error: { message: string; code?: string } };
 
 /** @internal A stored event as the cause of an emission: its id (for the key) and cursor (for the lineage). */
 export interface EmissionCause {
@@ -101,6 +115,7 @@ export class CommitTransaction {
   private readonly emissions: PendingEmission[] = [];
   private readonly checkpoints = new Map<string, string>();
   private open = true;
+  private terminal: Terminal | undefined;
 
   /** @internal */
   constructor(private readonly context: CommitContext) {}
@@ -127,7 +142,13 @@ export class CommitTransaction {
 
   private add(asset: { readonly name: string }, input: EmissionInput, cause: EmissionCause | undefined): Emission {
     this.assertOpen('emit');
-    const { key, ...payload } = checkShape(input);
+    const { key, on, ...payload } = checkShape(input);
+    if (on !== undefined && on !== 'success') {
+      throw new EmissionValidationError('on', `on: must be 'success' (held until box.complete) or left out (got ${JSON.stringify(on)})`);
+    }
+    if (on !== undefined && cause !== undefined) {
+      throw new EmissionValidationError('on', "on: a consumer's emission responds to its event and cannot wait for a run's success; leave it out");
+    }
     const candidate = { ...payload, asset: asset.name };
     const parsed = this.context.payloadSchema.safeParse(candidate);
     if (!parsed.success) {
@@ -143,9 +164,63 @@ export class CommitTransaction {
       userKey = checked.data;
     }
     const handle = new Emission(asset.name, parsed.data.partitionKey, this.context.waitFor);
-    this.emissions.push({ handle, partitionDate: parsed.data.partitionDate, extra: parsed.data.extra, userKey, trace: this.context.traceContext(), cause });
+    this.emissions.push({ handle, partitionDate: parsed.data.partitionDate, extra: parsed.data.extra, userKey, trace: this.context.traceContext(), cause, held: on === 'success' });
     return handle;
   }
+
+  /** @internal Makes this commit the attempt's terminal one: see `releaseOrDiscard`. */
+  endRun(terminal: Terminal): void {
+    this.terminal = terminal;
+  }
+
+  /**
+   * @internal The terminal commit's part, before its rows are written: a success releases the run's
+   * held emissions into the outbox with their keys, a failure discards them; either adds the lifecycle
+   * event. Returns what to record once the rows are written.
+   */
+  private releaseOrDiscard(terminal: Terminal, now: number): () => void {
+    const { file, producer, run, waitFor } = this.context;
+    const runKey = { runId: run.runId, task: run.task ?? '' };
+    const held = file.lifecycle.heldOfRun.all(runKey);
+    const succeeded = terminal.outcome === 'succeeded';
+    if (succeeded) {
+      for (const row of held) {
+        this.emissions.push({
+          handle: new Emission(row.asset, row.partition_key ?? undefined, waitFor),
+          partitionDate: row.partition_date ?? undefined,
+          extra: row.extra ?? undefined,
+          userKey: undefined,
+          trace: row.trace_context === null ? undefined : (JSON.parse(row.trace_context) as TraceContext),
+          cause: undefined,
+          held: false,
+          preset: { key: row.key, scope: row.key_scope },
+        });
+      }
+    }
+    // A success is one event per run, whichever attempt makes it, so its extra names no attempt.
+    const extra: LifecycleExtra = succeeded
+      ? { outcome: 'succeeded', workflow: run.workflow, runId: run.runId, task: run.task ?? null }
+      : { outcome: 'failed', workflow: run.workflow, runId: run.runId, task: run.task ?? null, attempt: run.attempt, error: terminal.error, held: held.length };
+    const asset = succeeded ? LifecycleAsset.Succeeded : LifecycleAsset.Failed;
+    this.lifecycleEvent = new Emission(asset, undefined, waitFor);
+    this.emissions.push({
+      handle: this.lifecycleEvent,
+      partitionDate: undefined,
+      extra: canonicalJson(extra),
+      userKey: undefined,
+      trace: this.context.traceContext(),
+      cause: undefined,
+      held: false,
+      preset: { key: outcomeKey(producer, run, terminal.outcome, run.attempt), scope: 'file' },
+    });
+    return () => {
+      file.lifecycle.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded', now, reason: succeeded ? null : terminal.error.message });
+      file.lifecycle.recordOutcome.run({ ...runKey, attempt: run.attempt, outcome: terminal.outcome, reason: succeeded ? null : terminal.error.message, now });
+    };
+  }
+
+  /** @internal The terminal commit's lifecycle event. */
+  lifecycleEvent: Emission | undefined;
 
   /**
    * @internal Writes the collected state; runs inside the commit's SQLite transaction. The stream's next
@@ -164,6 +239,7 @@ export class CommitTransaction {
     const positionOfCommit = () => (position ??= this.checkpoints.size === 0 ? null : canonicalJson(Object.fromEntries(this.checkpoints)));
     const occurrences = new Map<string, number>();
     const task = run.task ?? '';
+    const recordTerminal = this.terminal === undefined ? undefined : this.releaseOrDiscard(this.terminal, now);
     for (const emission of this.emissions) {
       const { handle } = emission;
       const partitionKey = handle.partitionKey ?? null;
@@ -171,7 +247,9 @@ export class CommitTransaction {
       const occurrence = occurrences.get(slot) ?? 0;
       occurrences.set(slot, occurrence + 1);
       const key =
-        emission.userKey !== undefined
+        emission.preset !== undefined
+          ? emission.preset.key
+          : emission.userKey !== undefined
           ? explicitKey(producer, emission.userKey)
           : emission.cause !== undefined
             ? causedKey({ producer, cause: emission.cause, asset: handle.asset, partitionKey, occurrence })
@@ -192,7 +270,25 @@ export class CommitTransaction {
         extra: emission.extra,
       });
       // A key derived from a run's partition is unique among that partition's rows; any other in the whole file.
-      const byPartition = emission.userKey === undefined && emission.cause === undefined && partitionKey !== null;
+      const byPartition = emission.preset !== undefined ? emission.preset.scope === 'partition' : emission.userKey === undefined && emission.cause === undefined && partitionKey !== null;
+      if (emission.held) {
+        file.lifecycle.hold.run({
+          run_id: run.runId,
+          task,
+          attempt: run.attempt,
+          key,
+          key_scope: byPartition ? 'partition' : 'file',
+          fingerprint,
+          asset: handle.asset,
+          partition_key: partitionKey,
+          partition_date: emission.partitionDate ?? null,
+          extra: emission.extra ?? null,
+          trace_context: emission.trace === undefined ? null : JSON.stringify(emission.trace),
+          committed_at: now,
+        });
+        handle.idempotencyKey = key;
+        continue;
+      }
       const insert = byPartition ? s.insertPartitionRow : s.insertFileRow;
       const inserted = insert.run({
         key,
@@ -229,6 +325,7 @@ export class CommitTransaction {
       handle.rowId = existing.id;
       handle.recommitted = true;
     }
+    recordTerminal?.();
     // Checkpoint updates follow the commit's emissions in the stream, so the server's copy of a
     // checkpoint is applied only after the events it accounts for. A commit without emissions rewrites
     // the stream's waiting update of the same checkpoint when no emission follows it: the newest wins.

@@ -1,4 +1,5 @@
-export { openOutbox, Outbox, Asset, type CloseOptions, type CloseResult } from './outbox.js';
+export { openOutbox, Outbox, Asset, type CloseOptions, type CloseResult, type TerminalResult } from './outbox.js';
+export { LifecycleAsset, isLifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
 export { CommitTransaction, Emission, type EmissionInput } from './commit.js';
 export { Checkpoint } from '../checkpoint/checkpoint.js';
 export type { OutboxOptions, RunContext, RunOptions } from './options.js';

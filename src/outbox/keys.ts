@@ -77,6 +77,14 @@ export function causedKey(identity: {
 }
 
 /**
+ * The key of a run's lifecycle event: a success once per run (any attempt's success is the same event),
+ * a failure once per attempt.
+ */
+export function outcomeKey(producer: string, run: { workflow: string; runId: string; task?: string | undefined }, outcome: 'succeeded' | 'failed', attempt: number): string {
+  return uuidOf(['oncebox/v1/outcome', producer, run.workflow, run.runId, run.task ?? null, outcome, outcome === 'failed' ? attempt : null]);
+}
+
+/**
  * The key of a checkpoint update: its stream position. Checkpoint updates are not deduplicated across
  * attempts (a retry's progress is new progress); the key only makes a resend of the same row idempotent.
  */

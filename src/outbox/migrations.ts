@@ -239,4 +239,45 @@ export const outboxMigrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 10,
+    name: '010_lifecycle',
+    sql: `
+      -- Emissions held for the run's success (tx.emit(asset, { on: 'success' })): written in their own
+      -- commit with their key, released into the outbox by box.complete, discarded by box.fail. Scoped
+      -- by run and task, not attempt: a retry's complete releases what an earlier attempt held and never
+      -- released, and the key makes one row of what both held.
+      CREATE TABLE held_emissions (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        key_scope TEXT NOT NULL CHECK (key_scope IN ('partition', 'file')),
+        fingerprint TEXT NOT NULL,
+        asset TEXT NOT NULL,
+        partition_key TEXT,
+        partition_date TEXT,
+        extra TEXT,
+        trace_context TEXT,
+        committed_at INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('held', 'released', 'discarded')),
+        settled_at INTEGER,
+        reason TEXT
+      );
+      CREATE INDEX held_by_run ON held_emissions (run_id, task, state);
+
+      -- Each attempt's outcome, written by its terminal commit: a second terminal commit of the attempt
+      -- finds it and does nothing (the failure callback run twice), or is refused (complete after fail).
+      CREATE TABLE run_outcomes (
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        outcome TEXT NOT NULL CHECK (outcome IN ('succeeded', 'failed')),
+        reason TEXT,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (run_id, task, attempt)
+      ) WITHOUT ROWID;
+    `,
+  },
 ];

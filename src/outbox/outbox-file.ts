@@ -7,6 +7,7 @@ import { migrateSqlite } from '../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../sqlite/open.js';
 import { params, prepare, prepareConstant, queryBuilder } from '../sqlite/statements.js';
 import { FileMeta } from './file-meta.js';
+import { lifecycleStatements, type LifecycleStatements } from './lifecycle-statements.js';
 import { outboxMigrations } from './migrations.js';
 import { RunAttempts } from './run-attempts.js';
 
@@ -49,6 +50,25 @@ export interface OutboxSchema {
   trigger_arrivals: { trigger: string; partition_key: string; asset: string; event: string };
   trigger_firings: { trigger: string; partition_key: string; fired: number; last_cursor: number; fired_at: number };
   trigger_rebuild: { id: number; up_to: number; done_through: number };
+  held_emissions: {
+    id: Generated<number>;
+    run_id: string;
+    task: string;
+    attempt: number;
+    key: string;
+    key_scope: 'partition' | 'file';
+    fingerprint: string;
+    asset: string;
+    partition_key: string | null;
+    partition_date: string | null;
+    extra: string | null;
+    trace_context: string | null;
+    committed_at: number;
+    state: 'held' | 'released' | 'discarded';
+    settled_at: number | null;
+    reason: string | null;
+  };
+  run_outcomes: { run_id: string; task: string; attempt: number; outcome: 'succeeded' | 'failed'; reason: string | null; at: number };
   dead_letter_actions: {
     id: Generated<number>;
     row_key: string;
@@ -145,6 +165,8 @@ export class OutboxFile {
   readonly runs: RunAttempts;
   /** What the file keeps about itself: its producer, its last run, the relay's last error. */
   readonly meta: FileMeta;
+  /** Emissions held for a run's success, and each attempt's outcome. */
+  readonly lifecycle: LifecycleStatements;
 
   /**
    * @param create whether a missing file (and its folder) is created: a job's outbox is; a file that the
@@ -166,6 +188,7 @@ export class OutboxFile {
     try {
       migrateSqlite(this.db, outboxMigrations, (found, known) => new SchemaTooNewError(path, found, known));
       this.statements = prepareStatements(this.db);
+      this.lifecycle = lifecycleStatements(this.db);
     } catch (error) {
       this.db.close();
       throw error instanceof SchemaTooNewError ? error : new OutboxFileError(path, error);

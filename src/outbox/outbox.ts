@@ -4,13 +4,16 @@ import { assetNameSchema, describeFirstIssue, emissionPayloadSchema } from '../p
 import {
   EmissionValidationError,
   NoRunContextError,
+  NotCommittedError,
+  OnceboxError,
   OptionsError,
   OutboxClosedError,
   ResumeUnavailableError,
+  RunEndedError,
 } from '../protocol/errors.js';
 import { activeTraceContext, loadOtel, type OtelApi } from '../protocol/trace.js';
 import { nameSchema, type Receipt, type StreamState } from '../protocol/wire.js';
-import { CommitTransaction, type CommitContext, type Emission, type EmissionInput } from './commit.js';
+import { CommitTransaction, type CommitContext, type Emission, type EmissionInput, type Terminal } from './commit.js';
 import { failpoint } from './failpoints.js';
 import { OutboxFile, type OutboxRow } from './outbox-file.js';
 import { resolveOutboxOptions, type OutboxOptions, type ResolvedOutboxOptions, type RunContext } from './options.js';
@@ -56,6 +59,24 @@ export interface CloseOptions {
   timeoutMs?: number;
 }
 
+/** What `box.complete` and `box.fail` return. */
+export interface TerminalResult<R> {
+  outcome: 'succeeded' | 'failed';
+  /** False when this attempt had ended this way already: the call did nothing, and `fn` did not run. */
+  recorded: boolean;
+  /** What `fn` returned. */
+  value: R | undefined;
+  /** The lifecycle event (`oncebox.run_succeeded` or `oncebox.run_failed`): await its `receipt()`. */
+  event: Emission | undefined;
+}
+
+/** Why an attempt failed, as its failure event carries it: the message, and the code of an oncebox error. */
+function describeFailure(error: unknown): { message: string; code?: string } {
+  const message = (error instanceof Error ? error.message : String(error)).slice(0, 1000);
+  const code = error instanceof OnceboxError ? error.code : (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? { message, code } : { message };
+}
+
 export interface CloseResult {
   /** Emissions and checkpoint updates still pending at close; the next relay on this file delivers them. */
   pending: number;
@@ -82,6 +103,8 @@ export class Outbox {
   private otel: OtelApi | undefined;
   private readonly logger: OutboxLogger;
   private readonly commitContext: CommitContext | undefined;
+  /** This attempt's outcome, once its terminal commit is made: no commit follows it. */
+  private ended: 'succeeded' | 'failed' | undefined;
   private readonly runInTransaction;
   /** This run's stream in the file, when opened with a run context. */
   private readonly runKey: RunKey | undefined;
@@ -236,20 +259,72 @@ export class Outbox {
    * `commit` returns, or not at all when `fn` throws. Returns what `fn` returns.
    */
   commit<R>(fn: (tx: CommitTransaction) => R): R {
-    if (this.closed) throw new OutboxClosedError(`${this.path}: the outbox is closed; open it again to commit`);
-    if (this.commitContext === undefined) {
-      throw new NoRunContextError(
-        `${this.path}: opened without a run context; pass run: { workflow, runId, attempt } to openOutbox to commit or emit`,
-      );
+    const context = this.assertCanCommit();
+    if (this.ended !== undefined) {
+      throw new RunEndedError(`${this.path}: attempt ${this.run!.attempt} of run ${this.run!.runId} has ${this.ended}; it commits nothing more`);
     }
     assertSyncCallback(fn, 'commit(fn)');
-    const tx = new CommitTransaction(this.commitContext);
+    const tx = new CommitTransaction(context);
     const result = this.runInTransaction.immediate(tx, fn) as R;
     tx.committed();
     failpoint('commit:after-commit');
     // A checkpoint update goes at once too: it is the server's copy a retry on a fresh machine resumes from.
     if (tx.wroteRows) this.relay?.notify();
     return result;
+  }
+
+  /**
+   * The attempt's successful end, in one transaction: `fn`'s own writes and emissions, the release of
+   * every emission of the run held with `on: 'success'` (into the outbox, with their keys), the
+   * attempt's outcome, and the run's success event on `oncebox.run_succeeded`, which the server keeps
+   * once per run. After it, this attempt commits nothing more. Called again after a success, it does
+   * nothing (`recorded: false`); after `fail`, it throws RunEndedError. A fenced attempt's is refused.
+   */
+  complete<R>(fn?: (tx: CommitTransaction) => R): TerminalResult<R> {
+    return this.endRun({ outcome: 'succeeded' }, fn, 'complete');
+  }
+
+  /**
+   * The attempt's failed end, in one transaction: `fn`'s own writes and emissions (say, "ingest failed
+   * for partition X"), the discard of every held emission of the run (recorded, and counted in
+   * `status().discarded`), the attempt's outcome, and a failure event on `oncebox.run_failed`, which the
+   * server keeps once per attempt. Called again in the same attempt (a failure callback run twice), it
+   * does nothing (`recorded: false`); after `complete`, it throws RunEndedError.
+   */
+  fail<R>(error: unknown, fn?: (tx: CommitTransaction) => R): TerminalResult<R> {
+    return this.endRun({ outcome: 'failed', error: describeFailure(error) }, fn, 'fail');
+  }
+
+  private endRun<R>(terminal: Terminal, fn: ((tx: CommitTransaction) => R) | undefined, verb: string): TerminalResult<R> {
+    const context = this.assertCanCommit();
+    if (fn !== undefined) assertSyncCallback(fn, `${verb}(fn)`);
+    const run = this.run!;
+    const tx = new CommitTransaction(context);
+    const ended = this.runInTransaction.immediate(tx, (inner: CommitTransaction) => {
+      const earlier = this.file.lifecycle.outcomeOf.get({ runId: run.runId, task: run.task ?? '', attempt: run.attempt });
+      if (earlier !== undefined) {
+        if (earlier.outcome === terminal.outcome) return { recorded: false, value: undefined };
+        throw new RunEndedError(`box.${verb}(): attempt ${run.attempt} of run ${run.runId} has ${earlier.outcome} already; an attempt ends once`);
+      }
+      const value = fn?.(inner);
+      refusePromise(value);
+      inner.endRun(terminal);
+      return { recorded: true, value };
+    }) as { recorded: boolean; value: R | undefined };
+    tx.committed();
+    this.ended = terminal.outcome;
+    if (tx.wroteRows) this.relay?.notify();
+    return { outcome: terminal.outcome, recorded: ended.recorded, value: ended.value, event: tx.lifecycleEvent };
+  }
+
+  private assertCanCommit(): CommitContext {
+    if (this.closed) throw new OutboxClosedError(`${this.path}: the outbox is closed; open it again to commit`);
+    if (this.commitContext === undefined) {
+      throw new NoRunContextError(
+        `${this.path}: opened without a run context; pass run: { workflow, runId, attempt } to openOutbox to commit or emit`,
+      );
+    }
+    return this.commitContext;
   }
 
   /** The fence on a row's attempt, if the server said a later one has delivered. */
@@ -304,7 +379,12 @@ export class Outbox {
     if (this.closed) {
       return Promise.reject(new OutboxClosedError(`${this.path}: the outbox is closed; receipts cannot be awaited`));
     }
-    const row = this.file.statements.rowById.get({ id: emission.rowId! })!;
+    if (emission.rowId === undefined) {
+      return Promise.reject(
+        new NotCommittedError(`${this.path}: this emission is held for the run's success; await the receipt of the emission box.complete() releases, or of its lifecycle event`),
+      );
+    }
+    const row = this.file.statements.rowById.get({ id: emission.rowId })!;
     const promise = this.waiters.wait(row, emission.recommitted, this.fenceOf(row));
     if (row.state === 'pending') this.pollWhileAnotherRelayDelivers();
     return promise;

@@ -22,6 +22,9 @@ export interface OutboxStatus {
   dead: number;
   /** Checkpoint updates not yet mirrored to the server. */
   pendingCheckpoints: number;
+  /** Emissions held for their run's success (`on: 'success'`), and those a failed run discarded. */
+  held: number;
+  discarded: number;
   /** Whether a later attempt of the file's run has delivered to the server or opened this file, and which. */
   fenced: boolean;
   fencedBy: number | null;
@@ -37,6 +40,8 @@ export interface OutboxStatus {
 export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.now()): OutboxStatus {
   const s = file.statements;
   const counts = { pending: 0, delivered: 0, dead: 0 };
+  const lifecycle = { held: 0, released: 0, discarded: 0 };
+  for (const row of file.lifecycle.countByState.all({})) lifecycle[row.state] = row.count;
   let pendingCheckpoints = 0;
   let oldestPending: number | null = null;
   for (const row of s.countByState.all()) {
@@ -53,6 +58,8 @@ export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.n
     run,
     ...counts,
     pendingCheckpoints,
+    held: lifecycle.held,
+    discarded: lifecycle.discarded,
     fenced: fence !== undefined,
     fencedBy: fence?.by ?? null,
     oldestPendingAgeMs: oldestPending === null ? null : Math.max(0, now - oldestPending),

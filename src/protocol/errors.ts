@@ -24,6 +24,7 @@ export const ProducerErrorCode = {
   Internal: 'internal',
   NotCommitted: 'not_committed',
   CommitEnded: 'commit_ended',
+  RunEnded: 'run_ended',
 } as const;
 export type ProducerErrorCode = (typeof ProducerErrorCode)[keyof typeof ProducerErrorCode];
 
@@ -137,6 +138,13 @@ export class NotCommittedError extends OnceboxError {
 export class CommitEndedError extends OnceboxError {
   constructor(message: string) {
     super(ProducerErrorCode.CommitEnded, message);
+  }
+}
+
+/** A commit after the attempt's terminal commit (`box.complete`, `box.fail`), or the other terminal commit after one. */
+export class RunEndedError extends OnceboxError {
+  constructor(message: string) {
+    super(ProducerErrorCode.RunEnded, message);
   }
 }
 

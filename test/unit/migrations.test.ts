@@ -20,7 +20,7 @@ describe('migrations', () => {
     const db = new Database(path);
     expect(db.pragma('user_version', { simple: true })).toBe(outboxMigrations.length);
     const tables = db.prepare("select name from sqlite_master where type = 'table' order by name").pluck().all();
-    expect(tables).toEqual(['checkpoints', 'consumed', 'dead_letter_actions', 'lease', 'meta', 'outbox', 'runs', 'trigger_arrivals', 'trigger_firings', 'trigger_rebuild']);
+    expect(tables).toEqual(['checkpoints', 'consumed', 'dead_letter_actions', 'held_emissions', 'lease', 'meta', 'outbox', 'run_outcomes', 'runs', 'trigger_arrivals', 'trigger_firings', 'trigger_rebuild']);
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     db.close();
   });

@@ -4,6 +4,7 @@ import { RejectionCode } from '../../protocol/errors.js';
 import type { ItemResult } from '../../protocol/wire.js';
 import type { CheckedCheckpoint, CheckedEvent, CheckedItem, InvalidItem } from '../item-check.js';
 import type { EventLineage } from './lineage.js';
+import { isLifecycleAsset } from '../../protocol/lifecycle.js';
 
 /**
  * What to do with each item of a batch, decided from the stream's last sequence number alone, before
@@ -54,7 +55,8 @@ export function planIngest(
       };
     }
     if (item.kind === 'checkpoint') return { type: 'checkpoint', item };
-    if (!isRegistered(item.payload.asset)) {
+    // Lifecycle assets need no registering: every producer's terminal commits emit them.
+    if (!isLifecycleAsset(item.payload.asset) && !isRegistered(item.payload.asset)) {
       const asset = item.payload.asset;
       return {
         type: 'refused',

@@ -1,0 +1,29 @@
+/**
+ * The assets of run lifecycle events. A producer's terminal commit (`box.complete`, `box.fail`) emits
+ * one of them, with a key that makes the server keep a run's success once and a failure once per attempt.
+ * Every server knows them without registering them, and a token that may publish as a producer may
+ * publish them for that producer's runs.
+ */
+export const LifecycleAsset = {
+  Succeeded: 'oncebox.run_succeeded',
+  Failed: 'oncebox.run_failed',
+} as const;
+export type LifecycleAsset = (typeof LifecycleAsset)[keyof typeof LifecycleAsset];
+
+export function isLifecycleAsset(asset: string): asset is LifecycleAsset {
+  return asset === LifecycleAsset.Succeeded || asset === LifecycleAsset.Failed;
+}
+
+/** What a lifecycle event carries in `extra`. */
+export interface LifecycleExtra {
+  outcome: 'succeeded' | 'failed';
+  workflow: string;
+  runId: string;
+  task: string | null;
+  /** The attempt that failed; absent on a success, which counts once per run whichever attempt made it. */
+  attempt?: number;
+  /** Why the attempt failed, as `box.fail(error)` was given it. */
+  error?: { message: string; code?: string };
+  /** How many emissions held for the run's success this commit released or discarded. */
+  held?: number;
+}

@@ -1,0 +1,137 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { FencedError, LifecycleAsset, openOutbox, RunEndedError, type Outbox } from '../../src/outbox/index.js';
+import { startServer, type RunningServer } from '../support/server.js';
+import { tempDir } from '../support/temp.js';
+
+const quiet = { info() {}, warn() {}, error() {} };
+const RUN = { workflow: 'orders', runId: '2026-12-01', task: 'ingest' };
+
+function open(server: RunningServer, path: string, attempt: number, extra: Record<string, unknown> = {}): Promise<Outbox> {
+  return openOutbox({ path, server: server.url, producer: 'orders-ingest', run: { ...RUN, attempt }, logger: quiet, ...extra });
+}
+
+/** One batch of the job: its checkpoint, an event now, and an event held for the run's success. */
+function batch(box: Outbox, n: number): void {
+  box.commit((tx) => {
+    tx.set(box.checkpoint('backlog', z.object({ batch: z.number() })), { batch: n });
+    tx.emit(box.asset('batch_ready'), { partitionKey: `batch-${n}` });
+    tx.emit(box.asset('run_done'), { partitionKey: `batch-${n}`, on: 'success' });
+  });
+}
+
+const partitionsOf = async (server: RunningServer, asset: string) => (await server.events({ asset })).map((event) => event.partitionKey);
+
+describe('terminal commits', () => {
+  it('release the emissions held for success once, with one success event, in one transaction', async () => {
+    const server = await startServer();
+    const box = await open(server, join(tempDir(), 'job.db'), 1);
+    batch(box, 1);
+    batch(box, 2);
+    expect(box.status()).toMatchObject({ held: 2, discarded: 0 });
+    const ended = box.complete((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'summary' }));
+    expect(ended).toMatchObject({ outcome: 'succeeded', recorded: true });
+    expect(box.status()).toMatchObject({ held: 0, discarded: 0 });
+    const receipt = await ended.event!.receipt();
+    expect(receipt.duplicate).toBe(false);
+    await box.close();
+    expect(await partitionsOf(server, 'batch_ready')).toEqual(['batch-1', 'batch-2', 'summary']);
+    expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2']);
+    const [success, ...more] = await server.events({ asset: LifecycleAsset.Succeeded });
+    expect(more).toEqual([]);
+    expect(success).toMatchObject({ producer: 'orders-ingest', runId: RUN.runId, attempt: 1, extra: { outcome: 'succeeded', workflow: 'orders', runId: RUN.runId, task: 'ingest' } });
+  });
+
+  it('discard the held emissions on failure, visibly, with one failure event per attempt however often fail is called', async () => {
+    const server = await startServer();
+    const box = await open(server, join(tempDir(), 'job.db'), 1);
+    batch(box, 1);
+    const first = box.fail(new RangeError('disk full'), (tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'failed-at-batch-2' }));
+    expect(first).toMatchObject({ outcome: 'failed', recorded: true });
+    // The failure callback runs again (a retry of the callback, a second handler): nothing more is recorded.
+    const second = box.fail(new Error('another message'), () => {
+      throw new Error('not run');
+    });
+    expect(second).toMatchObject({ outcome: 'failed', recorded: false, event: undefined });
+    expect(box.status()).toMatchObject({ held: 0, discarded: 1 });
+    expect(() => box.complete()).toThrow(RunEndedError);
+    expect(() => batch(box, 2)).toThrow(expect.objectContaining({ code: 'run_ended' }));
+    await first.event!.receipt();
+    await box.close();
+    expect(await partitionsOf(server, 'run_done')).toEqual([]);
+    expect(await partitionsOf(server, 'batch_ready')).toEqual(['batch-1', 'failed-at-batch-2']);
+    const failures = await server.events({ asset: LifecycleAsset.Failed });
+    expect(failures.map((event) => event.extra)).toEqual([
+      { outcome: 'failed', workflow: 'orders', runId: RUN.runId, task: 'ingest', attempt: 1, error: { message: 'disk full' }, held: 1 },
+    ]);
+  });
+
+  it('release exactly one copy when a retry succeeds: after a failed attempt, and after one that died holding', async () => {
+    const server = await startServer();
+    const path = join(tempDir(), 'job.db');
+    const first = await open(server, path, 1);
+    batch(first, 1);
+    first.fail(new Error('flaky source'));
+    await first.close();
+    const second = await open(server, path, 2);
+    batch(second, 1);
+    batch(second, 2);
+    // Attempt 2 dies holding (no terminal commit); attempt 3 holds the same emissions again and succeeds.
+    await second.close();
+    const third = await open(server, path, 3);
+    batch(third, 1);
+    batch(third, 2);
+    expect(third.status().held).toBe(4);
+    third.complete();
+    await third.close();
+    expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2']);
+    expect((await server.events({ asset: LifecycleAsset.Failed })).map((event) => event.attempt)).toEqual([1]);
+    expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
+  });
+
+  it('count a run success once: a retry on a fresh machine that succeeds again gets the first success back', async () => {
+    const server = await startServer();
+    const first = await open(server, join(tempDir(), 'a.db'), 1);
+    batch(first, 1);
+    const firstSuccess = await first.complete().event!.receipt();
+    await first.close();
+    const second = await open(server, join(tempDir(), 'b.db'), 2, { resume: 'never' });
+    batch(second, 1);
+    const again = await second.complete().event!.receipt();
+    await second.close();
+    expect(again).toMatchObject({ duplicate: true, eventId: firstSuccess.eventId });
+    expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
+    expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1']);
+  });
+
+  it("refuse a fenced attempt's complete: at once on a shared file, and at the server from another machine", async () => {
+    const server = await startServer();
+    const path = join(tempDir(), 'job.db');
+    const zombie = await open(server, path, 1);
+    batch(zombie, 1);
+    const successor = await open(server, path, 2);
+    expect(() => zombie.complete()).toThrow(FencedError);
+    await zombie.close({ timeoutMs: 0 });
+
+    const elsewhere = await open(server, join(tempDir(), 'other.db'), 1, { resume: 'never' });
+    batch(successor, 1);
+    successor.complete();
+    await successor.close();
+    // The other machine's attempt 1 does not know yet: its commit is local, and the server fences it.
+    const late = elsewhere.complete();
+    await expect(late.event!.receipt()).rejects.toThrow(FencedError);
+    await elsewhere.close({ timeoutMs: 0 });
+    const successes = await server.events({ asset: LifecycleAsset.Succeeded });
+    expect(successes.map((event) => event.attempt)).toEqual([2]);
+  });
+
+  it('refuses an unknown value of on, naming the field', async () => {
+    const server = await startServer();
+    const box = await open(server, join(tempDir(), 'job.db'), 1);
+    expect(() => box.commit((tx) => tx.emit(box.asset('run_done'), { on: 'failure' as never }))).toThrow(
+      expect.objectContaining({ code: 'invalid_emission', field: 'on', message: expect.stringContaining("on: must be 'success'") }),
+    );
+    await box.close();
+  });
+});
