@@ -3,6 +3,7 @@ import type { RunContext } from '../outbox/options.js';
 import type { ServerClient } from '../outbox/server-client.js';
 import { ResumeUnavailableError } from '../protocol/errors.js';
 import type { StreamState } from '../protocol/wire.js';
+import { HELD_CHECKPOINT, restoreHeld } from '../outbox/held-mirror.js';
 
 /**
  * When a retry takes the server's copy of its run's checkpoints:
@@ -50,6 +51,8 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
       for (const [name, value] of Object.entries(state.checkpoints)) {
         file.statements.setCheckpoint.run({ name, value: JSON.stringify(value), now });
       }
+      // What the lost file held for the run's success comes back with the checkpoints.
+      restoreHeld(file, run, state.checkpoints[HELD_CHECKPOINT], now);
       file.meta.write('resumed', { epoch: state.epoch, attempt: run.attempt, at: new Date(now).toISOString() });
     })
     .immediate();

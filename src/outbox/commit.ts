@@ -6,6 +6,7 @@ import { CommitEndedError, EmissionValidationError, KeyConflictError, NotCommitt
 import type { TraceContext } from '../protocol/trace.js';
 import type { Receipt } from '../protocol/wire.js';
 import { LifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
+import { HELD_CHECKPOINT, heldMirror } from './held-mirror.js';
 import { causedKey, checkpointKey, deriveKey, explicitKey, outcomeKey } from './keys.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
 import type { RunContext } from './options.js';
@@ -240,6 +241,7 @@ export class CommitTransaction {
     const occurrences = new Map<string, number>();
     const task = run.task ?? '';
     const recordTerminal = this.terminal === undefined ? undefined : this.releaseOrDiscard(this.terminal, now);
+    let heldWritten = false;
     for (const emission of this.emissions) {
       const { handle } = emission;
       const partitionKey = handle.partitionKey ?? null;
@@ -287,6 +289,7 @@ export class CommitTransaction {
           committed_at: now,
         });
         handle.idempotencyKey = key;
+        heldWritten = true;
         continue;
       }
       const insert = byPartition ? s.insertPartitionRow : s.insertFileRow;
@@ -326,6 +329,12 @@ export class CommitTransaction {
       handle.recommitted = true;
     }
     recordTerminal?.();
+    // The server's copy of what the run holds, for a retry on a fresh machine: see HELD_CHECKPOINT.
+    if (heldWritten || this.terminal !== undefined) {
+      const value = this.terminal !== undefined ? '[]' : heldMirror(file.lifecycle.heldOfRun.all({ runId: run.runId, task }));
+      s.setCheckpoint.run({ name: HELD_CHECKPOINT, value, now });
+      this.checkpoints.set(HELD_CHECKPOINT, value);
+    }
     // Checkpoint updates follow the commit's emissions in the stream, so the server's copy of a
     // checkpoint is applied only after the events it accounts for. A commit without emissions rewrites
     // the stream's waiting update of the same checkpoint when no emission follows it: the newest wins.

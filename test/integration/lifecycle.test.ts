@@ -90,6 +90,37 @@ describe('terminal commits', () => {
     expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
   });
 
+  it('give a retry on a fresh machine the emissions the lost file held, so that its complete releases them', async () => {
+    const server = await startServer();
+    const lost = await open(server, join(tempDir(), 'lost.db'), 1);
+    batch(lost, 1);
+    batch(lost, 2);
+    // Delivered, checkpoints and the mirror of what it holds included; then the machine is gone.
+    await lost.close();
+    const retry = await open(server, join(tempDir(), 'fresh.db'), 2);
+    expect(retry.checkpoint('backlog', z.object({ batch: z.number() })).get()).toEqual({ batch: 2 });
+    expect(retry.status().held).toBe(2);
+    batch(retry, 3);
+    retry.complete();
+    await retry.close();
+    expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2', 'batch-3']);
+    expect(await partitionsOf(server, 'batch_ready')).toEqual(['batch-1', 'batch-2', 'batch-3']);
+  });
+
+  it('refuse to hold more than the server can mirror, and commit nothing of it', async () => {
+    const server = await startServer();
+    const box = await open(server, join(tempDir(), 'job.db'), 1);
+    const big = { blob: 'x'.repeat(25_000) };
+    box.commit((tx) => tx.emit(box.asset('run_done'), { partitionKey: 'a', extra: big, on: 'success' }));
+    box.commit((tx) => tx.emit(box.asset('run_done'), { partitionKey: 'b', extra: big, on: 'success' }));
+    expect(() => box.commit((tx) => {
+      tx.emit(box.asset('batch_ready'), { partitionKey: 'c' });
+      tx.emit(box.asset('run_done'), { partitionKey: 'c', extra: big, on: 'success' });
+    })).toThrow(expect.objectContaining({ code: 'invalid_emission', field: 'on', message: expect.stringContaining('complete the run in parts') }));
+    expect(box.status()).toMatchObject({ held: 2, pending: 0 });
+    await box.close();
+  });
+
   it('count a run success once: a retry on a fresh machine that succeeds again gets the first success back', async () => {
     const server = await startServer();
     const first = await open(server, join(tempDir(), 'a.db'), 1);
