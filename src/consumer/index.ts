@@ -11,6 +11,8 @@ export {
 } from './consumer.js';
 export { ConsumeTransaction, type CausedEmitOptions } from './consume-transaction.js';
 export type { TriggerSpec, TriggerHandler, TriggerContext } from './triggers.js';
+export { openNotifiers, Notifiers, webhookNotifier, WebhookRefusedError, type Notifier, type NotifierOptions, type LifecycleNotice, type WebhookOptions } from './notifiers.js';
+export { LifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
 export type { Emission, EmissionInput } from '../outbox/commit.js';
 export type { CloseResult } from '../outbox/outbox.js';
 export type { OutboxLogger } from '../outbox/relay-events.js';

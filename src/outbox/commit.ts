@@ -86,7 +86,7 @@ interface PendingEmission {
 }
 
 /** @internal What a terminal commit records: the attempt's outcome, and for a failure its reason. */
-export type Terminal = { outcome: 'succeeded' } | { outcome: 'failed'; error: { message: string; code?: string } };
+export type Terminal = { outcome: 'succeeded' } | { outcome: 'failed'; error: { message: string; code?: string }; willRetry: boolean };
 
 /** @internal A stored event as the cause of an emission: its id (for the key) and cursor (for the lineage). */
 export interface EmissionCause {
@@ -184,6 +184,8 @@ export class CommitTransaction {
     const runKey = { runId: run.runId, task: run.task ?? '' };
     const held = file.lifecycle.heldOfRun.all(runKey);
     const succeeded = terminal.outcome === 'succeeded';
+    // A failure with a retry to come leaves the held emissions for the attempt that succeeds.
+    const keepsHeld = terminal.outcome === 'failed' && terminal.willRetry;
     if (succeeded) {
       for (const row of held) {
         this.emissions.push({
@@ -201,7 +203,7 @@ export class CommitTransaction {
     // A success is one event per run, whichever attempt makes it, so its extra names no attempt.
     const extra: LifecycleExtra = succeeded
       ? { outcome: 'succeeded', workflow: run.workflow, runId: run.runId, task: run.task ?? null }
-      : { outcome: 'failed', workflow: run.workflow, runId: run.runId, task: run.task ?? null, attempt: run.attempt, error: terminal.error, held: held.length };
+      : { outcome: 'failed', workflow: run.workflow, runId: run.runId, task: run.task ?? null, attempt: run.attempt, error: terminal.error, willRetry: terminal.willRetry, held: held.length };
     const asset = succeeded ? LifecycleAsset.Succeeded : LifecycleAsset.Failed;
     this.lifecycleEvent = new Emission(asset, undefined, waitFor);
     this.emissions.push({
@@ -215,7 +217,7 @@ export class CommitTransaction {
       preset: { key: outcomeKey(producer, run, terminal.outcome, run.attempt), scope: 'file' },
     });
     return () => {
-      file.lifecycle.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded', now, reason: succeeded ? null : terminal.error.message });
+      if (!keepsHeld) file.lifecycle.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded', now, reason: succeeded ? null : terminal.error.message });
       file.lifecycle.recordOutcome.run({ ...runKey, attempt: run.attempt, outcome: terminal.outcome, reason: succeeded ? null : terminal.error.message, now });
     };
   }
@@ -330,8 +332,9 @@ export class CommitTransaction {
     }
     recordTerminal?.();
     // The server's copy of what the run holds, for a retry on a fresh machine: see HELD_CHECKPOINT.
-    if (heldWritten || this.terminal !== undefined) {
-      const value = this.terminal !== undefined ? '[]' : heldMirror(file.lifecycle.heldOfRun.all({ runId: run.runId, task }));
+    const settlesHeld = this.terminal !== undefined && !(this.terminal.outcome === 'failed' && this.terminal.willRetry);
+    if (heldWritten || settlesHeld) {
+      const value = settlesHeld ? '[]' : heldMirror(file.lifecycle.heldOfRun.all({ runId: run.runId, task }));
       s.setCheckpoint.run({ name: HELD_CHECKPOINT, value, now });
       this.checkpoints.set(HELD_CHECKPOINT, value);
     }

@@ -286,13 +286,15 @@ export class Outbox {
 
   /**
    * The attempt's failed end, in one transaction: `fn`'s own writes and emissions (say, "ingest failed
-   * for partition X"), the discard of every held emission of the run (recorded, and counted in
-   * `status().discarded`), the attempt's outcome, and a failure event on `oncebox.run_failed`, which the
-   * server keeps once per attempt. Called again in the same attempt (a failure callback run twice), it
-   * does nothing (`recorded: false`); after `complete`, it throws RunEndedError.
+   * for partition X"), the attempt's outcome, and a failure event on `oncebox.run_failed`, which the
+   * server keeps once per attempt. The run's held emissions are discarded (recorded, and counted in
+   * `status().discarded`), unless `willRetry` says a retry is to come: they then stay held for the
+   * attempt that succeeds, which resumes from the checkpoint and does not hold them again. Called again in
+   * the same attempt (a failure callback run twice), it does nothing (`recorded: false`); after
+   * `complete`, it throws RunEndedError.
    */
-  fail<R>(error: unknown, fn?: (tx: CommitTransaction) => R): TerminalResult<R> {
-    return this.endRun({ outcome: 'failed', error: describeFailure(error) }, fn, 'fail');
+  fail<R>(error: unknown, fn?: (tx: CommitTransaction) => R, options: { willRetry?: boolean } = {}): TerminalResult<R> {
+    return this.endRun({ outcome: 'failed', error: describeFailure(error), willRetry: options.willRetry ?? false }, fn, 'fail');
   }
 
   private endRun<R>(terminal: Terminal, fn: ((tx: CommitTransaction) => R) | undefined, verb: string): TerminalResult<R> {
@@ -312,6 +314,7 @@ export class Outbox {
       return { recorded: true, value };
     }) as { recorded: boolean; value: R | undefined };
     tx.committed();
+    failpoint('commit:after-commit');
     this.ended = terminal.outcome;
     if (tx.wroteRows) this.relay?.notify();
     return { outcome: terminal.outcome, recorded: ended.recorded, value: ended.value, event: tx.lifecycleEvent };

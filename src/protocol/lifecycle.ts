@@ -24,6 +24,8 @@ export interface LifecycleExtra {
   attempt?: number;
   /** Why the attempt failed, as `box.fail(error)` was given it. */
   error?: { message: string; code?: string };
-  /** How many emissions held for the run's success this commit released or discarded. */
+  /** For a failure: whether a retry is to come (held emissions kept for it) or the run failed for good (discarded). */
+  willRetry?: boolean;
+  /** For a failure: how many emissions the run held, discarded unless a retry is to come. */
   held?: number;
 }

@@ -63,8 +63,25 @@ describe('terminal commits', () => {
     expect(await partitionsOf(server, 'batch_ready')).toEqual(['batch-1', 'failed-at-batch-2']);
     const failures = await server.events({ asset: LifecycleAsset.Failed });
     expect(failures.map((event) => event.extra)).toEqual([
-      { outcome: 'failed', workflow: 'orders', runId: RUN.runId, task: 'ingest', attempt: 1, error: { message: 'disk full' }, held: 1 },
+      { outcome: 'failed', workflow: 'orders', runId: RUN.runId, task: 'ingest', attempt: 1, error: { message: 'disk full' }, willRetry: false, held: 1 },
     ]);
+  });
+
+  it('keep the held emissions for the retry when a failure says one is to come, and release them once', async () => {
+    const server = await startServer();
+    const path = join(tempDir(), 'job.db');
+    const first = await open(server, path, 1);
+    batch(first, 1);
+    batch(first, 2);
+    expect(first.fail(new Error('timeout'), undefined, { willRetry: true })).toMatchObject({ recorded: true });
+    expect(first.status()).toMatchObject({ held: 2, discarded: 0 });
+    await first.close();
+    // The retry resumes after batch 2 and holds nothing itself: it releases what attempt 1 held.
+    const second = await open(server, path, 2);
+    second.complete();
+    await second.close();
+    expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2']);
+    expect((await server.events({ asset: LifecycleAsset.Failed }))[0]!.extra).toMatchObject({ willRetry: true, held: 2 });
   });
 
   it('release exactly one copy when a retry succeeds: after a failed attempt, and after one that died holding', async () => {
