@@ -4,13 +4,14 @@ import { REPO } from '../support/child.js';
 
 /** The public surface is what package.json `exports` names, built to dist/, and nothing deeper. */
 describe('package exports', () => {
-  it('expose the producer, the consumer, the Airflow forwarder, the server and the protocol, each on its own subpath, and refuse deep imports', () => {
+  it('expose the producer, the consumer, the Airflow forwarder, the BullMQ adapter, the server and the protocol, each on its own subpath, and refuse deep imports', () => {
     execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: REPO });
     const script = `
       const producer = await import('oncebox');
       const server = await import('oncebox/server');
       const consumer = await import('oncebox/consumer');
       const airflow = await import('oncebox/airflow');
+      const bullmq = await import('oncebox/bullmq');
       const protocol = await import('oncebox/protocol');
       let deep = 'imported';
       try { await import('oncebox/dist/outbox/relay.js'); } catch (error) { deep = error.code; }
@@ -20,6 +21,7 @@ describe('package exports', () => {
         consumer: ['openConsumer', 'Consumer', 'ConsumeTransaction', 'FencedError'].filter((name) => typeof consumer[name] === 'function'),
         consumerLeaksServer: 'createServer' in consumer,
         airflow: ['openAirflowForwarder', 'AirflowForwarder', 'readAssetMap', 'AirflowError', 'FencedError'].filter((name) => typeof airflow[name] === 'function'),
+        bullmq: ['onceboxProcessor', 'FencedError'].filter((name) => typeof bullmq[name] === 'function'),
         server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore', 'openDedupeStore', 'TokenRegistry'].filter((name) => typeof server[name] === 'function'),
         protocol: ['canonicalJson', 'payloadFingerprint'].filter((name) => typeof protocol[name] === 'function'),
         deep,
@@ -31,6 +33,7 @@ describe('package exports', () => {
       consumer: ['openConsumer', 'Consumer', 'ConsumeTransaction', 'FencedError'],
       consumerLeaksServer: false,
       airflow: ['openAirflowForwarder', 'AirflowForwarder', 'readAssetMap', 'AirflowError', 'FencedError'],
+      bullmq: ['onceboxProcessor', 'FencedError'],
       server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore', 'openDedupeStore', 'TokenRegistry'],
       protocol: ['canonicalJson', 'payloadFingerprint'],
       deep: 'ERR_PACKAGE_PATH_NOT_EXPORTED',
