@@ -49,6 +49,8 @@ export function onceboxProcessor<R>(processor: OnceboxJobProcessor<R>, options: 
       token: options.token,
       producer: options.producer ?? job.queueName,
       run: { workflow: job.queueName, runId: job.id, task: options.task, attempt: 'claim' },
+      // A stalled worker's job taken over, or a worker killed mid-job: the notifiers' onFenced hears of it.
+      noteFenced: true,
     });
     let result: R;
     try {

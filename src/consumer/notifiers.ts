@@ -6,7 +6,7 @@ import { openConsumer, type Consumer, type ConsumerOptions, type RunResult } fro
 
 /** One run outcome, as a notifier gets it. */
 export interface LifecycleNotice {
-  outcome: 'succeeded' | 'failed';
+  outcome: 'succeeded' | 'failed' | 'fenced';
   /**
    * The lifecycle event's key: the same for every delivery of this notice. Pass it on as the idempotency
    * key (the webhook notifier sends it as `Idempotency-Key`), so that the receiver acts on it once.
@@ -16,8 +16,10 @@ export interface LifecycleNotice {
   workflow: string;
   runId: string;
   task: string | null;
-  /** The attempt that made the event: for a failure, the attempt that failed. */
+  /** For a success, the attempt that made it; for a failure, the attempt that failed; for a fence, the attempt fenced. */
   attempt: number;
+  /** For a fence: the attempt that superseded it. */
+  fencedBy?: number | undefined;
   /** Why the attempt failed, as `box.fail(error)` was given it. */
   error?: { message: string; code?: string } | undefined;
   /** For a failure: whether the runner retries the run (true) or it failed for good (false). */
@@ -25,10 +27,15 @@ export interface LifecycleNotice {
   event: StoredEvent;
 }
 
-/** Told each run outcome once per lifecycle event: a run's success once, each failed attempt's failure once. */
+/**
+ * Told each run outcome once per lifecycle event: a run's success once, each failed attempt's failure
+ * once, and each attempt that never ended (killed, or stalled and taken over) once its successor opened
+ * the same outbox file.
+ */
 export interface Notifier {
   onSuccess?(notice: LifecycleNotice): unknown;
   onFailure?(notice: LifecycleNotice): unknown;
+  onFenced?(notice: LifecycleNotice): unknown;
 }
 
 export interface NotifierOptions extends Omit<ConsumerOptions, 'assets' | 'group'> {
@@ -60,7 +67,9 @@ export class Notifiers {
       if (this.options.producers && !this.options.producers.includes(event.producer)) return;
       const notice = noticeOf(event);
       for (const notifier of this.options.notifiers) {
-        await (notice.outcome === 'succeeded' ? notifier.onSuccess?.(notice) : notifier.onFailure?.(notice));
+        if (notice.outcome === 'succeeded') await notifier.onSuccess?.(notice);
+        else if (notice.outcome === 'failed') await notifier.onFailure?.(notice);
+        else await notifier.onFenced?.(notice);
       }
     }, options);
   }
@@ -72,22 +81,24 @@ export class Notifiers {
 
 export async function openNotifiers(options: NotifierOptions): Promise<Notifiers> {
   const { notifiers, producers, group, ...consumerOptions } = options;
-  const consumer = await openConsumer({ ...consumerOptions, group: group ?? 'oncebox-notifiers', assets: [LifecycleAsset.Succeeded, LifecycleAsset.Failed] });
+  const consumer = await openConsumer({ ...consumerOptions, group: group ?? 'oncebox-notifiers', assets: [LifecycleAsset.Succeeded, LifecycleAsset.Failed, LifecycleAsset.Fenced] });
   return new Notifiers(consumer, { ...options, notifiers, producers });
 }
 
 function noticeOf(event: StoredEvent): LifecycleNotice {
   const extra = (event.extra ?? {}) as Partial<LifecycleExtra>;
   return {
-    outcome: event.asset === LifecycleAsset.Succeeded ? 'succeeded' : 'failed',
+    outcome: event.asset === LifecycleAsset.Succeeded ? 'succeeded' : event.asset === LifecycleAsset.Failed ? 'failed' : 'fenced',
     key: event.key,
     producer: event.producer,
     workflow: event.workflow,
     runId: event.runId,
     task: event.task,
-    attempt: event.attempt,
+    // A fence is recorded by the attempt that superseded the fenced one, which its extra names.
+    attempt: extra.attempt ?? event.attempt,
     error: extra.error,
     willRetry: extra.willRetry,
+    fencedBy: extra.fencedBy,
     event,
   };
 }
@@ -136,5 +147,5 @@ export function webhookNotifier(options: WebhookOptions): Notifier {
       { retries: options.retries ?? 5, minTimeout: 200, maxTimeout: 5_000, shouldRetry: ({ error }) => !(error instanceof WebhookRefusedError) },
     );
   };
-  return { onSuccess: send, onFailure: send };
+  return { onSuccess: send, onFailure: send, onFenced: send };
 }

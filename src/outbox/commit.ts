@@ -226,6 +226,26 @@ export class CommitTransaction {
   lifecycleEvent: Emission | undefined;
 
   /**
+   * @internal Records that `attempt` of this run, which wrote to this file and never ended, was
+   * superseded by this one: an `oncebox.run_fenced` event, once per fenced attempt.
+   */
+  noteFenced(attempt: number): void {
+    const { producer, run, waitFor } = this.context;
+    const extra: LifecycleExtra = { outcome: 'fenced', workflow: run.workflow, runId: run.runId, task: run.task ?? null, attempt, fencedBy: run.attempt };
+    this.lifecycleEvent = new Emission(LifecycleAsset.Fenced, undefined, waitFor);
+    this.emissions.push({
+      handle: this.lifecycleEvent,
+      partitionDate: undefined,
+      extra: canonicalJson(extra),
+      userKey: undefined,
+      trace: undefined,
+      cause: undefined,
+      held: false,
+      preset: { key: outcomeKey(producer, run, 'fenced', attempt), scope: 'file' },
+    });
+  }
+
+  /**
    * @internal Writes the collected state; runs inside the commit's SQLite transaction. The stream's next
    * sequence number is read here, under the write lock, not remembered between commits: the rows of this
    * attempt may have been written by another process on the same file.

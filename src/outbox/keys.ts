@@ -78,10 +78,15 @@ export function causedKey(identity: {
 
 /**
  * The key of a run's lifecycle event: a success once per run (any attempt's success is the same event),
- * a failure once per attempt.
+ * a failure, or a fence, once per attempt.
  */
-export function outcomeKey(producer: string, run: { workflow: string; runId: string; task?: string | undefined }, outcome: 'succeeded' | 'failed', attempt: number): string {
-  return uuidOf(['oncebox/v1/outcome', producer, run.workflow, run.runId, run.task ?? null, outcome, outcome === 'failed' ? attempt : null]);
+export function outcomeKey(
+  producer: string,
+  run: { workflow: string; runId: string; task?: string | undefined },
+  outcome: 'succeeded' | 'failed' | 'fenced',
+  attempt: number,
+): string {
+  return uuidOf(['oncebox/v1/outcome', producer, run.workflow, run.runId, run.task ?? null, outcome, outcome === 'succeeded' ? null : attempt]);
 }
 
 /**

@@ -115,6 +115,7 @@ const outboxOptionsSchema = z
      * attempt than the file), or 'never'. @defaultValue 'fresh-file'
      */
     resume: z.enum(['fresh-file', 'server-newer', 'never']).default('fresh-file'),
+    noteFenced: z.boolean().default(false),
     /** How long a retry on a fresh machine keeps trying to read its run's state before failing. @defaultValue 30000 */
     resumeTimeoutMs: z.number().int().min(0).default(30_000),
     /**
@@ -210,6 +211,12 @@ export interface OutboxOptions {
    * attempt than the file), or 'never'. @defaultValue 'fresh-file'
    */
   resume?: 'fresh-file' | 'server-newer' | 'never' | undefined;
+  /**
+   * When the last attempt that wrote to this file is older than this one and never ended (killed, or
+   * stalled and taken over), record that on open as an `oncebox.run_fenced` lifecycle event, for the
+   * notifiers' `onFenced`. The BullMQ adapter turns it on. @defaultValue false
+   */
+  noteFenced?: boolean | undefined;
   /** How long a retry on a fresh machine keeps trying to read its run's state before failing with ResumeUnavailableError. @defaultValue 30000 */
   resumeTimeoutMs?: number | undefined;
   /**

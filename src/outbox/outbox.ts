@@ -320,6 +320,22 @@ export class Outbox {
     return { outcome: terminal.outcome, recorded: ended.recorded, value: ended.value, event: tx.lifecycleEvent };
   }
 
+  /**
+   * @internal When the last attempt that wrote to this file is older than this one and never ended (it
+   * was killed, or stalled and taken over), records its fence as an `oncebox.run_fenced` event, for the
+   * notifiers' `onFenced`.
+   */
+  noteFencedPredecessor(): void {
+    const run = this.run;
+    const previous = this.lastWriter;
+    if (run === undefined || this.commitContext === undefined || previous === undefined || previous >= run.attempt) return;
+    if (this.file.lifecycle.outcomeOf.get({ runId: run.runId, task: run.task ?? '', attempt: previous }) !== undefined) return;
+    const tx = new CommitTransaction(this.commitContext);
+    this.runInTransaction.immediate(tx, (inner: CommitTransaction) => inner.noteFenced(previous));
+    tx.committed();
+    this.relay?.notify();
+  }
+
   private assertCanCommit(): CommitContext {
     if (this.closed) throw new OutboxClosedError(`${this.path}: the outbox is closed; open it again to commit`);
     if (this.commitContext === undefined) {
@@ -460,6 +476,7 @@ export async function openResolvedOutbox(options: ResolvedOutboxOptions & { serv
   }
   try {
     await box.start();
+    if (options.noteFenced) box.noteFencedPredecessor();
   } catch (error) {
     await box.close({ timeoutMs: 0 });
     throw error;

@@ -92,6 +92,9 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     expect(await partitionsOf(server, 'run_done')).toEqual([1, 2, 3, 4, 5, 6].map((n) => `${job.id}/batch-${n}`));
     const successes = await server.events({ asset: LifecycleAsset.Succeeded });
     expect(successes.map((event) => event.attempt)).toEqual([2]);
+    // The takeover is on the record, for the notifiers' onFenced: attempt 1 fenced by attempt 2, once.
+    const fences = await server.events({ asset: LifecycleAsset.Fenced });
+    expect(fences.map((event) => event.extra)).toEqual([{ outcome: 'fenced', workflow: name, runId: job.id, task: null, attempt: 1, fencedBy: 2 }]);
     // BullMQ counted no new attempt for the stalled run: the attempt came from the server's claim.
     expect((await queue.getJob(job.id!))!.attemptsMade).toBeLessThan(2);
   });

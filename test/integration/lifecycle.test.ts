@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { openNotifiers } from '../../src/consumer/index.js';
 import { FencedError, LifecycleAsset, openOutbox, RunEndedError, type Outbox } from '../../src/outbox/index.js';
 import { startServer, type RunningServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
@@ -172,6 +173,46 @@ describe('terminal commits', () => {
     await elsewhere.close({ timeoutMs: 0 });
     const successes = await server.events({ asset: LifecycleAsset.Succeeded });
     expect(successes.map((event) => event.attempt)).toEqual([2]);
+  });
+
+  it('note an attempt that never ended when its successor opens the file, once, and tell the notifiers', async () => {
+    const server = await startServer();
+    const path = join(tempDir(), 'job.db');
+    const cut = await open(server, path, 1, { noteFenced: true });
+    batch(cut, 1);
+    await cut.close();
+    const second = await open(server, path, 2, { noteFenced: true });
+    batch(second, 2);
+    second.fail(new Error('bad row'), undefined, { willRetry: true });
+    await second.close();
+    // Attempt 2 ended (it failed): attempt 3 notes no fence for it.
+    const third = await open(server, path, 3, { noteFenced: true });
+    third.complete();
+    await third.close();
+    const fences = await server.events({ asset: LifecycleAsset.Fenced });
+    expect(fences.map((event) => [event.attempt, event.extra])).toEqual([[2, { outcome: 'fenced', workflow: 'orders', runId: RUN.runId, task: 'ingest', attempt: 1, fencedBy: 2 }]]);
+
+    const told: string[] = [];
+    const notifiers = await openNotifiers({
+      path: join(tempDir(), 'notifiers.db'),
+      server: server.url,
+      waitSeconds: 1,
+      logger: quiet,
+      notifiers: [
+        {
+          onSuccess: (notice) => void told.push(`succeeded ${notice.attempt}`),
+          onFailure: (notice) => void told.push(`failed ${notice.attempt}${notice.willRetry ? ', retrying' : ''}`),
+          onFenced: (notice) => void told.push(`fenced ${notice.attempt} by ${notice.fencedBy}`),
+        },
+      ],
+    });
+    const stop = new AbortController();
+    const running = notifiers.run({ signal: stop.signal });
+    while (told.length < 3) await new Promise((resolve) => setTimeout(resolve, 20));
+    stop.abort();
+    await running;
+    await notifiers.close();
+    expect(told).toEqual(['fenced 1 by 2', 'failed 2, retrying', 'succeeded 3']);
   });
 
   it('refuses an unknown value of on, naming the field', async () => {
