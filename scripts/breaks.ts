@@ -48,6 +48,7 @@ const cluster = 'test/fault/postgres-cluster.test.ts';
 
 const ingestPlan = 'src/dedupe/ingest/plan.ts';
 const forwarder = 'src/airflow/forwarder.ts';
+const lifecycle = 'test/integration/lifecycle.test.ts';
 const airflowForwarder = 'test/airflow/forwarder.test.ts';
 const fencing = '  if (attempt < epoch) {';
 const fencingUnlessCheckpointsOnly = "  if (attempt < epoch && items.some((i) => !(i.valid && i.kind === 'checkpoint'))) {";
@@ -568,6 +569,36 @@ export const BREAKS: Break[] = [
     guarantee: 'G24',
     edits: [{ file: 'src/airflow/asset-map.ts', find: '    if (!asset) {', replace: '    if (!asset && oncebox === "") {' }],
     caughtBy: [{ file: airflowForwarder, name: 'does not have' }],
+  },
+  {
+    what: "a run's success keyed by its attempt, so that every succeeding attempt counts",
+    guarantee: 'G25',
+    edits: [{ file: 'src/outbox/keys.ts', find: "outcome === 'succeeded' ? null : attempt]", replace: 'attempt]' }],
+    caughtBy: [{ file: lifecycle, name: 'count a run success once' }, { file: 'test/fault/lifecycle-crash.test.ts', name: 'fresh file' }],
+  },
+  {
+    what: 'a failure that releases the held emissions instead of discarding them',
+    guarantee: 'G25',
+    edits: [{ file: 'src/outbox/commit.ts', find: '    if (succeeded) {\n      for (const row of held) {', replace: '    if (succeeded || true) {\n      for (const row of held) {' }],
+    caughtBy: [{ file: lifecycle, name: 'discard the held emissions' }],
+  },
+  {
+    what: "a retry on a fresh machine that does not get back what the lost file held",
+    guarantee: 'G25',
+    edits: [{ file: 'src/checkpoint/resume.ts', find: '      restoreHeld(file, run, state.checkpoints[HELD_CHECKPOINT], now);', replace: '      void restoreHeld;' }],
+    caughtBy: [{ file: lifecycle, name: 'fresh machine the emissions' }],
+  },
+  {
+    what: 'a failure callback run twice that records a second failure',
+    guarantee: 'G25',
+    edits: [{ file: 'src/outbox/outbox.ts', find: '        if (earlier.outcome === terminal.outcome) return { recorded: false, value: undefined };', replace: '' }],
+    caughtBy: [{ file: lifecycle, name: 'however often fail is called' }, { file: 'test/fault/lifecycle-crash.test.ts', name: 'inside fail' }],
+  },
+  {
+    what: "the BullMQ adapter's attempt taken from attemptsMade instead of the server's claim",
+    guarantee: 'G26',
+    edits: [{ file: 'src/bullmq/processor.ts', find: "attempt: 'claim' },", replace: 'attempt: job.attemptsMade + 1 },' }],
+    caughtBy: [{ file: 'test/integration/bullmq.test.ts', name: 'job.retry()' }],
   },
 ];
 
