@@ -15,6 +15,7 @@ export function printStatus(path: string, json: boolean): number {
     console.log(`outbox     ${status.path} (producer ${status.producer ?? '?'})`);
     console.log(`run        ${run}`);
     console.log(`rows       ${status.pending} pending, ${status.delivered} delivered, ${status.dead} dead; ${status.pendingCheckpoints} checkpoint updates pending`);
+    console.log(`held       ${status.held} until the run succeeds, ${status.discarded} discarded by a failure`);
     console.log(`fenced     ${status.fenced ? `yes, by attempt ${status.fencedBy}` : 'no'}`);
     console.log(`oldest     pending for ${age}`);
     console.log(`lease      ${status.lease ? `${status.lease.owner} (pid ${status.lease.pid} on ${status.lease.host}) until ${status.lease.expiresAt}` : 'free'}`);

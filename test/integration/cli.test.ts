@@ -47,6 +47,7 @@ describe('the oncebox command', () => {
         `outbox     ${path} (producer orders-ingest)`,
         'run        orders/2026-11-30/ingest attempt 1',
         'rows       0 pending, 3 delivered, 1 dead; 0 checkpoint updates pending',
+        'held       0 until the run succeeds, 0 discarded by a failure',
         'fenced     no',
         'lease      free',
       ]),
