@@ -204,18 +204,7 @@ export class CommitTransaction {
     const extra: LifecycleExtra = succeeded
       ? { outcome: 'succeeded', workflow: run.workflow, runId: run.runId, task: run.task ?? null }
       : { outcome: 'failed', workflow: run.workflow, runId: run.runId, task: run.task ?? null, attempt: run.attempt, error: terminal.error, willRetry: terminal.willRetry, held: held.length };
-    const asset = succeeded ? LifecycleAsset.Succeeded : LifecycleAsset.Failed;
-    this.lifecycleEvent = new Emission(asset, undefined, waitFor);
-    this.emissions.push({
-      handle: this.lifecycleEvent,
-      partitionDate: undefined,
-      extra: canonicalJson(extra),
-      userKey: undefined,
-      trace: this.context.traceContext(),
-      cause: undefined,
-      held: false,
-      preset: { key: outcomeKey(producer, run, terminal.outcome, run.attempt), scope: 'file' },
-    });
+    this.addLifecycleEvent(succeeded ? LifecycleAsset.Succeeded : LifecycleAsset.Failed, extra, outcomeKey(producer, run, terminal.outcome, run.attempt));
     return () => {
       if (!keepsHeld) file.lifecycle.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded', now, reason: succeeded ? null : terminal.error.message });
       file.lifecycle.recordOutcome.run({ ...runKey, attempt: run.attempt, outcome: terminal.outcome, reason: succeeded ? null : terminal.error.message, now });
@@ -230,18 +219,23 @@ export class CommitTransaction {
    * superseded by this one: an `oncebox.run_fenced` event, once per fenced attempt.
    */
   noteFenced(attempt: number): void {
-    const { producer, run, waitFor } = this.context;
+    const { producer, run } = this.context;
     const extra: LifecycleExtra = { outcome: 'fenced', workflow: run.workflow, runId: run.runId, task: run.task ?? null, attempt, fencedBy: run.attempt };
-    this.lifecycleEvent = new Emission(LifecycleAsset.Fenced, undefined, waitFor);
+    this.addLifecycleEvent(LifecycleAsset.Fenced, extra, outcomeKey(producer, run, 'fenced', attempt));
+  }
+
+  /** A lifecycle event of this run, with its key fixed by what it records. */
+  private addLifecycleEvent(asset: LifecycleAsset, extra: LifecycleExtra, key: string): void {
+    this.lifecycleEvent = new Emission(asset, undefined, this.context.waitFor);
     this.emissions.push({
       handle: this.lifecycleEvent,
       partitionDate: undefined,
       extra: canonicalJson(extra),
       userKey: undefined,
-      trace: undefined,
+      trace: this.context.traceContext(),
       cause: undefined,
       held: false,
-      preset: { key: outcomeKey(producer, run, 'fenced', attempt), scope: 'file' },
+      preset: { key, scope: 'file' },
     });
   }
 
