@@ -92,27 +92,35 @@ export async function runChain(options: ChainOptions): Promise<ChainResult> {
   const forwarder = startForwarder(options, forwarding.proxy.url);
   log(`forwarder: started, posting to Airflow through a proxy that drops ${Math.round(options.dropRate * 100)}% of the answers after Airflow committed`);
 
-  for (const run of runs) {
-    await airflow.admin.trigger('oncebox_ingest', run.runId, {
-      batches: options.batches,
-      partition_prefix: run.prefix,
-      kill_on_try_1_before_batch: Math.ceil(options.batches / 2),
-      fresh_file_on_retry: run.freshFile,
-      pause_ms: 300,
-    });
-    log(`airflow: triggered oncebox_ingest run ${run.runId} (try 1 is SIGKILLed before batch ${Math.ceil(options.batches / 2)}; try 2 resumes on ${run.freshFile ? 'a fresh file' : 'the same file'})`);
-  }
-  const ingest = [];
-  for (const run of runs) {
-    const finished = await airflow.admin.waitForRun('oncebox_ingest', run.runId, 300_000);
-    const tries = Math.max(...(await airflow.admin.taskInstances('oncebox_ingest', run.runId)).map((ti) => ti.try_number));
-    ingest.push({ runId: run.runId, state: finished.state, tries });
-    log(`airflow: oncebox_ingest ${run.runId} ${finished.state} after ${tries} tries`);
-  }
+  const ingest: ChainResult['ingest'] = [];
+  let events: StoredEvent[];
+  try {
+    for (const run of runs) {
+      await airflow.admin.trigger('oncebox_ingest', run.runId, {
+        batches: options.batches,
+        partition_prefix: run.prefix,
+        kill_on_try_1_before_batch: Math.ceil(options.batches / 2),
+        fresh_file_on_retry: run.freshFile,
+        pause_ms: 300,
+      });
+      log(`airflow: triggered oncebox_ingest run ${run.runId} (try 1 is SIGKILLed before batch ${Math.ceil(options.batches / 2)}; try 2 resumes on ${run.freshFile ? 'a fresh file' : 'the same file'})`);
+    }
+    for (const run of runs) {
+      const finished = await airflow.admin.waitForRun('oncebox_ingest', run.runId, 300_000);
+      const tries = Math.max(...(await airflow.admin.taskInstances('oncebox_ingest', run.runId)).map((ti) => ti.try_number));
+      ingest.push({ runId: run.runId, state: finished.state, tries });
+      log(`airflow: oncebox_ingest ${run.runId} ${finished.state} after ${tries} tries`);
+    }
 
-  const events = (await eventsOf(options.server, 'batch_ready')).filter((event) => partitions.includes(event.partitionKey ?? ''));
-  const last = Math.max(...events.map((event) => event.cursor));
-  await forwarder.forwardedThrough(last, 120_000);
+    events = (await eventsOf(options.server, 'batch_ready')).filter((event) => partitions.includes(event.partitionKey ?? ''));
+    const last = Math.max(...events.map((event) => event.cursor));
+    await forwarder.forwardedThrough(last, 120_000);
+  } catch (error) {
+    // Nothing is left running behind a failed chain: the forwarder child and the proxy go with it.
+    forwarder.stop();
+    await forwarding.proxy.close();
+    throw error;
+  }
   forwarder.stop();
   const forwarderStats = await forwarder.exited;
   log(`forwarder: forwarded ${events.length} events (${forwarderStats.found} found by a lookup after a lost answer); ${forwarding.counts.dropped} of ${forwarding.counts.posts} answers dropped`);

@@ -100,10 +100,16 @@ export async function startAirflow(options: AirflowOptions): Promise<RunningAirf
     daemon([AIRFLOW_BIN, 'scheduler'], env, home, 'scheduler'),
     daemon([AIRFLOW_BIN, 'dag-processor'], env, home, 'dag-processor'),
   ];
+  // Each process leads a group of the workers it forked; the whole group goes, even once its leader has.
+  const killAll = () => {
+    for (const child of processes) signalGroup(child, 'SIGKILL');
+  };
+  process.once('exit', killAll);
   const stop = async () => {
     for (const child of processes) signalGroup(child, 'SIGTERM');
     await sleep(1000);
-    for (const child of processes) signalGroup(child, 'SIGKILL');
+    killAll();
+    process.off('exit', killAll);
   };
   try {
     const admin = new AirflowAdmin(url, USERNAME, password);
@@ -303,7 +309,7 @@ function daemon(command: string[], env: Record<string, string>, home: string, na
 }
 
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  if (child.pid === undefined || child.exitCode !== null) return;
+  if (child.pid === undefined) return;
   try {
     process.kill(-child.pid, signal);
   } catch {
