@@ -204,6 +204,19 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
     expect(existsSync(join(dir, 'forwarder.db'))).toBe(false);
   });
 
+  it('resolves a map entry by URI to the same Airflow asset as by name', async () => {
+    const dir = tempDir();
+    const server = await startServer({ assets: ['batch_ready'] });
+    const open = (map: Record<string, unknown>, file: string) =>
+      openAirflowForwarder({ path: join(dir, file), group: file.replace('.db', ''), server: server.url, airflow: airflow.url, credentials: { username: airflow.username, password: airflow.password }, map: map as never, logger: quiet });
+    const byUri = await open({ batch_ready: { uri: 'oncebox://orders/batch_ready' } }, 'by-uri.db');
+    const byName = await open({ batch_ready: ASSET }, 'by-name.db');
+    expect(byUri.resolvedAssets.get('batch_ready')).toEqual(byName.resolvedAssets.get('batch_ready'));
+    expect(byUri.resolvedAssets.get('batch_ready')).toMatchObject({ name: ASSET, uri: 'oncebox://orders/batch_ready', id: await airflow.admin.assetId(ASSET) });
+    await byUri.close();
+    await byName.close();
+  });
+
   it('refuses wrong credentials with an error naming the user, and forwards nothing', async () => {
     const dir = tempDir();
     const server = await startServer({ assets: ['batch_ready'] });
