@@ -5,9 +5,9 @@ import { setTimeout as sleep, setImmediate as yieldToRelay } from 'node:timers/p
 import { AirflowClient } from '../src/airflow/airflow-client.js';
 import { openAirflowForwarder } from '../src/airflow/index.js';
 import { openOutbox } from '../src/outbox/index.js';
-import type { EventPage, StoredEvent } from '../src/protocol/wire.js';
 import { airflowInstalled, startAirflow } from '../scripts/airflow/harness.js';
 import { postPlainly } from '../scripts/airflow/plain-client.js';
+import { allEvents } from '../scripts/events.js';
 import { benchDir, median, startServerProcess } from './support.js';
 
 export interface AirflowForwardRun {
@@ -49,7 +49,7 @@ export async function airflowForwardBench(events: number, rounds: number): Promi
         await yieldToRelay();
       }
       while (box.status().pending > 0) await sleep(20);
-      const roundEvents = await eventsAfter(server.url, forwarder.cursor);
+      const roundEvents = await allEvents(server.url, { after: forwarder.cursor });
 
       const stop = new AbortController();
       const target = roundEvents.at(-1)!.cursor;
@@ -68,15 +68,5 @@ export async function airflowForwardBench(events: number, rounds: number): Promi
     await airflow.stop();
     await server.stop();
     rmSync(home, { recursive: true, force: true });
-  }
-}
-
-async function eventsAfter(url: string, after: number): Promise<StoredEvent[]> {
-  const events: StoredEvent[] = [];
-  for (;;) {
-    const page = (await (await fetch(`${url}/v1/events?after=${after}&limit=1000`)).json()) as EventPage;
-    if (page.events.length === 0) return events;
-    events.push(...page.events);
-    after = page.next;
   }
 }

@@ -18,7 +18,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { EventPage, StoredEvent } from '../src/protocol/wire.js';
+import type { StoredEvent } from '../src/protocol/wire.js';
+import { allEvents } from './events.js';
 
 const BATCHES = 50;
 const repo = fileURLToPath(new URL('..', import.meta.url));
@@ -47,16 +48,6 @@ function start(script: string, args: string[], onLine: (line: Record<string, unk
     }
   });
   return { child, exit: new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal }))) };
-}
-
-async function allEvents(url: string): Promise<StoredEvent[]> {
-  const events: StoredEvent[] = [];
-  for (let after = 0; ; ) {
-    const page = (await (await fetch(`${url}/v1/events?after=${after}&limit=1000`)).json()) as EventPage;
-    if (page.events.length === 0) return events;
-    events.push(...page.events);
-    after = page.next;
-  }
 }
 
 /** Why a run's events are wrong, or undefined when each batch is there once, in order, attempts never going back. */

@@ -11,7 +11,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AirflowClient } from '../../src/airflow/airflow-client.js';
-import type { EventPage, StoredEvent } from '../../src/protocol/wire.js';
+import type { StoredEvent } from '../../src/protocol/wire.js';
+import { allEvents } from '../events.js';
 import { startFaultProxy, type Fault, type FaultProxy } from '../fault-proxy.js';
 import { REPO, type RunningAirflow } from './harness.js';
 import { postPlainly } from './plain-client.js';
@@ -112,7 +113,7 @@ export async function runChain(options: ChainOptions): Promise<ChainResult> {
       log(`airflow: oncebox_ingest ${run.runId} ${finished.state} after ${tries} tries`);
     }
 
-    events = (await eventsOf(options.server, 'batch_ready')).filter((event) => partitions.includes(event.partitionKey ?? ''));
+    events = (await allEvents(options.server, { asset: 'batch_ready' })).filter((event) => partitions.includes(event.partitionKey ?? ''));
     const last = Math.max(...events.map((event) => event.cursor));
     await forwarder.forwardedThrough(last, 120_000);
   } catch (error) {
@@ -166,16 +167,6 @@ export function chainProblem(result: ChainResult): string | undefined {
 
 export function duplicates(perPartition: Map<string, number>): number {
   return [...perPartition.values()].reduce((sum, count) => sum + Math.max(0, count - 1), 0);
-}
-
-async function eventsOf(server: string, asset: string): Promise<StoredEvent[]> {
-  const events: StoredEvent[] = [];
-  for (let after = 0; ; ) {
-    const page = (await (await fetch(`${server}/v1/events?asset=${asset}&after=${after}&limit=1000`)).json()) as EventPage;
-    if (page.events.length === 0) return events;
-    events.push(...page.events);
-    after = page.next;
-  }
 }
 
 async function perPartition(airflow: RunningAirflow, asset: string, partitions: string[]): Promise<Map<string, number>> {

@@ -278,7 +278,8 @@ async function recreateDatabase(pgUrl: URL, database: string): Promise<void> {
   }
 }
 
-function freePort(): Promise<number> {
+/** A port on loopback that nothing listens on (at the moment of asking). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);

@@ -5,6 +5,7 @@ import { failpoint } from '../outbox/failpoints.js';
 import { loggerSchema, serversSchema } from '../outbox/options.js';
 import type { OutboxLogger } from '../outbox/relay-events.js';
 import { defaultLogger } from '../outbox/reporter.js';
+import { FailureStreak } from '../outbox/failure-streak.js';
 import { resolveOptions } from '../protocol/options.js';
 import type { Same } from '../protocol/same-type.js';
 import { nameSchema, type StoredEvent } from '../protocol/wire.js';
@@ -104,7 +105,7 @@ export interface ForwarderStatus extends ConsumerStatus {
  */
 export class AirflowForwarder {
   private readonly statements: ForwardStatements;
-  private readonly logger: OutboxLogger;
+  private readonly airflowFailures: FailureStreak;
   /**
    * Whether the next event may have been posted by an earlier forwarder (or an earlier run) of this group
    * whose receipt was never committed. True at the start of a run; false from the first event Airflow does
@@ -112,7 +113,6 @@ export class AirflowForwarder {
    * in Airflow, so what an earlier one posted is a prefix of the events after the cursor it left.
    */
   private mayBePosted = true;
-  private lastAirflowError: string | null = null;
   private readonly tally = { forwarded: 0, found: 0, lookups: 0 };
 
   /** @internal Use openAirflowForwarder. */
@@ -123,7 +123,7 @@ export class AirflowForwarder {
     private readonly options: z.output<typeof forwarderOptionsSchema>,
   ) {
     this.statements = forwardStatements(consumer.db);
-    this.logger = options.logger ?? defaultLogger();
+    this.airflowFailures = new FailureStreak(options.logger ?? defaultLogger(), { group: options.group });
   }
 
   /** The attempt this forwarder claimed: a later forwarder of the group fences it. */
@@ -141,7 +141,7 @@ export class AirflowForwarder {
   }
 
   status(): ForwarderStatus {
-    return { ...this.consumer.status(), forwarded: this.statements.count(), lastAirflowError: this.lastAirflowError };
+    return { ...this.consumer.status(), forwarded: this.statements.count(), lastAirflowError: this.airflowFailures.lastError };
   }
 
   /** Every forward receipt in the file, in cursor order. */
@@ -232,16 +232,11 @@ export class AirflowForwarder {
   }
 
   private failed(error: OutcomeUnknown): void {
-    const message = `oncebox forwarder ${this.options.group}: ${error.message}; looking for the event in Airflow before posting again`;
-    // Logged once per cause, not once per retry.
-    if (this.lastAirflowError !== message) this.logger.warn({ code: 'airflow_outcome_unknown', group: this.options.group }, message);
-    this.lastAirflowError = message;
+    this.airflowFailures.failed('airflow_outcome_unknown', `oncebox forwarder ${this.options.group}: ${error.message}; looking for the event in Airflow before posting again`);
   }
 
   private recovered(): void {
-    if (this.lastAirflowError === null) return;
-    this.logger.info({ code: 'airflow_answering', group: this.options.group }, `oncebox forwarder ${this.options.group}: Airflow answers again`);
-    this.lastAirflowError = null;
+    this.airflowFailures.recovered('airflow_answering', `oncebox forwarder ${this.options.group}: Airflow answers again`);
   }
 }
 

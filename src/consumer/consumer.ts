@@ -9,6 +9,7 @@ import { openResolvedOutbox, type CloseResult, type Outbox } from '../outbox/out
 import { loggerSchema, resolveOutboxOptions, serversSchema } from '../outbox/options.js';
 import type { OutboxLogger } from '../outbox/relay-events.js';
 import { defaultLogger } from '../outbox/reporter.js';
+import { FailureStreak } from '../outbox/failure-streak.js';
 import { ServerClient } from '../outbox/server-client.js';
 import { assetNameSchema } from '../protocol/emission.js';
 import { FencedError, OptionsError } from '../protocol/errors.js';
@@ -126,8 +127,7 @@ export class Consumer {
   /** The one asset consumed, which the server then filters on; undefined for several, filtered here. */
   private readonly onlyAsset: string | undefined;
   private running = false;
-  private lastError: string | null = null;
-  private readonly logger: OutboxLogger;
+  private readonly fetchFailures: FailureStreak;
 
   /** @internal Use openConsumer. */
   constructor(
@@ -139,7 +139,7 @@ export class Consumer {
     this.cursorCheckpoint = box.checkpoint(CURSOR_CHECKPOINT, z.number().int().min(0));
     this.assets = new Set(options.assets);
     this.onlyAsset = this.assets.size === 1 ? options.assets[0] : undefined;
-    this.logger = options.logger ?? defaultLogger();
+    this.fetchFailures = new FailureStreak(options.logger ?? defaultLogger(), { group: options.group });
     // The file took its cursor from the server's mirror (the transaction that did wrote 'resumed'): its
     // triggers' state must be rebuilt up to that cursor. Planned here, before anything is consumed, so a
     // crash between the resume and this start still finds the cursor it resumed from.
@@ -163,7 +163,7 @@ export class Consumer {
 
   status(): ConsumerStatus {
     const outbox = this.box.status();
-    return { cursor: this.cursor, epoch: this.epoch, lastError: this.lastError, pending: outbox.pending + outbox.pendingCheckpoints };
+    return { cursor: this.cursor, epoch: this.epoch, lastError: this.fetchFailures.lastError, pending: outbox.pending + outbox.pendingCheckpoints };
   }
 
   /**
@@ -353,16 +353,11 @@ export class Consumer {
   }
 
   private failed(error: Error): void {
-    const message = `oncebox consumer ${this.options.group}: cannot read events: ${error.message}; retrying`;
-    // Logged once per cause, not once per retry.
-    if (this.lastError !== message) this.logger.warn({ code: 'consumer_fetch_failed', group: this.options.group }, message);
-    this.lastError = message;
+    this.fetchFailures.failed('consumer_fetch_failed', `oncebox consumer ${this.options.group}: cannot read events: ${error.message}; retrying`);
   }
 
   private recovered(): void {
-    if (this.lastError === null) return;
-    this.logger.info({ code: 'consumer_fetch_recovered', group: this.options.group }, `oncebox consumer ${this.options.group}: reading events again`);
-    this.lastError = null;
+    this.fetchFailures.recovered('consumer_fetch_recovered', `oncebox consumer ${this.options.group}: reading events again`);
   }
 }
 

@@ -1,13 +1,12 @@
 import Database from 'better-sqlite3';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { forwardedKey, openAirflowForwarder } from '../../src/airflow/index.js';
+import { forwardedKey, openAirflowForwarder, type AirflowForwarderOptions } from '../../src/airflow/index.js';
 import { openOutbox } from '../../src/outbox/index.js';
 import { seededRandom, seedDropping } from '../../scripts/airflow/chain.js';
-import type { RunningAirflow } from '../../scripts/airflow/harness.js';
+import { freePort, type RunningAirflow } from '../../scripts/airflow/harness.js';
 import { airflowAvailable, airflowForTests, airflowSkipReason } from '../support/airflow.js';
 import { startScript } from '../support/child.js';
 import { startFaultProxy, type Fault } from '../support/fault-proxy.js';
@@ -32,13 +31,16 @@ afterAll(() => {
   if (home) rmSync(home, { recursive: true, force: true });
 });
 
-/** A port nothing listens on. */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
+/** A forwarder in `dir` of `server`'s events into this file's Airflow, as the user it signs in as; `options` changes any of that. */
+function openForwarder(dir: string, server: RunningServer, options: Partial<AirflowForwarderOptions> = {}) {
+  return openAirflowForwarder({
+    path: join(dir, 'forwarder.db'),
+    server: server.url,
+    airflow: airflow.url,
+    credentials: { username: airflow.username, password: airflow.password },
+    map: { batch_ready: ASSET },
+    logger: quiet,
+    ...options,
   });
 }
 
@@ -161,15 +163,7 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
         else if (status === 401) refused.push(`${method} ${url}`);
       },
     });
-    const forwarder = await openAirflowForwarder({
-      path: join(dir, 'forwarder.db'),
-      server: server.url,
-      airflow: proxy.url,
-      credentials: { username: airflow.username, password: airflow.password },
-      map: { batch_ready: ASSET },
-      waitSeconds: 1,
-      logger: quiet,
-    });
+    const forwarder = await openForwarder(dir, server, { airflow: proxy.url, waitSeconds: 1 });
     const box = await openOutbox({ path: join(dir, 'job.db'), server: server.url, producer: 'renewal', run: { workflow: 'wf', runId: prefix, attempt: 1 }, logger: quiet });
     const stop = new AbortController();
     const EVENTS = 10;
@@ -190,14 +184,7 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
     const dir = tempDir();
     const server = await startServer({ assets: ['batch_ready'] });
     await publish(server, dir, 'unknown-asset/', 1);
-    const opening = openAirflowForwarder({
-      path: join(dir, 'forwarder.db'),
-      server: server.url,
-      airflow: airflow.url,
-      credentials: { username: airflow.username, password: airflow.password },
-      map: { batch_ready: { name: 'no_such_airflow_asset' } },
-      logger: quiet,
-    });
+    const opening = openForwarder(dir, server, { map: { batch_ready: { name: 'no_such_airflow_asset' } } });
     await expect(opening).rejects.toMatchObject({ code: 'airflow_unknown_asset', field: 'batch_ready.name' });
     await expect(opening).rejects.toThrow(/"batch_ready" to the Airflow asset with name "no_such_airflow_asset", but Airflow at http:\/\/127\.0\.0\.1:\d+ has none/);
     // Refused before the consumer opened: no file, no cursor, nothing marked forwarded.
@@ -207,10 +194,8 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
   it('resolves a map entry by URI to the same Airflow asset as by name', async () => {
     const dir = tempDir();
     const server = await startServer({ assets: ['batch_ready'] });
-    const open = (map: Record<string, unknown>, file: string) =>
-      openAirflowForwarder({ path: join(dir, file), group: file.replace('.db', ''), server: server.url, airflow: airflow.url, credentials: { username: airflow.username, password: airflow.password }, map: map as never, logger: quiet });
-    const byUri = await open({ batch_ready: { uri: 'oncebox://orders/batch_ready' } }, 'by-uri.db');
-    const byName = await open({ batch_ready: ASSET }, 'by-name.db');
+    const byUri = await openForwarder(dir, server, { path: join(dir, 'by-uri.db'), group: 'by-uri', map: { batch_ready: { uri: 'oncebox://orders/batch_ready' } } });
+    const byName = await openForwarder(dir, server, { path: join(dir, 'by-name.db'), group: 'by-name' });
     expect(byUri.resolvedAssets.get('batch_ready')).toEqual(byName.resolvedAssets.get('batch_ready'));
     expect(byUri.resolvedAssets.get('batch_ready')).toMatchObject({ name: ASSET, uri: 'oncebox://orders/batch_ready', id: await airflow.admin.assetId(ASSET) });
     await byUri.close();
@@ -220,14 +205,7 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
   it('refuses wrong credentials with an error naming the user, and forwards nothing', async () => {
     const dir = tempDir();
     const server = await startServer({ assets: ['batch_ready'] });
-    const opening = openAirflowForwarder({
-      path: join(dir, 'forwarder.db'),
-      server: server.url,
-      airflow: airflow.url,
-      credentials: { username: airflow.username, password: 'wrong' },
-      map: { batch_ready: ASSET },
-      logger: quiet,
-    });
+    const opening = openForwarder(dir, server, { credentials: { username: airflow.username, password: 'wrong' } });
     await expect(opening).rejects.toMatchObject({ code: 'airflow_credentials' });
     await expect(opening).rejects.toThrow(`refused the credentials of user "${airflow.username}"`);
     expect(existsSync(join(dir, 'forwarder.db'))).toBe(false);
@@ -237,14 +215,7 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
     const dir = tempDir();
     const server = await startServer({ assets: ['batch_ready'] });
     const closedPort = await freePort();
-    const opening = openAirflowForwarder({
-      path: join(dir, 'forwarder.db'),
-      server: server.url,
-      airflow: `http://127.0.0.1:${closedPort}`,
-      credentials: { username: 'x', password: 'y' },
-      map: { batch_ready: ASSET },
-      logger: quiet,
-    });
+    const opening = openForwarder(dir, server, { airflow: `http://127.0.0.1:${closedPort}`, credentials: { username: 'x', password: 'y' } });
     await expect(opening).rejects.toMatchObject({ code: 'airflow_unreachable' });
     await expect(opening).rejects.toThrow(`cannot reach Airflow at http://127.0.0.1:${closedPort}/auth/token: no answer: ECONNREFUSED`);
     await expect(opening).rejects.toThrow("is Airflow's API server running there?");
@@ -258,12 +229,8 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
     await publish(server, dir, prefix, 3);
     const proxy = await startFaultProxy(airflow.url);
     const warnings: string[] = [];
-    const forwarder = await openAirflowForwarder({
-      path: join(dir, 'forwarder.db'),
-      server: server.url,
+    const forwarder = await openForwarder(dir, server, {
       airflow: proxy.url,
-      credentials: { username: airflow.username, password: airflow.password },
-      map: { batch_ready: ASSET },
       settleMs: 100,
       retryMaxDelayMs: 200,
       waitSeconds: 1,

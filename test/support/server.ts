@@ -1,9 +1,10 @@
 import { join } from 'node:path';
 import { afterEach } from 'vitest';
 import { createServer, type OnceboxServer, type ServerOptions } from '../../src/dedupe/index.js';
-import type { EventPage, StoredEvent } from '../../src/protocol/wire.js';
+import type { StoredEvent } from '../../src/protocol/wire.js';
 import { PG_URL, testSchema } from './postgres.js';
 import { tempDir } from './temp.js';
+import { allEvents } from '../../scripts/events.js';
 
 export type Backend = 'sqlite' | 'postgres';
 
@@ -37,20 +38,7 @@ export async function startServer(options: Partial<ServerOptions> & { port?: num
   };
 }
 
-/** Every stored event, paging by cursor the way a reader would. */
-export async function allEvents(url: string, query: { asset?: string } = {}): Promise<StoredEvent[]> {
-  const events: StoredEvent[] = [];
-  let after = 0;
-  for (;;) {
-    const params = new URLSearchParams({ after: String(after), limit: '1000', ...(query.asset ? { asset: query.asset } : {}) });
-    const response = await fetch(`${url}/v1/events?${params}`);
-    if (!response.ok) throw new Error(`GET /v1/events answered ${response.status}: ${await response.text()}`);
-    const page = (await response.json()) as EventPage;
-    events.push(...page.events);
-    if (page.events.length === 0) return events;
-    after = page.next;
-  }
-}
+export { allEvents };
 
 afterEach(async () => {
   for (const server of running.splice(0)) await server.close();
