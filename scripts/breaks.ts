@@ -50,6 +50,9 @@ const ingestPlan = 'src/dedupe/ingest/plan.ts';
 const forwarder = 'src/airflow/forwarder.ts';
 const lifecycle = 'test/integration/lifecycle.test.ts';
 const airflowForwarder = 'test/airflow/forwarder.test.ts';
+const bullmqWorker = 'src/bullmq/worker.ts';
+const bullmqTest = 'test/integration/bullmq.test.ts';
+const bullmqChaos = 'test/fault/bullmq-chaos.test.ts';
 const fencing = '  if (attempt < epoch) {';
 const fencingUnlessCheckpointsOnly = "  if (attempt < epoch && items.some((i) => !(i.valid && i.kind === 'checkpoint'))) {";
 
@@ -503,7 +506,7 @@ export const BREAKS: Break[] = [
   {
     what: 'an attempt claim that hands out the epoch it found instead of the next one',
     guarantee: 'G21',
-    edits: [{ file: sqliteStatements, find: 'epoch: sql<number>`max(streams.epoch + 1, ${p.claim.atLeast})`', replace: 'epoch: sql<number>`max(streams.epoch, ${p.claim.atLeast})`' }],
+    edits: [{ file: 'src/dedupe/attempt-claim.ts', find: "const wanted = 'exactly' in claim ? claim.exactly : Math.max(epoch + 1, claim.atLeast);", replace: "const wanted = 'exactly' in claim ? claim.exactly : Math.max(epoch, claim.atLeast);" }],
     caughtBy: [
       { file: conformance, name: 'hands out claimed attempts atomically' },
       { file: 'test/fault/consumer-zombie.test.ts', name: 'start at the same instant' },
@@ -595,10 +598,82 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: lifecycle, name: 'however often fail is called' }, { file: 'test/fault/lifecycle-crash.test.ts', name: 'inside fail' }],
   },
   {
-    what: "the BullMQ adapter's attempt taken from attemptsMade instead of the server's claim",
+    what: "the BullMQ adapter's attempt taken from attemptsMade instead of a lock-guarded claim",
     guarantee: 'G26',
-    edits: [{ file: 'src/bullmq/processor.ts', find: "attempt: 'claim' },", replace: 'attempt: job.attemptsMade + 1 },' }],
-    caughtBy: [{ file: 'test/integration/bullmq.test.ts', name: 'job.retry()' }],
+    edits: [{ file: bullmqWorker, find: 'box = await this.open(job, { next: async (floor) => this.takeAttempt(job, token, floor) });', replace: 'box = await this.open(job, (job.attemptsMade + 1) as never);' }],
+    caughtBy: [{ file: bullmqTest, name: 'job.retry()' }],
+  },
+  {
+    what: 'an exact attempt claim granted at or below the epoch (a late claim fences the later one that was first)',
+    guarantee: 'G21, G26',
+    edits: [{ file: 'src/dedupe/attempt-claim.ts', find: "  if ('exactly' in claim && wanted <= epoch) {", replace: "  if ('exactly' in claim && wanted < epoch) {" }],
+    caughtBy: [{ file: conformance, name: 'exactly' }],
+  },
+  {
+    what: 'the BullMQ adapter claims the next attempt whatever lock it holds (a worker paused before its claim fences the live one)',
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: 'box = await this.open(job, { next: async (floor) => this.takeAttempt(job, token, floor) });', replace: "box = await this.open(job, 'claim' as never);" }],
+    caughtBy: [{ file: bullmqTest, name: 'between the hand-out and the claim' }],
+  },
+  {
+    what: "the BullMQ adapter's attempt counter raised without checking the job's lock",
+    guarantee: 'G26',
+    edits: [{ file: 'src/bullmq/job-lock.ts', find: "if ARGV[3] == '1' and redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end", replace: '' }],
+    caughtBy: [{ file: bullmqTest, name: 'between the hand-out and the claim' }],
+  },
+  {
+    what: 'no lock check after the claim: a worker paused after its claim runs the processor once it wakes',
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: "    failpoint('bullmq:after-claim');\n    if ((await this.locks.held(job, token)) === undefined) return this.stop(box, token);", replace: "    failpoint('bullmq:after-claim');" }],
+    caughtBy: [{ file: bullmqTest, name: 'after the claim, before the first commit' }],
+  },
+  {
+    what: "a worker that lost the job's lock ends the job in BullMQ's eyes (a refused move, \"Missing lock\") instead of letting it go",
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: '    this.handled.delete(token);\n    return new WaitingError();', replace: "    this.handled.delete(token);\n    return new Error('lost the lock') as WaitingError;" }],
+    caughtBy: [{ file: bullmqTest, name: 'after the claim, before the first commit' }, { file: bullmqTest, name: 'before complete()' }],
+  },
+  {
+    what: "a fenced worker that holds the job's lock throws FencedError to BullMQ, which counts it as a failed try",
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: '    if ((await this.locks.held(job, token)) !== undefined) await job.moveToWait(token);\n    return this.letGo(token);', replace: "    if ((await this.locks.held(job, token)) !== undefined) return new Error('fenced') as WaitingError;\n    return this.letGo(token);" }],
+    caughtBy: [{ file: bullmqTest, name: 'fenced from outside the adapter' }],
+  },
+  {
+    what: 'a job BullMQ fails without running the processor (stalled more than maxStalledCount) leaves no failure in oncebox',
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: '    void jobs.recordFailureWithoutProcessor(job);', replace: '' }],
+    caughtBy: [{ file: bullmqTest, name: 'maxStalledCount' }],
+  },
+  {
+    what: 'willRetry ignores an UnrecoverableError (the held emissions kept for a retry BullMQ will not make)',
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: "  if (error instanceof UnrecoverableError || (error as Error | null)?.name === 'UnrecoverableError') return false;", replace: '' }],
+    caughtBy: [{ file: bullmqTest, name: 'UnrecoverableError is' }],
+  },
+  {
+    what: 'a hand-out that finds the run ended unheard by BullMQ runs the job again',
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: '    if (unheard !== undefined) return this.endAgain(job, token, box, unheard);', replace: '' }],
+    caughtBy: [{ file: bullmqTest, name: 'before BullMQ heard' }],
+  },
+  {
+    what: "the end record ignores the stall count, so a job.retry() after the run's end is refused",
+    guarantee: 'G26',
+    edits: [{ file: 'src/bullmq/job-end.ts', find: 'return end !== undefined && stalledCounter > end.stalls ? end : undefined;', replace: 'return end;' }],
+    caughtBy: [{ file: bullmqTest, name: 'job.retry()' }],
+  },
+  {
+    what: 'a processor that moved its job itself (DelayedError) is recorded as a failed attempt',
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: '    if (isBullmqMove(error)) {', replace: '    if (false as boolean) {' }],
+    caughtBy: [{ file: bullmqTest, name: 'RateLimitError' }],
+  },
+  {
+    what: "the BullMQ adapter tells oncebox that no retry is coming after every failure (a retried job's held emissions discarded)",
+    guarantee: 'G25, G26',
+    edits: [{ file: bullmqWorker, find: '    const willRetry = (this.options.willRetry ?? bullmqWillRetry)(job, error, state);', replace: '    const willRetry = false;' }],
+    caughtBy: [{ file: bullmqChaos }],
   },
 ];
 

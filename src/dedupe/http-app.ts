@@ -254,14 +254,20 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     }
     const body = attemptClaimSchema.safeParse(request.body ?? {});
     if (!body.success) {
-      const { field, message } = describeFirstIssue(body.error, { input: request.body, knownKeys: ['task', 'atLeast'] });
+      const { field, message } = describeFirstIssue(body.error, { input: request.body, knownKeys: ['task', 'atLeast', 'exactly'] });
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
     const { producer, runId } = params.data;
     if (!producerAllowed(request.grant, producer)) {
       return sendProblem(reply, forbidden(`producer: this token publishes only as producers matching "${request.grant.producers}", not as "${echo(producer)}"`, 'producer'));
     }
-    const claimed: ClaimedAttempt = { attempt: await store.claimAttempt(producer, runId, body.data.task, body.data.atLeast) };
+    const { task, atLeast, exactly } = body.data;
+    const decision = await store.claimAttempt(producer, runId, task, exactly === undefined ? { atLeast: atLeast ?? 1 } : { exactly });
+    if ('refused' in decision) {
+      const code = decision.refused === 'taken' ? ProblemCode.AttemptTaken : ProblemCode.AttemptTooHigh;
+      return sendProblem(reply, { ...problem(409, code, decision.detail, exactly === undefined ? 'atLeast' : 'exactly'), epoch: decision.epoch });
+    }
+    const claimed: ClaimedAttempt = { attempt: decision.granted };
     return reply.code(201).send(claimed);
   });
 

@@ -8,3 +8,4 @@ export type { CheckedItem, CheckedEvent, CheckedCheckpoint, InvalidItem } from '
 export type { Durability } from '../sqlite/open.js';
 export { openDedupeStore, type StoreLocation } from './open-store.js';
 export type { LineagePolicy } from './ingest/lineage.js';
+export type { AttemptClaim, ClaimDecision } from './attempt-claim.js';

@@ -102,6 +102,7 @@ const problemSchema = z.object({
   code: z.enum(Object.values(ProblemCode) as [ProblemCode, ...ProblemCode[]]),
   field: z.string().optional(),
   instance: z.string().optional(),
+  epoch: z.number().int().optional().describe('On attempt_taken and attempt_too_high: the run\'s epoch, which a new claim must go above.'),
 });
 const tokenInfoSchema = z.object({
   id: z.string(),
@@ -224,12 +225,18 @@ export function openApiDocument(version: string): Record<string, unknown> {
       },
       '/v1/streams/{producer}/{runId}/attempts': {
         post: {
-          summary: "Claim a run's next attempt: it becomes the epoch at once, fencing every lower attempt",
+          summary: "Claim an attempt of a run: it becomes the epoch at once, fencing every lower attempt",
           description:
-            'Needs a publish token covering the producer. Two claims never get the same attempt. For job runners whose own attempt counters are unsafe, and for consumers.',
+            'Needs a publish token covering the producer. Two claims never get the same attempt. With `atLeast` (or nothing), the run\'s next attempt; ' +
+            'with `exactly`, that attempt only while it is above the epoch, for a counter the caller takes under a lock of its own (the BullMQ adapter). ' +
+            'For job runners whose own attempt counters are unsafe, and for consumers.',
           parameters: pathParameters(streamParamsSchema),
           requestBody: { required: false, content: { 'application/json': { schema: toJson(attemptClaimSchema, 'input') } } },
-          responses: { '201': json(claimedAttemptSchema, 'The claimed attempt.'), ...refusals },
+          responses: {
+            '201': json(claimedAttemptSchema, 'The claimed attempt.'),
+            ...refusals,
+            '409': problemResponse('attempt_taken: the `exactly` attempt is not above the epoch (the problem\'s `epoch` says where it is); attempt_too_high: more than the server\'s maxAttemptStep above the epoch, or past the last attempt.'),
+          },
         },
       },
       '/v1/assets': { get: { summary: 'The registered assets', responses: { '200': json(z.object({ assets: z.array(z.string()) }), 'Asset names.'), ...refusals } } },

@@ -12,6 +12,8 @@ const TITLES: Record<string, string> = {
   [ProblemCode.Forbidden]: 'Forbidden',
   [ProblemCode.RateLimited]: 'Too many requests',
   [ProblemCode.NotFound]: 'Not found',
+  [ProblemCode.AttemptTaken]: 'Attempt taken',
+  [ProblemCode.AttemptTooHigh]: 'Attempt too high',
   [ProblemCode.RequestTimeout]: 'Request timeout',
   [ProblemCode.ShuttingDown]: 'Shutting down',
   [ProblemCode.Internal]: 'Internal server error',

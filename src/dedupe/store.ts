@@ -1,4 +1,5 @@
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../protocol/wire.js';
+import type { AttemptClaim, ClaimDecision } from './attempt-claim.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
 import type { EventSignal } from './event-signal.js';
 import type { TokenRegistry } from './tokens.js';
@@ -52,10 +53,11 @@ export interface DedupeStore {
   /** Epoch, sequence numbers and mirrored checkpoints of one stream; undefined when it never delivered. */
   streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined>;
   /**
-   * Claims the next attempt of a stream, at least `atLeast`, in one atomic step: it becomes the epoch at
-   * once, so every lower attempt is fenced, and two claims never get the same number.
+   * Claims an attempt of a stream by `decideClaim`, in one atomic step under the stream's lock: a granted
+   * attempt becomes the epoch at once, so every lower attempt is fenced, and two claims never get the
+   * same number.
    */
-  claimAttempt(producer: string, runId: string, task: string | null, atLeast: number): Promise<number>;
+  claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim): Promise<ClaimDecision>;
   registerAsset(name: string): Promise<{ created: boolean }>;
   listAssets(): Promise<string[]>;
   /**

@@ -1,7 +1,10 @@
 /**
- * Named crash points for the crash tests: `ONCEBOX_FAILPOINT=commit:after-write@3` kills this process
- * with SIGKILL the third time it reaches `commit:after-write`. With the variable unset (always, outside
- * tests) a failpoint is one comparison.
+ * Named crash and stall points for the crash tests. `ONCEBOX_FAILPOINT=commit:after-write@3` kills this
+ * process with SIGKILL the third time it reaches `commit:after-write`; `bullmq:before-claim@1:stall=3000`
+ * instead blocks its event loop for 3 seconds the first time (a GC pause, a busy sibling job: no timer,
+ * lock renewal or socket is served meanwhile), after printing `{"failpoint":…,"stall":3000}` on stdout.
+ * Several points are separated by commas. With the variable unset (always, outside tests) a failpoint is
+ * one comparison.
  *
  * - `commit:after-write`: inside the commit's SQLite transaction, every row written, not yet committed.
  * - `commit:after-commit`: the commit is durable; the relay has not been woken.
@@ -10,6 +13,10 @@
  * - `consume:after-commit`: a consumer committed an event's effect and cursor; the relay may be delivering.
  * - `forward:before-post`: the Airflow forwarder is about to post an event it found no trace of.
  * - `forward:after-post`: Airflow committed a forwarded event and answered; its receipt is not yet committed.
+ * - `bullmq:before-claim`: BullMQ handed a job to the adapter, which has not claimed its attempt yet.
+ * - `bullmq:after-claim`: the adapter claimed the job's attempt and opened its outbox; the processor has not run.
+ * - `bullmq:before-complete`: the processor returned; the adapter has not made the terminal commit.
+ * - `bullmq:after-terminal`: the terminal commit is made and delivered; BullMQ has not heard of the end.
  * @internal
  */
 export type FailpointName =
@@ -19,19 +26,46 @@ export type FailpointName =
   | 'consume:before-handler'
   | 'consume:after-commit'
   | 'forward:before-post'
-  | 'forward:after-post';
+  | 'forward:after-post'
+  | 'bullmq:before-claim'
+  | 'bullmq:after-claim'
+  | 'bullmq:before-complete'
+  | 'bullmq:after-terminal';
 
-const armed = parse(process.env.ONCEBOX_FAILPOINT);
-let hits = 0;
-
-export function failpoint(name: FailpointName): void {
-  if (armed === undefined || armed.name !== name) return;
-  hits++;
-  if (hits === armed.hit) process.kill(process.pid, 'SIGKILL');
+interface Armed {
+  name: string;
+  hit: number;
+  /** Milliseconds to block for, instead of the kill. */
+  stallMs: number | undefined;
 }
 
-function parse(spec: string | undefined): { name: string; hit: number } | undefined {
-  if (!spec) return undefined;
-  const [name, hit] = spec.split('@');
-  return { name: name!, hit: hit === undefined ? 1 : Number(hit) };
+const armed = parse(process.env.ONCEBOX_FAILPOINT);
+const hits = new Map<string, number>();
+
+export function failpoint(name: FailpointName): void {
+  if (armed.length === 0) return;
+  const hit = (hits.get(name) ?? 0) + 1;
+  hits.set(name, hit);
+  for (const point of armed) {
+    if (point.name !== name || point.hit !== hit) continue;
+    const { stallMs } = point;
+    if (stallMs === undefined) {
+      process.kill(process.pid, 'SIGKILL');
+      continue;
+    }
+    process.stdout.write(`${JSON.stringify({ failpoint: name, hit, stall: stallMs })}\n`);
+    const until = Date.now() + stallMs;
+    while (Date.now() < until) {
+      // Busy on purpose: the event loop serves nothing meanwhile.
+    }
+  }
+}
+
+function parse(spec: string | undefined): Armed[] {
+  if (!spec) return [];
+  return spec.split(',').map((one) => {
+    const [where, action] = one.split(':stall=');
+    const [name, hit] = where!.split('@');
+    return { name: name!, hit: hit === undefined ? 1 : Number(hit), stallMs: action === undefined ? undefined : Number(action) };
+  });
 }

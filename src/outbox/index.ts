@@ -2,7 +2,7 @@ export { openOutbox, Outbox, Asset, type CloseOptions, type CloseResult, type Te
 export { LifecycleAsset, isLifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
 export { CommitTransaction, Emission, type EmissionInput } from './commit.js';
 export { Checkpoint } from '../checkpoint/checkpoint.js';
-export type { OutboxOptions, RunContext, RunOptions } from './options.js';
+export type { OutboxOptions, RunContext, RunOptions, AttemptSource } from './options.js';
 export type { OutboxStatus, DeadRow } from './status.js';
 export type { RelayError } from './relay-events.js';
 export { ONCEBOX_KEY_NAMESPACE, deriveKey, explicitKey, type EmissionIdentity } from './keys.js';

@@ -17,6 +17,9 @@ export const runContextSchema = z.strictObject({
   /** The try number, from 1; a retry of the same run has a higher attempt. */
   attempt: z.union([
     z.literal('claim'),
+    z.custom<AttemptSource>((value) => typeof value === 'object' && value !== null && typeof (value as AttemptSource).next === 'function', {
+      error: 'must be a number (the try number, 1 for the first try), "claim", or an attempt source with a next(floor) method',
+    }),
     z
       .number({ error: 'must be a number (the try number, 1 for the first try) or "claim"' })
       .int({ error: 'must be a whole number: the try number, 1 for the first try' })
@@ -36,14 +39,30 @@ export interface RunContext {
   attempt: number;
 }
 
+/**
+ * An ordered source of attempt numbers kept outside oncebox, such as a job queue's counter raised under
+ * the job's lock (the BullMQ adapter's). `openOutbox` claims exactly the number it proposes, and the
+ * server grants it only while it is above the run's epoch: a claim that arrives late (its worker paused
+ * between taking the number and claiming it) is refused rather than fencing the later one, and the
+ * source is asked again, above the epoch.
+ */
+export interface AttemptSource {
+  /**
+   * The next attempt, above `floor`: the highest attempt of the run that the outbox file or the server has
+   * seen. Throw to give up opening (say, the job's lock is lost); the error comes out of `openOutbox`.
+   */
+  next(floor: number): Promise<number>;
+}
+
 /** The run context `openOutbox` takes: a RunContext whose attempt may be claimed from the server. */
 export interface RunOptions extends Omit<RunContext, 'attempt'> {
   /**
    * The try number, from 1, or 'claim': the server hands out the run's next attempt atomically, and it
    * fences every lower one at once. Use 'claim' where the job runner's attempt counter cannot be trusted
-   * (two copies of a task may start with the same number, or a counter may go backwards).
+   * (two copies of a task may start with the same number, or a counter may go backwards). Or an
+   * AttemptSource, whose numbers are claimed exactly.
    */
-  attempt: number | 'claim';
+  attempt: number | 'claim' | AttemptSource;
 }
 const runContextIsDocumented: Same<RunOptions, z.infer<typeof runContextSchema>> = true;
 void runContextIsDocumented;
@@ -148,8 +167,8 @@ const outboxOptionsSchema = z
         message: `is required with relay: '${options.relay}'; give the server URL, or set relay: 'external' and run \`oncebox relay\``,
       });
     }
-    if (options.run?.attempt === 'claim' && options.server === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['run', 'attempt'], message: '"claim" asks the server for the attempt; give the server URL too' });
+    if (options.run !== undefined && typeof options.run.attempt !== 'number' && options.server === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['run', 'attempt'], message: 'a claimed attempt is claimed from the server; give the server URL too' });
     }
     if (options.retryMaxDelayMs < options.retryMinDelayMs) {
       ctx.addIssue({ code: 'custom', path: ['retryMaxDelayMs'], message: 'must be at least retryMinDelayMs' });

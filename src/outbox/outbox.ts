@@ -12,7 +12,7 @@ import {
   RunEndedError,
 } from '../protocol/errors.js';
 import { activeTraceContext, loadOtel, type OtelApi } from '../protocol/trace.js';
-import { nameSchema, type Receipt, type StreamState } from '../protocol/wire.js';
+import { nameSchema, type AttemptClaim, type Receipt, type StreamState } from '../protocol/wire.js';
 import { CommitTransaction, type CommitContext, type Emission, type EmissionInput, type Terminal } from './commit.js';
 import { failpoint } from './failpoints.js';
 import { OutboxFile, type OutboxRow } from './outbox-file.js';
@@ -432,28 +432,47 @@ export class Outbox {
 /** Options whose run attempt is a number: given, or claimed from the server. @internal */
 type ClaimedOptions = Omit<ResolvedOutboxOptions, 'run'> & { servers: string[]; run: RunContext | undefined };
 
+/** How often a claim from an AttemptSource is tried again above the epoch before openOutbox gives up. */
+const SOURCE_CLAIM_TRIES = 10;
+
 /**
- * Asks the server for the run's next attempt when the options say 'claim'. It is at least one above
- * every attempt this file has seen, so that a server that lost its state cannot hand out a number the
- * file would refuse as a zombie's.
+ * Claims the run's attempt when the options ask for one. 'claim' takes the server's next attempt, at
+ * least one above every attempt this file has seen, so that a server that lost its state cannot hand out
+ * a number the file would refuse as a zombie's. An AttemptSource proposes numbers above what the file
+ * and the server have seen, and each is claimed exactly: one the epoch has reached is refused, and the
+ * source is asked again above it. What the source throws comes out as it is.
  */
 async function claimAttempt(options: ResolvedOutboxOptions & { servers: string[] }, file: OutboxFile): Promise<ClaimedOptions> {
   const { run } = options;
-  if (run === undefined || run.attempt !== 'claim') return options as ClaimedOptions;
+  if (run === undefined || typeof run.attempt === 'number') return options as ClaimedOptions;
   const row = file.statements.getRun.get({ runId: run.runId, task: run.task ?? '' });
   const seen = Math.max(row?.opened_by ?? 0, row?.fenced_by ?? 0);
   const client = new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: options.requestTimeoutMs });
-  let attempt: number;
-  try {
-    attempt = await client.claimAttempt(options.producer, run.runId, run.task, seen + 1, options.resumeTimeoutMs);
-  } catch (error) {
-    throw new ResumeUnavailableError(
-      `run ${run.runId} could not claim its attempt from the server: ${(error as Error).message}. Make the server reachable, ` +
-        'or pass a number as run.attempt',
-      { cause: error },
-    );
+  const claim = async (wanted: AttemptClaim) => {
+    try {
+      return await client.claimAttempt(options.producer, run.runId, run.task, wanted, options.resumeTimeoutMs);
+    } catch (error) {
+      throw new ResumeUnavailableError(
+        `run ${run.runId} could not claim its attempt from the server: ${(error as Error).message}. Make the server reachable, ` +
+          'or pass a number as run.attempt',
+        { cause: error },
+      );
+    }
+  };
+  const source = run.attempt;
+  let floor = seen;
+  for (let tries = 0; tries < (source === 'claim' ? 1 : SOURCE_CLAIM_TRIES); tries++) {
+    const answer = await claim(source === 'claim' ? { atLeast: seen + 1 } : { exactly: await source.next(floor) });
+    if ('attempt' in answer) return { ...options, run: { ...run, attempt: answer.attempt } };
+    if (answer.refused === 'attempt_too_high') {
+      throw new ResumeUnavailableError(`run ${run.runId} could not claim its attempt: ${answer.detail}`);
+    }
+    floor = Math.max(floor, answer.epoch);
   }
-  return { ...options, run: { ...run, attempt } };
+  throw new ResumeUnavailableError(
+    `run ${run.runId} could not claim its attempt: ${SOURCE_CLAIM_TRIES} numbers from its attempt source were taken by the time ` +
+      'each reached the server; another process is claiming attempts of this run as fast',
+  );
 }
 
 /** Opens (creating if needed) an outbox file and, by default, starts its relay. */

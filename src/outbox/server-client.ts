@@ -1,6 +1,6 @@
 import pRetry from 'p-retry';
 import { OnceboxError, OptionsError } from '../protocol/errors.js';
-import type { ClaimedAttempt, EmissionBatchResponse, EventPage, ItemResult, Problem, StreamState } from '../protocol/wire.js';
+import type { AttemptClaim, ClaimedAttempt, EmissionBatchResponse, EventPage, ItemResult, Problem, StreamState } from '../protocol/wire.js';
 
 /**
  * A request to the server that got no usable answer. For a delivery the relay retries every row of the
@@ -93,16 +93,31 @@ export class ServerClient {
   }
 
   /**
-   * Claims the next attempt of a stream (`POST /v1/streams/…/attempts`), at least `atLeast`. Retried
-   * like streamState: a claim whose answer was lost only leaves a gap in the attempt numbers.
+   * Claims an attempt of a stream (`POST /v1/streams/…/attempts`): the next one, at least `atLeast`, or
+   * `exactly` one, which the server grants only above the stream's epoch. Retried like streamState: a
+   * claim whose answer was lost only leaves a gap in the attempt numbers (a lost `exactly` grant is
+   * answered `taken` on the retry, and the caller claims a higher one). A refusal (409) is an answer, not
+   * a failure: it comes back as `{ refused, epoch }`, at once.
    */
-  async claimAttempt(producer: string, runId: string, task: string | undefined, atLeast: number, retryForMs: number): Promise<number> {
+  async claimAttempt(
+    producer: string,
+    runId: string,
+    task: string | undefined,
+    claim: AttemptClaim,
+    retryForMs: number,
+  ): Promise<{ attempt: number } | { refused: 'attempt_taken' | 'attempt_too_high'; epoch: number; detail: string }> {
     const route = `${streamRoute(producer, runId)}/attempts`;
-    const body = JSON.stringify({ task: task ?? null, atLeast });
+    const body = JSON.stringify({ task: task ?? null, ...claim });
     return this.retrying(route, retryForMs, async () => {
       const answer = await this.exchange(route, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      if (answer.status === 409) {
+        const problem = parseJson(answer.text) as Problem | undefined;
+        if ((problem?.code === 'attempt_taken' || problem?.code === 'attempt_too_high') && typeof problem.epoch === 'number') {
+          return { refused: problem.code, epoch: problem.epoch, detail: problem.detail };
+        }
+      }
       if (answer.status !== 201) throw this.refusal(answer);
-      return (JSON.parse(answer.text) as ClaimedAttempt).attempt;
+      return { attempt: (JSON.parse(answer.text) as ClaimedAttempt).attempt };
     });
   }
 

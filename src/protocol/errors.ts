@@ -59,6 +59,10 @@ export const ProblemCode = {
   Forbidden: 'forbidden',
   RateLimited: 'rate_limited',
   NotFound: 'not_found',
+  /** An attempt claimed `exactly` that the stream's epoch has reached already: a later claim was first. */
+  AttemptTaken: 'attempt_taken',
+  /** A claim that would move the epoch further than the server allows (maxAttemptStep, or the last attempt). */
+  AttemptTooHigh: 'attempt_too_high',
   RequestTimeout: 'request_timeout',
   ShuttingDown: 'shutting_down',
   Internal: 'internal',

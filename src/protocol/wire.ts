@@ -13,13 +13,16 @@ export const nameSchema = z
   .max(Limits.maxNameLength, { error: `must be at most ${Limits.maxNameLength} characters` })
   .refine(isPlainText, { error: PLAIN_TEXT_RULE });
 
+/** The highest attempt number a stream may reach: the wire refuses a higher one in every request. */
+export const MAX_ATTEMPT = 1_000_000;
+
 /** Who sends a batch: one producer's stream for one run, at one attempt. */
 export const streamIdentitySchema = z.strictObject({
   producer: nameSchema,
   workflow: nameSchema,
   runId: nameSchema,
   task: nameSchema.nullable(),
-  attempt: z.number().int().min(1).max(1_000_000),
+  attempt: z.number().int().min(1).max(MAX_ATTEMPT),
 });
 export type StreamIdentity = z.infer<typeof streamIdentitySchema>;
 
@@ -54,15 +57,26 @@ export const eventQuerySchema = z.strictObject({
 });
 
 /**
- * The body of `POST /v1/streams/:producer/:runId/attempts`: claim the run's next attempt. `atLeast` is
- * the lowest number the caller may take (one above the attempt its own file last opened), for a server
- * that lost its state.
+ * The body of `POST /v1/streams/:producer/:runId/attempts`: claim an attempt of the run. Either the next
+ * one, at least `atLeast` (one above the attempt the caller's own file last opened, for a server that
+ * lost its state), or `exactly` one number handed out by an ordered source the caller trusts (a job
+ * queue's lock-guarded counter): granted only while it is above the stream's epoch, so that a claim that
+ * arrives late can never fence a later one.
  */
-export const attemptClaimSchema = z.strictObject({
-  task: nameSchema.nullable().default(null),
-  atLeast: z.number().int().min(1).max(1_000_000).default(1),
-});
+export const attemptClaimSchema = z
+  .strictObject({
+    task: nameSchema.nullable().default(null),
+    atLeast: z.number().int().min(1).max(MAX_ATTEMPT).optional(),
+    exactly: z.number().int().min(1).max(MAX_ATTEMPT).optional(),
+  })
+  .refine((claim) => claim.atLeast === undefined || claim.exactly === undefined, {
+    error: 'give atLeast (the next attempt, at least this) or exactly (this attempt or none), not both',
+    path: ['exactly'],
+  });
 export type AttemptClaimRequest = z.input<typeof attemptClaimSchema>;
+
+/** What a claim asks for: the run's next attempt (at least a number), or exactly one number. */
+export type AttemptClaim = { atLeast: number } | { exactly: number };
 
 /** The answer to an attempt claim: the attempt is the stream's epoch now, and every lower one is fenced. */
 export interface ClaimedAttempt {
@@ -204,6 +218,8 @@ export interface Problem {
   code: string;
   field?: string;
   instance?: string;
+  /** On `attempt_taken` and `attempt_too_high`: the stream's epoch, which a new claim must go above. */
+  epoch?: number;
 }
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';

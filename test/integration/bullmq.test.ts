@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { Queue, QueueEvents, Worker, type Job } from 'bullmq';
+import { DelayedError, Queue, QueueEvents, UnrecoverableError, Worker, type Job } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { FencedError, onceboxProcessor } from '../../src/bullmq/index.js';
+import { FencedError, onceboxWorker, type OnceboxWorkerOptions } from '../../src/bullmq/index.js';
 import { LifecycleAsset, openOutbox } from '../../src/outbox/index.js';
-import { startScript } from '../support/child.js';
-import { redisAvailable, redisConnection, redisSkipReason } from '../support/redis.js';
+import { startScript, type StartedScript } from '../support/child.js';
+import { redisAvailable, redisConnection, redisSkipReason, REDIS_URL } from '../support/redis.js';
 import { startServer, type RunningServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
 
@@ -32,30 +32,74 @@ async function newQueue(name: string): Promise<{ queue: Queue; events: QueueEven
   return { queue, events };
 }
 
-/** The batch loop of examples/bullmq-ingest.ts, in this process. */
-const batchLoop = async (job: Job, box: Awaited<ReturnType<typeof openOutbox>>) => {
-  const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
-  const total = (job.data as { batches: number }).batches;
-  for (let batch = (progress.get()?.batch ?? 0) + 1; batch <= total; batch++) {
-    box.commit((tx) => {
-      tx.set(progress, { batch });
-      tx.emit(box.asset('batch_ready'), { partitionKey: `${job.id}/batch-${batch}` });
-      tx.emit(box.asset('run_done'), { partitionKey: `${job.id}/batch-${batch}`, on: 'success' });
-    });
-  }
-  return total;
-};
+/** The batch loop of examples/bullmq-ingest.ts, in this process, `batchMs` apart. */
+const batchLoop =
+  (batchMs = 0) =>
+  async (job: Job, box: Awaited<ReturnType<typeof openOutbox>>) => {
+    const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
+    const total = (job.data as { batches: number }).batches;
+    for (let batch = (progress.get()?.batch ?? 0) + 1; batch <= total; batch++) {
+      box.commit((tx) => {
+        tx.set(progress, { batch });
+        tx.emit(box.asset('batch_ready'), { partitionKey: `${job.id}/batch-${batch}` });
+        tx.emit(box.asset('run_done'), { partitionKey: `${job.id}/batch-${batch}`, on: 'success' });
+      });
+      if (batchMs > 0) await new Promise((resolve) => setTimeout(resolve, batchMs));
+    }
+    return total;
+  };
 
-function worker(name: string, server: RunningServer, dir: string, options: Partial<ConstructorParameters<typeof Worker>[2]> = {}): Worker {
-  const started = new Worker(name, onceboxProcessor(batchLoop, { dir, server: server.url, producer: 'bullmq-ingest', outbox: { logger: quiet } }), {
-    connection: redisConnection,
-    ...options,
+type Processor = Parameters<typeof onceboxWorker<unknown>>[1];
+
+/** An oncebox worker in this process; its worker `error` events are collected in `errors`. */
+function worker(
+  name: string,
+  server: RunningServer,
+  dir: string,
+  options: { processor?: Processor; worker?: Partial<OnceboxWorkerOptions['worker']>; oncebox?: Partial<OnceboxWorkerOptions> } = {},
+) {
+  const started = onceboxWorker(name, options.processor ?? batchLoop(), {
+    dir,
+    server: server.url,
+    producer: 'bullmq-ingest',
+    outbox: { logger: quiet },
+    ...options.oncebox,
+    worker: { connection: redisConnection, ...options.worker },
   });
+  const errors: string[] = [];
+  started.on('error', (error) => errors.push(error.message));
   cleanups.push(() => started.close(true));
-  return started;
+  return { worker: started, errors };
 }
 
 const partitionsOf = async (server: RunningServer, asset: string) => (await server.events({ asset })).map((event) => event.partitionKey);
+const batches = (jobId: string | undefined, count: number) => Array.from({ length: count }, (_, i) => `${jobId}/batch-${i + 1}`);
+
+/** Worker A: examples/bullmq-ingest.ts in its own process, with a 1-second lock and an armed stall. */
+function stallingWorker(name: string, server: RunningServer, dir: string, failpoint: string, extra: string[] = []): StartedScript {
+  return startScript(
+    'examples/bullmq-ingest.ts',
+    ['--queue', name, '--server', server.url, '--dir', dir, '--redis', REDIS_URL.href, '--lock-ms', '1000', ...extra],
+    { ONCEBOX_FAILPOINT: failpoint },
+  );
+}
+
+/** A line of a worker that tried to end a job whose lock another worker holds, or nobody does, and failed. */
+const refusedMove = (line: Record<string, unknown>) =>
+  line.event === 'failed' || (line.event === 'worker-error' && /Missing lock|Lock mismatch/.test(String(line.message)));
+
+/** Waits until the job is completed or failed in BullMQ, and returns its state and counters. */
+async function finalState(queue: Queue, id: string, timeoutMs = 30_000): Promise<{ state: string; attemptsMade: number; attemptsStarted: number }> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const state = await queue.getJobState(id);
+    // Read after the state, so that the counters are those of the finished job.
+    const job = (await queue.getJob(id))!;
+    if (state === 'completed' || state === 'failed') return { state, attemptsMade: job.attemptsMade, attemptsStarted: job.attemptsStarted };
+    if (Date.now() > until) throw new Error(`job ${id} still ${state} after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
 
 describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redisSkipReason}`, () => {
   it('runs a job as an oncebox run: each batch once, the held events released on success, the file removed once delivered', async () => {
@@ -66,8 +110,8 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     worker(name, server, dir);
     const job = await queue.add('ingest', { batches: 3 });
     expect(await job.waitUntilFinished(events, 30_000)).toBe(3);
-    expect(await partitionsOf(server, 'batch_ready')).toEqual([1, 2, 3].map((n) => `${job.id}/batch-${n}`));
-    expect(await partitionsOf(server, 'run_done')).toEqual([1, 2, 3].map((n) => `${job.id}/batch-${n}`));
+    expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 3));
+    expect(await partitionsOf(server, 'run_done')).toEqual(batches(job.id, 3));
     const [success] = await server.events({ asset: LifecycleAsset.Succeeded });
     expect(success).toMatchObject({ producer: 'bullmq-ingest', workflow: name, runId: job.id, attempt: 1 });
     expect(existsSync(join(dir, name, `${job.id}.db`))).toBe(false);
@@ -80,23 +124,23 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     const { queue } = await newQueue(name);
     const job = await queue.add('ingest', { batches: 6 });
     // Worker A (its own process) blocks its event loop after batch 2, past its 1-second lock.
-    const zombie = startScript('examples/bullmq-ingest.ts', ['--queue', name, '--server', server.url, '--dir', dir, '--lock-ms', '1000', '--block-after-batch', '2', '--block-ms', '6000']);
+    const zombie = startScript('examples/bullmq-ingest.ts', ['--queue', name, '--server', server.url, '--dir', dir, '--redis', REDIS_URL.href, '--lock-ms', '1000', '--block-after-batch', '2', '--block-ms', '6000']);
     await zombie.waitFor((line) => line.event === 'committed' && line.batch === 2);
     // Worker B finds the job stalled, claims the next attempt and finishes it from A's checkpoint.
-    const replacement = worker(name, server, dir, { lockDuration: 1000, stalledInterval: 1000 });
-    const done = new Promise<void>((resolve) => replacement.on('completed', () => resolve()));
+    const replacement = worker(name, server, dir, { worker: { lockDuration: 1000, stalledInterval: 1000 } });
+    const done = new Promise<void>((resolve) => replacement.worker.on('completed', () => resolve()));
     await done;
     const fenced = await zombie.waitFor((line) => line.event === 'fenced');
     expect(fenced).toMatchObject({ job: job.id, batch: 3, attempt: 1 });
-    expect(await partitionsOf(server, 'batch_ready')).toEqual([1, 2, 3, 4, 5, 6].map((n) => `${job.id}/batch-${n}`));
-    expect(await partitionsOf(server, 'run_done')).toEqual([1, 2, 3, 4, 5, 6].map((n) => `${job.id}/batch-${n}`));
+    expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 6));
+    expect(await partitionsOf(server, 'run_done')).toEqual(batches(job.id, 6));
     const successes = await server.events({ asset: LifecycleAsset.Succeeded });
     expect(successes.map((event) => event.attempt)).toEqual([2]);
     // The takeover is on the record, for the notifiers' onFenced: attempt 1 fenced by attempt 2, once.
     const fences = await server.events({ asset: LifecycleAsset.Fenced });
     expect(fences.map((event) => event.extra)).toEqual([{ outcome: 'fenced', workflow: name, runId: job.id, task: null, attempt: 1, fencedBy: 2 }]);
-    // BullMQ counted no new attempt for the stalled run: the attempt came from the server's claim.
-    expect((await queue.getJob(job.id!))!.attemptsMade).toBeLessThan(2);
+    // The fenced worker cost the job no try: the one finished try is the success.
+    expect(await finalState(queue, job.id!)).toMatchObject({ state: 'completed', attemptsMade: 1 });
   });
 
   it('cannot reopen an old epoch with job.retry(): the retried job claims a higher attempt, and the old one stays fenced', { timeout: 60_000 }, async () => {
@@ -105,31 +149,25 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     const name = queueName();
     const { queue, events } = await newQueue(name);
     let failNext = true;
-    const flaky = new Worker(
-      name,
-      onceboxProcessor(
-        async (job, box) => {
-          await batchLoop(job, box);
-          if (failNext) {
-            failNext = false;
-            throw new Error('downstream refused');
-          }
-          return 'ok';
-        },
-        { dir, server: server.url, producer: 'bullmq-ingest', outbox: { logger: quiet } },
-      ),
-      { connection: redisConnection },
-    );
-    cleanups.push(() => flaky.close(true));
+    worker(name, server, dir, {
+      processor: async (job, box) => {
+        await batchLoop()(job, box);
+        if (failNext) {
+          failNext = false;
+          throw new Error('downstream refused');
+        }
+        return 'ok';
+      },
+    });
     const job = await queue.add('ingest', { batches: 2 });
     await expect(job.waitUntilFinished(events, 30_000)).rejects.toThrow('downstream refused');
-    // job.retry() resets BullMQ's counters: attemptsMade is 0 again.
-    await (await queue.getJob(job.id!))!.retry('failed', { resetAttemptsMade: true });
+    // job.retry() resets BullMQ's counters: attemptsMade and attemptsStarted are 0 again.
+    await (await queue.getJob(job.id!))!.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
     const retried = (await queue.getJob(job.id!))!;
     expect(await retried.waitUntilFinished(events, 30_000)).toBe('ok');
     const failures = await server.events({ asset: LifecycleAsset.Failed });
     const successes = await server.events({ asset: LifecycleAsset.Succeeded });
-    expect(failures.map((event) => event.attempt)).toEqual([1]);
+    expect(failures.map((event) => [event.attempt, (event.extra as { willRetry: boolean }).willRetry])).toEqual([[1, false]]);
     expect(successes.map((event) => event.attempt)).toEqual([2]);
     // Attempt 1, as a runner trusting attemptsMade would reopen it, can deliver nothing.
     const stale = await openOutbox({ path: join(tempDir(), 'stale.db'), server: server.url, producer: 'bullmq-ingest', run: { workflow: name, runId: job.id!, attempt: 1 }, logger: quiet });
@@ -138,6 +176,240 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     const emission = stale.commit((tx) => tx.emit(stale.asset('batch_ready'), { partitionKey: `${job.id}/later` }));
     await expect(emission.receipt()).rejects.toThrow(FencedError);
     await stale.close({ timeoutMs: 0 });
-    expect(await partitionsOf(server, 'batch_ready')).toEqual([`${job.id}/batch-1`, `${job.id}/batch-2`]);
+    expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 2));
   });
+
+  describe('a worker paused at the worst moment: the attempt that wins is the one that holds the lock', () => {
+    /**
+     * Worker A, in its own process, is handed the job and stalls at `failpoint` past its lock. Worker B,
+     * here, takes the job over, and is still committing (30 batches, 100 ms apart) when A wakes. A must
+     * stop without claiming over B, committing or failing the job; B finishes; BullMQ and the server agree.
+     */
+    async function pausedWorker(failpoint: string, layout: 'one machine' | 'two machines', extra: string[] = []) {
+      const server = await startServer();
+      const dirA = tempDir();
+      const dirB = layout === 'one machine' ? dirA : tempDir();
+      const name = queueName();
+      const { queue } = await newQueue(name);
+      const job = await queue.add('ingest', { batches: 30 }, { attempts: 1 });
+      const a = stallingWorker(name, server, dirA, failpoint, ['--batch-ms', '5', ...extra]);
+      const stall = await a.waitFor((line) => line.failpoint !== undefined);
+      const stalledAt = Date.now();
+      const b = worker(name, server, dirB, { processor: batchLoop(100), worker: { lockDuration: 1000, stalledInterval: 1000 } });
+      const final = await finalState(queue, job.id!, 40_000);
+      // Give A time to wake and finish whatever it does then.
+      const wakesAt = stalledAt + Number(stall.stall);
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, wakesAt - Date.now()) + 2000));
+      return { server, queue, job, a, b, final };
+    }
+
+    for (const layout of ['one machine', 'two machines'] as const) {
+      it(`between the hand-out and the claim (${layout}): A claims nothing, B completes, and BullMQ and the server agree`, { timeout: 90_000 }, async () => {
+        const { server, job, a, b, final } = await pausedWorker('bullmq:before-claim@1:stall=3500', layout);
+        expect(final).toMatchObject({ state: 'completed', attemptsMade: 1 });
+        expect(b.errors).toEqual([]);
+        expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 30));
+        expect(await partitionsOf(server, 'run_done')).toEqual(batches(job.id, 30));
+        const successes = await server.events({ asset: LifecycleAsset.Succeeded });
+        expect(successes).toHaveLength(1);
+        expect(await server.events({ asset: LifecycleAsset.Failed })).toEqual([]);
+        // A never started the processor: it took no attempt, and nothing of it is on the server.
+        const lines = a.lines();
+        expect(lines.filter((line) => line.event === 'start' || line.event === 'committed')).toEqual([]);
+        expect((await server.events()).every((event) => event.attempt === successes[0]!.attempt)).toBe(true);
+      });
+    }
+
+    it('after the claim, before the first commit: A stops quietly and B, claiming above it, completes', { timeout: 90_000 }, async () => {
+      const { server, job, a, b, final } = await pausedWorker('bullmq:after-claim@1:stall=3500', 'two machines');
+      expect(final).toMatchObject({ state: 'completed', attemptsMade: 1 });
+      expect(b.errors).toEqual([]);
+      expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 30));
+      const [success, ...more] = await server.events({ asset: LifecycleAsset.Succeeded });
+      expect(more).toEqual([]);
+      expect(success!.attempt).toBe(2);
+      const lines = a.lines();
+      expect(lines.filter((line) => line.event === 'start' || line.event === 'committed')).toEqual([]);
+      // A let the job go without a move BullMQ would refuse: no "Missing lock" or "Lock mismatch" from it.
+      expect(lines.filter(refusedMove)).toEqual([]);
+    });
+
+    for (const layout of ['one machine', 'two machines'] as const) {
+      it(`before complete() (${layout}): A's success is never recorded, B's is, and the held events are released once`, { timeout: 90_000 }, async () => {
+        const { server, job, a, b, final } = await pausedWorker('bullmq:before-complete@1:stall=3500', layout);
+        expect(final).toMatchObject({ state: 'completed', attemptsMade: 1 });
+        expect(b.errors).toEqual([]);
+        expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 30));
+        expect((await partitionsOf(server, 'run_done')).sort()).toEqual(batches(job.id, 30).sort());
+        const successes = await server.events({ asset: LifecycleAsset.Succeeded });
+        expect(successes.map((event) => event.attempt)).toEqual([2]);
+        const lines = a.lines();
+        expect(lines.filter((line) => line.event === 'done' || line.event === 'failed')).toEqual([]);
+        expect(lines.filter(refusedMove)).toEqual([]);
+      });
+    }
+  });
+
+  it('puts the job back, costing none of its tries, when the worker that holds the lock is fenced from outside the adapter', { timeout: 60_000 }, async () => {
+    const server = await startServer();
+    const name = queueName();
+    const { queue, events } = await newQueue(name);
+    let claimedOver = false;
+    const loop = batchLoop(20);
+    const { errors } = worker(name, server, tempDir(), {
+      processor: async (job, box) => {
+        if (!claimedOver) {
+          // Someone claims the run's next attempt by hand while this worker holds the job.
+          claimedOver = true;
+          const answer = await fetch(`${server.url}/v1/streams/bullmq-ingest/${job.id}/attempts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+          expect(answer.status).toBe(201);
+        }
+        return loop(job, box);
+      },
+    });
+    const job = await queue.add('ingest', { batches: 8 }, { attempts: 1 });
+    expect(await job.waitUntilFinished(events, 30_000)).toBe(8);
+    expect(await finalState(queue, job.id!)).toMatchObject({ state: 'completed', attemptsMade: 1 });
+    expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 8));
+    expect(await partitionsOf(server, 'run_done')).toEqual(batches(job.id, 8));
+    const [success, ...more] = await server.events({ asset: LifecycleAsset.Succeeded });
+    expect(more).toEqual([]);
+    // Attempt 1 was fenced by the hand claim (2); the job's next hand-out claimed above both.
+    expect(success!.attempt).toBe(3);
+    expect(await server.events({ asset: LifecycleAsset.Failed })).toEqual([]);
+    expect(errors).toEqual([]);
+  });
+
+  it("takes willRetry from BullMQ's own rule: an UnrecoverableError is the job's last try, whatever its attempts", { timeout: 30_000 }, async () => {
+    const server = await startServer();
+    const name = queueName();
+    const { queue, events } = await newQueue(name);
+    worker(name, server, tempDir(), {
+      processor: async (job, box) => {
+        await batchLoop()(job, box);
+        throw new UnrecoverableError('the input is corrupt');
+      },
+    });
+    const job = await queue.add('ingest', { batches: 2 }, { attempts: 5 });
+    await expect(job.waitUntilFinished(events, 20_000)).rejects.toThrow('the input is corrupt');
+    expect(await finalState(queue, job.id!)).toMatchObject({ state: 'failed', attemptsMade: 1 });
+    const failures = await server.events({ asset: LifecycleAsset.Failed });
+    expect(failures.map((event) => (event.extra as { willRetry: boolean }).willRetry)).toEqual([false]);
+    expect(await partitionsOf(server, 'run_done')).toEqual([]);
+  });
+
+  for (const move of ['DelayedError', 'RateLimitError'] as const) {
+    it(`counts no failure when the processor moves its job itself (${move}), and the next hand-out resumes it`, { timeout: 30_000 }, async () => {
+      const server = await startServer();
+      const name = queueName();
+      const { queue, events } = await newQueue(name);
+      let moved = false;
+      const started = worker(name, server, tempDir(), {
+        processor: async (job, box, token) => {
+          const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
+          if (!moved) {
+            box.commit((tx) => {
+              tx.set(progress, { batch: 1 });
+              tx.emit(box.asset('batch_ready'), { partitionKey: `${job.id}/batch-1` });
+            });
+            moved = true;
+            // BullMQ's own ways for a processor to put its job aside: the lock goes with a delay, and
+            // stays with a rate limit, until BullMQ moves the job back to waiting.
+            if (move === 'DelayedError') {
+              await job.moveToDelayed(Date.now() + 300, token);
+              throw new DelayedError();
+            }
+            await started.worker.rateLimit(300);
+            throw Worker.RateLimitError();
+          }
+          return batchLoop()(job, box);
+        },
+      });
+      const job = await queue.add('ingest', { batches: 3 }, { attempts: 1 });
+      expect(await job.waitUntilFinished(events, 20_000)).toBe(3);
+      expect(await finalState(queue, job.id!)).toMatchObject({ state: 'completed', attemptsMade: 1 });
+      expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 3));
+      expect(await server.events({ asset: LifecycleAsset.Failed })).toEqual([]);
+      expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
+    });
+  }
+
+  for (const ending of ['complete', 'fail for good'] as const) {
+    it(`ends the job as the run ended when its worker died after the terminal commit and before BullMQ heard (${ending})`, { timeout: 90_000 }, async () => {
+      const server = await startServer();
+      const name = queueName();
+      const { queue } = await newQueue(name);
+      const chaos = ending === 'complete' ? {} : { '1': { throwAfter: 2 } };
+      const job = await queue.add('ingest', { batches: 4, batchMs: 10, chaos }, { attempts: 1 });
+      // Worker A ends the run in oncebox, and is killed before BullMQ records the end.
+      const a = startScript(
+        'test/support/bullmq-chaos-worker.ts',
+        ['--queue', name, '--server', server.url, '--dir', tempDir(), '--redis', REDIS_URL.href, '--lock-ms', '1000'],
+        { ONCEBOX_FAILPOINT: 'bullmq:after-terminal@1' },
+      );
+      expect((await a.done).signal).toBe('SIGKILL');
+      // Worker B, on another machine, is handed the stalled job: it must not run it again.
+      let ran = 0;
+      const b = worker(name, server, tempDir(), {
+        processor: async (j, box) => {
+          ran++;
+          return batchLoop()(j, box);
+        },
+        worker: { lockDuration: 1000, stalledInterval: 1000 },
+      });
+      const final = await finalState(queue, job.id!);
+      expect(ran).toBe(0);
+      expect(b.errors).toEqual([]);
+      const successes = await server.events({ asset: LifecycleAsset.Succeeded });
+      const failures = (await server.events({ asset: LifecycleAsset.Failed })).map((event) => (event.extra as { willRetry: boolean }).willRetry);
+      if (ending === 'complete') {
+        expect(final.state).toBe('completed');
+        expect(successes).toHaveLength(1);
+        expect(failures).toEqual([]);
+        expect(await partitionsOf(server, 'run_done')).toEqual(batches(job.id, 4));
+      } else {
+        expect(final.state).toBe('failed');
+        expect(successes).toEqual([]);
+        expect(failures).toEqual([false]);
+        expect(await partitionsOf(server, 'run_done')).toEqual([]);
+        expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 2));
+      }
+    });
+  }
+
+  for (const layout of ['one machine', 'two machines'] as const) {
+    it(`records the failure of a job BullMQ fails without running the processor (stalled more than maxStalledCount), its held emissions discarded (${layout})`, { timeout: 90_000 }, async () => {
+      const server = await startServer();
+      const dirA = tempDir();
+      const dirB = layout === 'one machine' ? dirA : tempDir();
+      const name = queueName();
+      const { queue } = await newQueue(name);
+      const job = await queue.add('ingest', { batches: 20, batchMs: 50, chaos: { '1': { killAfter: 3 } } }, { attempts: 3 });
+      // Worker A commits 3 batches, holding their run_done events, and is killed.
+      const a = startScript('test/support/bullmq-chaos-worker.ts', ['--queue', name, '--server', server.url, '--dir', dirA, '--redis', REDIS_URL.href, '--lock-ms', '1000', '--max-stalled', '0']);
+      expect((await a.done).signal).toBe('SIGKILL');
+      // Worker B sees the job stalled once more than maxStalledCount (0) allows: BullMQ fails it when it
+      // hands it out, without calling the processor. B's failed listener records it.
+      const b = worker(name, server, dirB, { worker: { lockDuration: 1000, stalledInterval: 1000, maxStalledCount: 0 } });
+      expect(await finalState(queue, job.id!)).toMatchObject({ state: 'failed' });
+      let failures = await server.events({ asset: LifecycleAsset.Failed });
+      for (let waited = 0; failures.length === 0 && waited < 10_000; waited += 100) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        failures = await server.events({ asset: LifecycleAsset.Failed });
+      }
+      expect(failures.map((event) => (event.extra as { willRetry: boolean }).willRetry)).toEqual([false]);
+      expect(failures[0]!.attempt).toBeGreaterThan(1);
+      expect(await server.events({ asset: LifecycleAsset.Succeeded })).toEqual([]);
+      expect(await partitionsOf(server, 'run_done')).toEqual([]);
+      const ready = await partitionsOf(server, 'batch_ready');
+      // On A's machine, B's outbox takes over what A committed and had not delivered; on another, what A
+      // did not deliver stays in A's lost file.
+      if (layout === 'one machine') expect(ready).toEqual(batches(job.id, 3));
+      else expect(ready).toEqual(batches(job.id, 3).slice(0, ready.length));
+      // The server's copy of the held emissions is emptied, so that no later retry releases them.
+      const stream = (await (await fetch(`${server.url}/v1/streams/bullmq-ingest/${job.id}`)).json()) as { checkpoints: Record<string, unknown> };
+      expect(stream.checkpoints['oncebox.held']).toEqual([]);
+      expect(b.errors).toEqual([]);
+    });
+  }
 });

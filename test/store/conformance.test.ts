@@ -521,6 +521,36 @@ for (const backend of BACKENDS) {
       expect(bad.json).toMatchObject({ code: 'invalid_request', field: 'atLeast' });
     });
 
+    it('claims exactly an attempt above the epoch, refuses one the epoch has reached as taken, and moves no epoch past maxAttemptStep', async () => {
+      const { url } = await startServer({ backend, maxAttemptStep: 10 });
+      const claim = (body: object) => post(`${url}/v1/streams/p/exact-run/attempts`, JSON.stringify(body));
+      expect((await claim({ exactly: 3 })).json).toEqual({ attempt: 3 });
+      // A late claim of a lower number, or of the same one, is refused with the epoch to go above.
+      for (const exactly of [2, 3]) {
+        const late = await claim({ exactly });
+        expect(late.status).toBe(409);
+        expect(late.json).toMatchObject({ code: 'attempt_taken', field: 'exactly', epoch: 3 });
+      }
+      expect((await send(url, [item(1, newKey())], { ...STREAM, runId: 'exact-run', attempt: 2 })).json.results[0]).toMatchObject({ status: 'fenced', epoch: 3 });
+      expect((await claim({ exactly: 4 })).json).toEqual({ attempt: 4 });
+      // No claim may put the epoch where the run's next delivery would be refused.
+      for (const body of [{ exactly: 15 }, { atLeast: 15 }]) {
+        const far = await claim(body);
+        expect(far.status).toBe(409);
+        expect(far.json).toMatchObject({ code: 'attempt_too_high', epoch: 4 });
+      }
+      expect((await claim({})).json).toEqual({ attempt: 5 });
+      const both = await claim({ atLeast: 6, exactly: 6 });
+      expect(both.status).toBe(400);
+      expect(both.json).toMatchObject({ code: 'invalid_request', field: 'exactly' });
+      // 20 concurrent exact claims of the next numbers: each granted at most once, and the epoch is the highest granted.
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => claim({ exactly: 6 + (i % 5) })));
+      const granted = answers.filter((answer) => answer.status === 201).map((answer) => answer.json.attempt as number);
+      expect(new Set(granted).size).toBe(granted.length);
+      expect(answers.every((answer) => answer.status === 201 || answer.json.code === 'attempt_taken')).toBe(true);
+      expect((await claim({ exactly: Math.max(...granted) })).json).toMatchObject({ code: 'attempt_taken', epoch: Math.max(...granted) });
+    });
+
     it("derives each event's lineage from its cause, and refuses a feedback loop and a chain past the depth limit", async () => {
       const { url } = await startServer({ backend, assets: ['a', 'b', 'daily'], lineage: { maxDepth: 3, cycles: { daily: 5 } } });
       const stream = (producer: string) => ({ ...STREAM, producer });

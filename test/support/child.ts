@@ -15,6 +15,8 @@ export interface StartedScript {
   /** Resolves with the first output line that `match` accepts. */
   waitFor(match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
   signal(name: NodeJS.Signals): void;
+  /** Every output line so far. */
+  lines(): Record<string, unknown>[];
   done: Promise<ChildResult>;
 }
 
@@ -49,6 +51,7 @@ export function startScript(script: string, args: string[], env: Record<string, 
     signal: (name) => {
       pids.get(done)?.kill(name);
     },
+    lines: () => [...seen],
     done,
   };
 }

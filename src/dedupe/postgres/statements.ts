@@ -85,7 +85,6 @@ export function ingestStatements(db: Kysely<PgSchema>) {
   const epoch = pgParams<OfStream & { epoch: number; ts: string }>({ ...STREAM_TYPES, epoch: 'integer', ts: 'text' });
   const channel = pgParams<{ channel: string }>({ channel: 'text' });
   const cursors = pgParams<{ cursors: number[] }>({ cursors: 'bigint[]' });
-  const claimAttempt = pgParams<OfStream & { atLeast: number; ts: string }>({ ...STREAM_TYPES, atLeast: 'integer', ts: 'text' });
 
   return {
     ensureStream: pgStatement(
@@ -201,23 +200,6 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         .selectFrom('events')
         .select(['cursor', 'event_id', 'asset', 'partition_key', 'lineage'])
         .where('cursor', '=', sql<number>`ANY(${cursors.cursors})`)
-        .compile(),
-    ),
-    // The next attempt, at least atLeast: the epoch moves to it at once, under the row's lock, which
-    // fences every lower attempt before the new one has delivered anything.
-    claimAttempt: pgStatement(
-      'claimAttempt',
-      claimAttempt,
-      db
-        .insertInto('streams')
-        .values({ ...where(claimAttempt), epoch: claimAttempt.atLeast, updated_at: claimAttempt.ts })
-        .onConflict((oc) =>
-          oc.columns(['producer', 'run_id', 'task']).doUpdateSet({
-            epoch: sql<number>`greatest(streams.epoch + 1, ${claimAttempt.atLeast})`,
-            updated_at: claimAttempt.ts,
-          }),
-        )
-        .returning('epoch')
         .compile(),
     ),
     // Delivered to the listeners when the transaction commits, and not at all when it rolls back.

@@ -7,6 +7,7 @@ import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { attemptOf, deleteInBatches, lineageColumns, toCauseEvent, toStoredEvent, type EventRow } from '../tables.js';
 import type { LineagePolicy } from '../ingest/lineage.js';
+import { decideClaim, type AttemptClaim, type ClaimDecision } from '../attempt-claim.js';
 import { EventSignal } from '../event-signal.js';
 import { TokenRegistry } from '../tokens.js';
 import { createPool, inTransaction, runStatement } from './connection.js';
@@ -265,10 +266,18 @@ export class PostgresDedupeStore implements DedupeStore {
     };
   }
 
-  async claimAttempt(producer: string, runId: string, task: string | null, atLeast: number): Promise<number> {
-    const params = { producer, runId, task: task ?? '', atLeast, ts: this.now().toISOString() };
-    const [row] = await inTransaction(this.pool, (client) => runStatement(client, this.statements.claimAttempt, params));
-    return row!.epoch;
+  async claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim): Promise<ClaimDecision> {
+    const ts = this.now().toISOString();
+    const stream = { producer, runId, task: task ?? '' };
+    const run = this.statements;
+    return inTransaction(this.pool, async (client) => {
+      // The lock every ingest of the stream takes too: the epoch cannot move between the read and the write.
+      await runStatement(client, run.ensureStream, { ...stream, ts });
+      const [locked] = await runStatement(client, run.lockStream, stream);
+      const decision = decideClaim(locked!.epoch, claim, this.policy.maxAttemptStep);
+      if ('granted' in decision) await runStatement(client, run.raiseEpoch, { ...stream, epoch: decision.granted, ts });
+      return decision;
+    });
   }
 
   async registerAsset(name: string): Promise<{ created: boolean }> {

@@ -42,7 +42,6 @@ export function serverStatements(db: Database.Database) {
       lineage: string | null;
     }>(),
     cursor: params<{ cursor: number }>(),
-    claim: params<OfStream & { atLeast: number; ts: string }>(),
     outcome: params<OfAttempt & { seq: number; key: string; status: RecordedStatus; code: string; detail: string; field: string | null; createdAt: number }>(),
     checkpoint: params<OfAttempt & { name: string; value: string; seq: number; revision: number; ts: string }>(),
     page: params<{ after: number; limit: number }>(),
@@ -198,22 +197,6 @@ export function serverStatements(db: Database.Database) {
         .insertInto('streams')
         .values({ producer: p.epoch.producer, run_id: p.epoch.runId, task: p.epoch.task, epoch: p.epoch.attempt, updated_at: p.epoch.ts })
         .onConflict((oc) => oc.columns(['producer', 'run_id', 'task']).doUpdateSet({ epoch: p.epoch.attempt, updated_at: p.epoch.ts })),
-    ),
-    // The next attempt of a stream, at least atLeast: the stream's epoch moves to it at once, which
-    // fences every lower attempt before the new one has delivered anything.
-    claimAttempt: prepare(
-      db,
-      p.claim,
-      q
-        .insertInto('streams')
-        .values({ producer: p.claim.producer, run_id: p.claim.runId, task: p.claim.task, epoch: p.claim.atLeast, updated_at: p.claim.ts })
-        .onConflict((oc) =>
-          oc.columns(['producer', 'run_id', 'task']).doUpdateSet({
-            epoch: sql<number>`max(streams.epoch + 1, ${p.claim.atLeast})`,
-            updated_at: p.claim.ts,
-          }),
-        )
-        .returning('epoch'),
     ),
     saveCheckpoint: prepare(
       db,

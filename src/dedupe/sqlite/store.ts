@@ -10,6 +10,7 @@ import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { attemptOf, deleteInBatches, lineageColumns, toCauseEvent, toStoredEvent } from '../tables.js';
 import type { CauseEvent, LineagePolicy } from '../ingest/lineage.js';
+import { decideClaim, type AttemptClaim, type ClaimDecision } from '../attempt-claim.js';
 import { EventSignal } from '../event-signal.js';
 import { TokenRegistry } from '../tokens.js';
 import { serverSqliteMigrations } from './migrations.js';
@@ -149,8 +150,15 @@ export class SqliteDedupeStore implements DedupeStore {
     return { producer, runId, task, epoch: this.statements.epoch.get(params)!.epoch, attempts, checkpoints };
   }
 
-  async claimAttempt(producer: string, runId: string, task: string | null, atLeast: number): Promise<number> {
-    return this.statements.claimAttempt.get({ producer, runId, task: task ?? '', atLeast, ts: this.now().toISOString() })!.epoch;
+  async claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim): Promise<ClaimDecision> {
+    const stream = { producer, runId, task: task ?? '' };
+    return this.db
+      .transaction(() => {
+        const decision = decideClaim(this.statements.epoch.get(stream)?.epoch ?? 0, claim, this.policy.maxAttemptStep);
+        if ('granted' in decision) this.statements.saveEpoch.run({ ...stream, attempt: decision.granted, ts: this.now().toISOString() });
+        return decision;
+      })
+      .immediate();
   }
 
   async registerAsset(name: string): Promise<{ created: boolean }> {
