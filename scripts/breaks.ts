@@ -533,7 +533,7 @@ export const BREAKS: Break[] = [
   {
     what: "an emission that repeats its lineage's asset and partition accepted",
     guarantee: 'G23',
-    edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: 'if (cycleLimit === undefined && ancestors.some(', replace: 'if (cycleLimit === undefined && ancestors.length < 0 && ancestors.some(' }],
+    edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: 'if (cycleLimit === undefined && ancestors.includes(', replace: 'if (cycleLimit === undefined && ancestors.length < 0 && ancestors.includes(' }],
     caughtBy: [
       { file: conformance, name: 'derives each event' },
       { file: 'test/unit/lineage.test.ts', name: 'refuses a repeat' },
@@ -541,9 +541,21 @@ export const BREAKS: Break[] = [
     ],
   },
   {
+    what: "a cause the token does not consume accepted (a tenant grafts a lineage onto another's input)",
+    guarantee: 'G23',
+    edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    if (!mayCite(cause.asset)) {', replace: '    if (!mayCite(cause.asset) && cause.asset === asset) {' }],
+    caughtBy: [{ file: 'test/integration/lineage-tenants.test.ts', name: 'poison' }, { file: 'test/unit/lineage.test.ts', name: 'may not name' }],
+  },
+  {
+    what: 'the kept lineage grows with the chain (no cap on the ancestors an event stores)',
+    guarantee: 'G23',
+    edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    const ancestors = [...cause.ancestors, ancestorOf(cause.asset, cause.partitionKey)].slice(-LINEAGE_KEPT);', replace: '    const ancestors = [...cause.ancestors, ancestorOf(cause.asset, cause.partitionKey)];' }],
+    caughtBy: [{ file: 'test/integration/lineage-tenants.test.ts', name: 'bounds what lineage stores' }, { file: 'test/unit/lineage.test.ts', name: 'LINEAGE_KEPT' }],
+  },
+  {
     what: 'a chain one emission deeper than its limit accepted',
     guarantee: 'G23',
-    edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    if (ancestors.length > limit) {', replace: '    if (ancestors.length > limit + 1) {' }],
+    edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    if (depth > limit) {', replace: '    if (depth > limit + 1) {' }],
     caughtBy: [
       { file: conformance, name: 'derives each event' },
       { file: 'test/unit/lineage.test.ts', name: 'deeper than the limit' },

@@ -29,7 +29,7 @@ const COMMAND_USAGE: Record<string, string> = {
   forward: `  oncebox forward airflow --server URL [--server URL2 …] --airflow URL --map FILE [--db FILE] [--group airflow-forwarder]
                           [--token-file FILE] [--airflow-credentials-file FILE] [--batch-size 20] [--settle-ms 1000]`,
   token: `  oncebox token create --db FILE|postgres://… --scope publish|read|admin [--producers NAME|PREFIX*]
-                       [--assets A,B] [--reads events,streams,metrics] [--note TEXT] [--out FILE] [--schema S] [--json]
+                       [--assets A,B] [--reads events,streams,metrics] [--consumes A,B] [--note TEXT] [--out FILE] [--schema S] [--json]
   oncebox token list   --db FILE|postgres://… [--schema S] [--json]
   oncebox token revoke ID --db FILE|postgres://… [--schema S] [--json]`,
 };
@@ -230,6 +230,7 @@ async function token(args: string[]): Promise<number> {
       producers: { type: 'string' },
       assets: { type: 'string' },
       reads: { type: 'string' },
+      consumes: { type: 'string' },
       note: { type: 'string' },
       out: { type: 'string' },
     },

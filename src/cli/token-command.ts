@@ -18,6 +18,8 @@ export interface CreateTokenOptions extends TokenCommandOptions {
   assets?: string | undefined;
   /** Comma-separated: events, streams. */
   reads?: string | undefined;
+  /** Comma-separated: the assets whose events a publish token may name as causes. */
+  consumes?: string | undefined;
   note?: string | undefined;
   /** A new file to write the token to (readable by its owner only), rather than printing it. */
   out?: string | undefined;
@@ -33,6 +35,7 @@ export async function createToken(options: CreateTokenOptions): Promise<number> 
     ...(options.producers === undefined ? {} : { producers: options.producers }),
     ...(options.assets === undefined ? {} : { assets: commaList(options.assets) }),
     ...(options.reads === undefined ? {} : { reads: commaList(options.reads) }),
+    ...(options.consumes === undefined ? {} : { consumes: commaList(options.consumes) }),
     ...(options.note === undefined ? {} : { note: options.note }),
   });
   if (!request.success) {

@@ -27,7 +27,7 @@ import type { ServerMetrics } from './metrics.js';
 import { openApiDocument } from './openapi.js';
 import { tracedIngest } from './tracing.js';
 import type { DedupeStore } from './store.js';
-import { assetAllowed, describeGrant, producerAllowed, tokenRequestSchema } from './tokens.js';
+import { assetAllowed, causeAllowed, describeGrant, producerAllowed, tokenRequestSchema } from './tokens.js';
 import { isLifecycleAsset } from '../protocol/lifecycle.js';
 
 export interface HttpAppOptions {
@@ -197,7 +197,8 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     const allowed = grant.assets?.join(', ') ?? '';
     const checked = items.map((item, index) => refuseOutOfScope(checkItem(item, index), (asset) => isLifecycleAsset(asset) || assetAllowed(grant, asset), allowed));
     const started = performance.now();
-    const results = await tracedIngest(options.otel, request.headers, stream, checked, () => store.ingest(stream, checked));
+    const scope = { mayCite: (asset: string) => causeAllowed(grant, asset) };
+    const results = await tracedIngest(options.otel, request.headers, stream, checked, () => store.ingest(stream, checked, scope));
     options.metrics.ingested(results, (performance.now() - started) / 1000);
     const body: EmissionBatchResponse = { results };
     return body;
@@ -286,7 +287,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   app.post('/v1/tokens', { config: { access: 'admin' } }, async (request, reply) => {
     const parsed = tokenRequestSchema.safeParse(request.body);
     if (!parsed.success) {
-      const { field, message } = describeFirstIssue(parsed.error, { input: request.body, knownKeys: ['scope', 'producers', 'assets', 'reads', 'note'] });
+      const { field, message } = describeFirstIssue(parsed.error, { input: request.body, knownKeys: ['scope', 'producers', 'assets', 'reads', 'consumes', 'note'] });
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
     const created = await store.tokens.create(parsed.data);

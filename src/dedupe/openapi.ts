@@ -110,6 +110,7 @@ const tokenInfoSchema = z.object({
   producers: z.string(),
   assets: z.array(z.string()).nullable(),
   reads: z.array(z.enum(['events', 'streams', 'metrics'])),
+  consumes: z.array(z.string()).nullable(),
   note: z.string(),
   createdAt: z.iso.datetime(),
   revokedAt: z.iso.datetime().nullable(),

@@ -11,7 +11,7 @@ import { loadOtel } from '../protocol/trace.js';
 import { buildHttpApp } from './http-app.js';
 import { ServerMetrics } from './metrics.js';
 import { openDedupeStore } from './open-store.js';
-import { DEFAULT_MAX_LINEAGE_DEPTH } from './ingest/lineage.js';
+import { DEFAULT_MAX_LINEAGE_DEPTH, LINEAGE_KEPT } from './ingest/lineage.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type RetentionPolicy } from './store.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -59,7 +59,7 @@ const serverOptionsSchema = z.strictObject({
    */
   lineage: z
     .strictObject({
-      maxDepth: z.number().int().min(1).max(10_000).default(DEFAULT_MAX_LINEAGE_DEPTH),
+      maxDepth: z.number().int().min(1).max(LINEAGE_KEPT, { error: `must be at most ${LINEAGE_KEPT}: an event keeps its ${LINEAGE_KEPT} nearest ancestors, and the feedback check is exact within them` }).default(DEFAULT_MAX_LINEAGE_DEPTH),
       cycles: z.record(assetNameSchema, z.number().int().min(1).max(10_000)).default({}),
     })
     .default({ maxDepth: DEFAULT_MAX_LINEAGE_DEPTH, cycles: {} }),

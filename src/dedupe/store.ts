@@ -2,6 +2,7 @@ import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../prot
 import type { AttemptClaim, ClaimDecision } from './attempt-claim.js';
 import type { CheckedItem, InvalidItem } from './item-check.js';
 import type { EventSignal } from './event-signal.js';
+import type { IngestScope } from './ingest/steps.js';
 import type { TokenRegistry } from './tokens.js';
 
 /** How far above a stream's epoch a new attempt may be, unless told otherwise. */
@@ -48,7 +49,8 @@ export interface DedupeStore {
   readonly tokens: TokenRegistry;
   /** Notified after a commit that stored events (on PostgreSQL, by any instance on the schema). */
   readonly stored: EventSignal;
-  ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): Promise<ItemResult[]>;
+  /** Ingests one request's items; `scope` is what its token may do inside it (every cause when left out). */
+  ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[], scope?: IngestScope): Promise<ItemResult[]>;
   listEvents(query: EventQuery): Promise<EventPage>;
   /** Epoch, sequence numbers and mirrored checkpoints of one stream; undefined when it never delivered. */
   streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined>;

@@ -1,7 +1,7 @@
 import type { TraceContext } from '../protocol/trace.js';
 import type { StoredEvent, StreamIdentity } from '../protocol/wire.js';
 import type { RecordedStatus } from './ingest/resolve.js';
-import type { Ancestor, CauseEvent, EventLineage } from './ingest/lineage.js';
+import { ancestorOf, LINEAGE_KEPT, type Ancestor, type CauseEvent, type EventLineage } from './ingest/lineage.js';
 
 /** One stream (producer, run, task) as both stores key it: a stream without a task is kept under '', since NULL never equals NULL in a key. */
 export interface OfStream {
@@ -99,13 +99,22 @@ export function toStoredEvent(row: EventRow): StoredEvent {
 }
 
 /** An events row as a cause of a new event. */
-export function toCauseEvent(row: Pick<EventRow, 'event_id' | 'asset' | 'partition_key' | 'lineage'>): CauseEvent {
+export function toCauseEvent(row: Pick<EventRow, 'event_id' | 'asset' | 'partition_key' | 'depth' | 'lineage'>): CauseEvent {
   return {
     eventId: row.event_id,
     asset: row.asset,
     partitionKey: row.partition_key,
-    ancestors: row.lineage === null ? [] : (JSON.parse(row.lineage) as Ancestor[]),
+    depth: Number(row.depth),
+    ancestors: row.lineage === null ? [] : keptAncestors(JSON.parse(row.lineage) as unknown[]),
   };
+}
+
+/**
+ * The ancestors a stored lineage holds: digests, or, in a row stored before lineage was kept as
+ * digests, [asset, partition key] pairs, which become digests as they are read.
+ */
+function keptAncestors(stored: readonly unknown[]): Ancestor[] {
+  return stored.map((entry) => (typeof entry === 'string' ? entry : ancestorOf(...(entry as [string, string | null])))).slice(-LINEAGE_KEPT);
 }
 
 /** The lineage columns of a new event. */

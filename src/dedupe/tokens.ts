@@ -27,6 +27,11 @@ export interface TokenGrant {
   assets: string[] | null;
   /** What a read token may read (events, stream state, the server's metrics); empty for other scopes. */
   reads: ReadTarget[];
+  /**
+   * The assets whose events a publish token may name as the cause of its emissions (a consumer's
+   * read-process-emit); null for all (admin), empty for none.
+   */
+  consumes: string[] | null;
 }
 
 /** A stored token as `token list` shows it: never the secret. */
@@ -38,62 +43,109 @@ export interface TokenInfo extends TokenGrant {
 }
 
 /** The grant of the single `--token` of earlier versions, and of a server with no token at all. */
-export const ADMIN_GRANT: TokenGrant = Object.freeze({ scope: 'admin', producers: '*', assets: null, reads: [] });
+export const ADMIN_GRANT: TokenGrant = Object.freeze({ scope: 'admin', producers: '*', assets: null, reads: [], consumes: null });
 
 const TOKEN_SHAPE = /^obx_([0-9a-f]{16})_[A-Za-z0-9_-]{43}$/;
 
-const producerPatternSchema = z
-  .string()
-  .min(1)
-  .max(Limits.maxNameLength, { error: `must be at most ${Limits.maxNameLength} characters` })
-  .refine(isPlainText, { error: PLAIN_TEXT_RULE })
-  .refine((pattern) => !pattern.slice(0, -1).includes('*'), {
-    error: 'must be a producer name, a prefix ending in * (such as "ingest-*"), or * for every producer',
-  });
+/** A producer name, a prefix ending in `*`, or `*`; `missing` is the message when it is left out. */
+const producerPattern = (missing = 'is required') =>
+  z
+    .string({ error: (issue) => (issue.input === undefined ? missing : 'must be a string') })
+    .min(1)
+    .max(Limits.maxNameLength, { error: `must be at most ${Limits.maxNameLength} characters` })
+    .refine(isPlainText, { error: PLAIN_TEXT_RULE })
+    .refine((pattern) => !pattern.slice(0, -1).includes('*'), {
+      error: 'must be a producer name, a prefix ending in * (such as "ingest-*"), or * for every producer',
+    });
 
-/** What `token create` (and `POST /v1/tokens`) takes. */
-export const tokenRequestSchema = z
-  .strictObject({
-    scope: z.enum(['publish', 'read', 'admin'], { error: 'must be "publish", "read" or "admin"' }),
-    producers: producerPatternSchema.optional(),
-    assets: z.array(assetNameSchema).min(1, { error: 'must name at least one asset; leave it out for every asset' }).max(1000).optional(),
-    reads: z.array(z.enum(['events', 'streams', 'metrics'], { error: 'must be "events", "streams" or "metrics"' })).min(1).optional(),
-    note: z.string().max(200, { error: 'must be at most 200 characters' }).refine(isPlainText, { error: PLAIN_TEXT_RULE }).default(''),
-  })
-  .superRefine((request, ctx) => {
-    if (request.scope === 'publish' && request.producers === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['producers'], message: 'a publish token needs the producer it publishes as (or a prefix ending in *)' });
-    }
-    if (request.scope !== 'read' && request.reads !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['reads'], message: 'only a read token has reads' });
-    }
-    if (request.scope === 'admin' && (request.producers !== undefined || request.assets !== undefined)) {
-      ctx.addIssue({ code: 'custom', path: [request.producers !== undefined ? 'producers' : 'assets'], message: 'an admin token may do everything; it takes no producers or assets' });
-    }
-  });
+const assetListSchema = (what: string) =>
+  z.array(assetNameSchema).min(1, { error: `must name at least one asset; leave it out for ${what}` }).max(1000);
+const noteSchema = z.string().max(200, { error: 'must be at most 200 characters' }).refine(isPlainText, { error: PLAIN_TEXT_RULE }).default('');
+/** A field one scope does not take: refused with the reason, and `not: {}` in the OpenAPI document. */
+const notTaken = (why: string) => z.never({ error: why }).optional();
+
+/**
+ * What `token create` (and `POST /v1/tokens`) takes: one shape per scope, so that the OpenAPI document
+ * says exactly what the server takes.
+ */
+export const tokenRequestSchema = z.discriminatedUnion(
+  'scope',
+  [
+    z.strictObject({
+      scope: z.literal('publish'),
+      producers: producerPattern('a publish token needs the producer it publishes as (or a prefix ending in *)'),
+      assets: assetListSchema('every asset').optional(),
+      consumes: assetListSchema('none').optional(),
+      reads: notTaken('only a read token has reads'),
+      note: noteSchema,
+    }),
+    z.strictObject({
+      scope: z.literal('read'),
+      producers: producerPattern().optional(),
+      assets: assetListSchema('every asset').optional(),
+      reads: z.array(z.enum(['events', 'streams', 'metrics'], { error: 'must be "events", "streams" or "metrics"' })).min(1).optional(),
+      consumes: notTaken('only a publish token consumes'),
+      note: noteSchema,
+    }),
+    z.strictObject({
+      scope: z.literal('admin'),
+      producers: notTaken('an admin token may do everything; it takes no producers or assets'),
+      assets: notTaken('an admin token may do everything; it takes no producers or assets'),
+      reads: notTaken('only a read token has reads'),
+      consumes: notTaken('only a publish token consumes'),
+      note: noteSchema,
+    }),
+  ],
+  { error: 'must be "publish", "read" or "admin"' },
+);
 /** What `token create` and `POST /v1/tokens` take. */
 export interface TokenRequest {
   scope: TokenScope;
-  /** Publish: required, the producer or prefix (`ingest-*`) it publishes as. Read: whose stream state it reads. @defaultValue '*' for read */
+  /**
+   * Publish: required, the producer or prefix (`ingest-*`) it publishes as. Read: whose stream state it
+   * reads. @defaultValue for read: '*' (every producer)
+   */
   producers?: string | undefined;
   /** The assets it may publish to or read (at least one when given). @defaultValue every asset */
   assets?: string[] | undefined;
-  /** Read tokens only: what they read. @defaultValue ['events', 'streams'] */
+  /**
+   * Read tokens only: what they read. @defaultValue ['events', 'streams'], or ['events'] alone for a token
+   * limited to assets that names no producers: it reads no stream state unless told to
+   */
   reads?: ReadTarget[] | undefined;
+  /**
+   * Publish tokens only: the assets whose events its emissions may name as their cause (a consumer's
+   * `tx.emit` in response to an event). @defaultValue none
+   */
+  consumes?: string[] | undefined;
   /** A note for `token list`: whose it is, what for (at most 200 characters). @defaultValue '' */
   note?: string | undefined;
 }
-const tokenRequestIsDocumented: Same<TokenRequest, z.input<typeof tokenRequestSchema>> = true;
+// Documented once, on the interface: each scope's shape is one of its cases, and they name the same fields.
+type TokenRequestShape = z.input<typeof tokenRequestSchema>;
+const everyShapeIsARequest: TokenRequestShape extends TokenRequest ? true : false = true;
+const tokenRequestIsDocumented: Same<keyof TokenRequest, TokenRequestShape extends unknown ? keyof TokenRequestShape : never> = true;
+void everyShapeIsARequest;
 void tokenRequestIsDocumented;
 
-/** The grant a valid request describes, with its defaults: a read token reads events and streams of every producer. */
+/**
+ * The grant a valid request describes, with its defaults: a read token reads events and streams of every
+ * producer, but one limited to assets reads no stream state unless told whose; a publish token names no
+ * cause unless it lists what it consumes.
+ */
 export function grantOf(request: z.output<typeof tokenRequestSchema>): TokenGrant {
   if (request.scope === 'admin') return { ...ADMIN_GRANT };
+  const assets = request.assets ? [...new Set(request.assets)].sort() : null;
+  if (request.scope === 'publish') {
+    return { scope: 'publish', producers: request.producers, assets, reads: [], consumes: [...new Set(request.consumes ?? [])].sort() };
+  }
+  const defaultReads: ReadTarget[] = assets !== null && request.producers === undefined ? ['events'] : ['events', 'streams'];
   return {
-    scope: request.scope,
+    scope: 'read',
     producers: request.producers ?? '*',
-    assets: request.assets ? [...new Set(request.assets)].sort() : null,
-    reads: request.scope === 'read' ? [...new Set<ReadTarget>(request.reads ?? ['events', 'streams'])].sort() : [],
+    assets,
+    reads: [...new Set<ReadTarget>(request.reads ?? defaultReads)].sort(),
+    consumes: [],
   };
 }
 
@@ -115,16 +167,26 @@ export function assetAllowed(grant: TokenGrant, asset: string): boolean {
   return grant.assets === null || grant.assets.includes(asset);
 }
 
+/** Whether the token's emissions may name an event of `asset` as their cause. */
+export function causeAllowed(grant: TokenGrant, asset: string): boolean {
+  return grant.consumes === null || grant.consumes.includes(asset);
+}
+
 /** One line that says what a grant allows, for refusals and `token list`. */
 export function describeGrant(grant: TokenGrant): string {
   const assets = grant.assets === null ? 'every asset' : `assets ${grant.assets.join(', ')}`;
   switch (grant.scope) {
     case 'admin':
       return 'admin: everything';
-    case 'publish':
-      return `publish as producers matching "${grant.producers}", to ${assets}`;
-    case 'read':
-      return `read ${grant.reads.join(' and ')} (events of ${assets}; streams of producers matching "${grant.producers}")`;
+    case 'publish': {
+      const causes = grant.consumes === null || grant.consumes.length > 0 ? `, naming events of ${grant.consumes?.join(', ') ?? 'every asset'} as causes` : '';
+      return `publish as producers matching "${grant.producers}", to ${assets}${causes}`;
+    }
+    case 'read': {
+      const parts = [grant.reads.includes('events') ? `events of ${assets}` : undefined, grant.reads.includes('streams') ? `streams of producers matching "${grant.producers}"` : undefined];
+      const what = parts.filter((part) => part !== undefined).join('; ');
+      return `read ${grant.reads.join(' and ')}${what === '' ? '' : ` (${what})`}`;
+    }
   }
 }
 
@@ -135,6 +197,8 @@ export interface TokenRow {
   producers: string;
   assets: string | null;
   reads: string;
+  /** JSON: the list of assets, or null for every asset. */
+  consumes: string;
   note: string;
   created_at: string;
   revoked_at: string | null;
@@ -160,6 +224,7 @@ export class TokenRegistry {
       producers: grant.producers,
       assets: grant.assets === null ? null : JSON.stringify(grant.assets),
       reads: JSON.stringify(grant.reads),
+      consumes: JSON.stringify(grant.consumes),
       note: parsed.note,
       created_at: this.now().toISOString(),
       revoked_at: null,
@@ -200,6 +265,7 @@ function grantOfRow(row: TokenRow): TokenGrant {
     producers: row.producers,
     assets: row.assets === null ? null : (JSON.parse(row.assets) as string[]),
     reads: JSON.parse(row.reads) as ReadTarget[],
+    consumes: JSON.parse(row.consumes) as string[] | null,
   };
 }
 

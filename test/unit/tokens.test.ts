@@ -30,7 +30,13 @@ describe('token grants', () => {
   });
 
   it('give a read token both reads unless told, and other scopes none', () => {
-    expect(grant({ scope: 'read' })).toEqual({ scope: 'read', producers: '*', assets: null, reads: ['events', 'streams'] });
+    expect(grant({ scope: 'read' })).toEqual({ scope: 'read', producers: '*', assets: null, reads: ['events', 'streams'], consumes: [] });
+    // Limited to assets and naming no producers: no stream state, unless asked for.
+    expect(grant({ scope: 'read', assets: ['x'] }).reads).toEqual(['events']);
+    expect(grant({ scope: 'read', assets: ['x'], producers: 'p' }).reads).toEqual(['events', 'streams']);
+    expect(grant({ scope: 'read', assets: ['x'], reads: ['streams'] })).toMatchObject({ producers: '*', reads: ['streams'] });
+    expect(grant({ scope: 'publish', producers: 'p' }).consumes).toEqual([]);
+    expect(grant({ scope: 'publish', producers: 'p', consumes: ['b', 'a', 'b'] }).consumes).toEqual(['a', 'b']);
     expect(grant({ scope: 'read', reads: ['streams', 'streams'] }).reads).toEqual(['streams']);
     expect(grant({ scope: 'publish', producers: 'p' }).reads).toEqual([]);
     expect(grant({ scope: 'admin' })).toEqual(ADMIN_GRANT);
@@ -46,6 +52,8 @@ describe('token grants', () => {
     [{ scope: 'root' }, 'scope', 'must be "publish", "read" or "admin"'],
     [{ scope: 'read', note: 'a\u0000b' }, 'note', 'NUL'],
     [{ scope: 'read', extra: 1 }, '', 'Unrecognized key: "extra"'],
+    [{ scope: 'read', consumes: ['a'] }, 'consumes', 'only a publish token consumes'],
+    [{ scope: 'publish', producers: 'p', consumes: [] }, 'consumes', 'at least one asset'],
   ])('refuse %j, naming %s', (request, field, message) => {
     const parsed = tokenRequestSchema.safeParse(request);
     expect(parsed.success).toBe(false);
@@ -56,7 +64,9 @@ describe('token grants', () => {
 
   it('describe themselves in one line', () => {
     expect(describeGrant(grant({ scope: 'publish', producers: 'p*', assets: ['a'] }))).toBe('publish as producers matching "p*", to assets a');
-    expect(describeGrant(grant({ scope: 'read', reads: ['events'] }))).toBe('read events (events of every asset; streams of producers matching "*")');
+    expect(describeGrant(grant({ scope: 'read', reads: ['events'] }))).toBe('read events (events of every asset)');
+    expect(describeGrant(grant({ scope: 'read', assets: ['x'], reads: ['events', 'streams'] }))).toBe('read events and streams (events of assets x; streams of producers matching "*")');
+    expect(describeGrant(grant({ scope: 'publish', producers: 'c', consumes: ['x'] }))).toBe('publish as producers matching "c", to every asset, naming events of x as causes');
     expect(describeGrant(ADMIN_GRANT)).toBe('admin: everything');
   });
 

@@ -1,15 +1,25 @@
+import { createHash } from 'node:crypto';
 import { RejectionCode } from '../../protocol/errors.js';
+import { echo } from '../../protocol/text.js';
 import type { IngestPlan, Placement } from './plan.js';
 
-/** One event in a lineage: its asset and partition key. */
-export type Ancestor = readonly [asset: string, partitionKey: string | null];
+/**
+ * One event in a lineage, as the server keeps it: a 48-bit digest of its asset and partition key, in
+ * 8 base64url characters. A digest, not the names, so that what an event keeps of its lineage is small
+ * and tells a reader nothing of other producers' assets and partitions; 48 bits, so that two of the few
+ * ancestors one event keeps collide with odds below one in 10^12.
+ */
+export type Ancestor = string;
 
-/** What the store keeps of an event's lineage: what caused it, how deep, and every event above it. */
+/** How many of its nearest ancestors an event keeps: the feedback check is exact within them. */
+export const LINEAGE_KEPT = 32;
+
+/** What the store keeps of an event's lineage: what caused it, how deep it is, and its nearest ancestors. */
 export interface EventLineage {
   /** The id of the event it responds to; null for a producer's own event. */
   causedBy: string | null;
   depth: number;
-  /** The events above it, first cause first; empty for a producer's own event. */
+  /** The nearest LINEAGE_KEPT events above it, farthest first; empty for a producer's own event. */
   ancestors: readonly Ancestor[];
 }
 
@@ -18,12 +28,13 @@ export interface CauseEvent {
   eventId: string;
   asset: string;
   partitionKey: string | null;
+  depth: number;
   ancestors: readonly Ancestor[];
 }
 
 /** How deep a chain of consumers' emissions may go, and which assets may cycle. */
 export interface LineagePolicy {
-  /** The deepest an event may be (0 is a producer's own). */
+  /** The deepest an event may be (0 is a producer's own); at most LINEAGE_KEPT, so that the feedback check is exact. */
   maxDepth: number;
   /**
    * Assets whose events may repeat an asset and partition of their lineage (a cycle over dates, say),
@@ -36,6 +47,11 @@ export const DEFAULT_MAX_LINEAGE_DEPTH = 16;
 export const DEFAULT_LINEAGE_POLICY: LineagePolicy = { maxDepth: DEFAULT_MAX_LINEAGE_DEPTH, cycles: new Map() };
 export const ROOT_LINEAGE: EventLineage = { causedBy: null, depth: 0, ancestors: [] };
 
+/** The digest an event is kept under in the lineage of the events below it. */
+export function ancestorOf(asset: string, partitionKey: string | null): Ancestor {
+  return createHash('sha256').update(JSON.stringify([asset, partitionKey])).digest('base64url').slice(0, 8);
+}
+
 /** The cursors of the causes that the plan's new events name. */
 export function causesNeeded(plan: IngestPlan): number[] {
   const cursors = new Set<number>();
@@ -46,45 +62,60 @@ export function causesNeeded(plan: IngestPlan): number[] {
 }
 
 /**
- * Places each new event in its lineage, and refuses, at the position it took, one that would repeat an
- * asset and partition of its own lineage (a feedback loop) or go deeper than its limit. A cause the
- * store does not hold (compacted, or never there) starts a new lineage: the event is treated as a root.
+ * Places each new event in its lineage, and refuses, at the position it took:
+ * - one whose cause is an event of an asset its token may not name as a cause (`forbidden`): a cause
+ *   must be earned, so that nobody can graft a lineage onto a consumer's input;
+ * - one that would repeat its own asset and partition within its kept lineage (a feedback loop);
+ * - one deeper than its limit.
+ * A refusal names only what the publisher sent and the cause it named, never the cause's own lineage. A
+ * cause the store does not hold (compacted, or never there) starts a new lineage: the event is a root.
+ *
+ * @param mayCite whether the request's token may name an event of this asset as a cause.
  */
-export function placeInLineage(plan: IngestPlan, causes: ReadonlyMap<number, CauseEvent>, policy: LineagePolicy): IngestPlan {
+export function placeInLineage(plan: IngestPlan, causes: ReadonlyMap<number, CauseEvent>, policy: LineagePolicy, mayCite: (asset: string) => boolean): IngestPlan {
   const placements = plan.placements.map((placement): Placement => {
     if (placement.type !== 'event' || !placement.item.cause) return placement;
-    const cause = causes.get(placement.item.cause.cursor);
+    const { cursor } = placement.item.cause;
+    const cause = causes.get(cursor);
     if (!cause) return placement;
     const { item } = placement;
     const { asset } = item.payload;
     const partitionKey = item.payload.partitionKey ?? null;
-    const ancestors: Ancestor[] = [...cause.ancestors, [cause.asset, cause.partitionKey]];
-    const cycleLimit = policy.cycles.get(asset);
     const refuse = (code: RejectionCode, detail: string): Placement => ({
       type: 'refused',
       result: { status: 'rejected', seq: item.seq, key: item.key, code, detail, field: 'cause' },
     });
-    if (cycleLimit === undefined && ancestors.some(([a, p]) => a === asset && p === partitionKey)) {
-      const chain = [...ancestors, [asset, partitionKey] as const].map(describe).join(' → ');
+    if (!mayCite(cause.asset)) {
+      return refuse(
+        RejectionCode.Forbidden,
+        `cause: event ${cursor} is not one this token may name as a cause; a cause must be an event of an asset the token consumes ` +
+          '(oncebox token create --scope publish --producers … --consumes ASSET)',
+      );
+    }
+    const ancestors = [...cause.ancestors, ancestorOf(cause.asset, cause.partitionKey)].slice(-LINEAGE_KEPT);
+    const depth = cause.depth + 1;
+    const cycleLimit = policy.cycles.get(asset);
+    if (cycleLimit === undefined && ancestors.includes(ancestorOf(asset, partitionKey))) {
       return refuse(
         RejectionCode.FeedbackLoop,
-        `cause: this event would repeat ${describe([asset, partitionKey])} of its own lineage (${chain}); a consumer that emits what it ` +
-          `consumes would trigger itself forever. Emit another asset or partition, or allow the cycle on the server (lineage.cycles: { "${asset}": <depth limit> })`,
+        `cause: this event (${describe(asset, partitionKey)}) would repeat an asset and partition of its own lineage above event ${cursor}; ` +
+          `a consumer that emits what it consumes would trigger itself forever. Emit another asset or partition, or allow the cycle ` +
+          `on the server (lineage.cycles: { "${echo(asset)}": <depth limit> })`,
       );
     }
     const limit = cycleLimit ?? policy.maxDepth;
-    if (ancestors.length > limit) {
+    if (depth > limit) {
       return refuse(
         RejectionCode.LineageTooDeep,
-        `cause: this event would be ${ancestors.length} emissions deep (first cause ${describe(ancestors[0]!)}), more than the ${limit} ` +
-          `this server allows for "${asset}"; raise lineage.maxDepth${cycleLimit === undefined ? '' : ` or lineage.cycles["${asset}"]`} if the chain is meant to be this long`,
+        `cause: this event would be ${depth} emissions deep, more than the ${limit} this server allows for "${echo(asset)}"; raise ` +
+          `lineage.maxDepth${cycleLimit === undefined ? '' : ` or lineage.cycles["${echo(asset)}"]`} if the chain is meant to be this long`,
       );
     }
-    return { type: 'event', item, lineage: { causedBy: cause.eventId, depth: ancestors.length, ancestors } };
+    return { type: 'event', item, lineage: { causedBy: cause.eventId, depth, ancestors } };
   });
   return { ...plan, placements };
 }
 
-function describe([asset, partitionKey]: Ancestor): string {
-  return partitionKey === null ? `"${asset}"` : `"${asset}"/"${partitionKey}"`;
+function describe(asset: string, partitionKey: string | null): string {
+  return partitionKey === null ? `"${echo(asset)}"` : `"${echo(asset)}"/"${echo(partitionKey)}"`;
 }

@@ -44,7 +44,21 @@ export interface IngestRequest {
   maxAttemptStep: number;
   isRegistered: (asset: string) => boolean;
   lineage: LineagePolicy;
+  /** Whether the request's token may name an event of this asset as a cause: see IngestScope. */
+  mayCite: (asset: string) => boolean;
 }
+
+/**
+ * What the request's token may do inside one ingest, beyond the producer and assets the HTTP layer
+ * checks: which assets' events it may name as a cause (`consumes`). A store called directly, not
+ * through the HTTP API, is trusted with every cause.
+ */
+export interface IngestScope {
+  mayCite(asset: string): boolean;
+}
+
+/** The scope of a caller trusted with everything: tests, tools and the server's own use. */
+export const TRUSTED_SCOPE: IngestScope = { mayCite: () => true };
 
 /** What a store's settings decide in every ingest: how far an attempt may jump, and the lineage limits. */
 export type IngestPolicy = Pick<IngestRequest, 'maxAttemptStep' | 'lineage'>;
@@ -72,7 +86,7 @@ export function* ingestSteps(request: IngestRequest): IngestSteps {
   const cursors = causesNeeded(placed);
   // Before any key is claimed: an event refused for its lineage must not leave a dedupe record behind.
   const plan =
-    cursors.length === 0 ? placed : placeInLineage(placed, (yield { op: 'causes', cursors }) as StepAnswers['causes'], request.lineage);
+    cursors.length === 0 ? placed : placeInLineage(placed, (yield { op: 'causes', cursors }) as StepAnswers['causes'], request.lineage, request.mayCite);
   const claims = keyClaims(plan, newEventIds);
   // Insert first: the unique key decides who is first, with no window between a check and an insert.
   // Stryker disable next-line ConditionalExpression: an empty claim or read asks the store for nothing; skipping it saves a round trip

@@ -206,4 +206,14 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       ALTER TABLE events ADD COLUMN caused_by uuid, ADD COLUMN depth integer NOT NULL DEFAULT 0, ADD COLUMN lineage text;
     `,
   },
+  {
+    version: 9,
+    name: '009_token_consumes',
+    sql: `
+      -- The assets whose events a publish token's emissions may name as their cause (JSON list; null for
+      -- every asset). Tokens made before it name none; an admin token names any.
+      ALTER TABLE tokens ADD COLUMN consumes text NOT NULL DEFAULT '[]';
+      UPDATE tokens SET consumes = 'null' WHERE scope = 'admin';
+    `,
+  },
 ];

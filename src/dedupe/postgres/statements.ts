@@ -198,7 +198,7 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       cursors,
       db
         .selectFrom('events')
-        .select(['cursor', 'event_id', 'asset', 'partition_key', 'lineage'])
+        .select(['cursor', 'event_id', 'asset', 'partition_key', 'depth', 'lineage'])
         .where('cursor', '=', sql<number>`ANY(${cursors.cursors})`)
         .compile(),
     ),

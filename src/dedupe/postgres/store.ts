@@ -2,7 +2,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../protocol/wire.js';
 import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
-import { ingestPolicy, ingestSteps, runIngest, type IngestPolicy, type StepHandler } from '../ingest/steps.js';
+import { ingestPolicy, ingestSteps, runIngest, TRUSTED_SCOPE, type IngestPolicy, type IngestScope, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { attemptOf, deleteInBatches, lineageColumns, toCauseEvent, toStoredEvent, type EventRow } from '../tables.js';
@@ -95,7 +95,7 @@ export class PostgresDedupeStore implements DedupeStore {
     this.assets = new Set(rows.map((row) => row.name));
   }
 
-  async ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): Promise<ItemResult[]> {
+  async ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[], scope: IngestScope = TRUSTED_SCOPE): Promise<ItemResult[]> {
     // Assets registered through another instance since this one loaded them.
     const unknown = items.some((item) => item.kind === 'event' && !this.assets.has(item.payload.asset));
     if (unknown) await this.loadAssets();
@@ -106,6 +106,7 @@ export class PostgresDedupeStore implements DedupeStore {
           items,
           now: this.now(),
           isRegistered: (asset) => this.assets.has(asset),
+          mayCite: (asset) => scope.mayCite(asset),
           ...this.policy,
         }),
         this.stepHandler(client, stream),

@@ -189,4 +189,14 @@ export const serverSqliteMigrations: readonly Migration[] = [
       ALTER TABLE events ADD COLUMN lineage TEXT;
     `,
   },
+  {
+    version: 10,
+    name: '010_token_consumes',
+    sql: `
+      -- The assets whose events a publish token's emissions may name as their cause (JSON list; null for
+      -- every asset). Tokens made before it name none; an admin token names any.
+      ALTER TABLE tokens ADD COLUMN consumes TEXT NOT NULL DEFAULT '[]';
+      UPDATE tokens SET consumes = 'null' WHERE scope = 'admin';
+    `,
+  },
 ];

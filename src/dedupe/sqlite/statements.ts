@@ -110,7 +110,7 @@ export function serverStatements(db: Database.Database) {
     causeEvent: prepare(
       db,
       p.cursor,
-      q.selectFrom('events').select(['event_id', 'asset', 'partition_key', 'lineage']).where('cursor', '=', p.cursor.cursor),
+      q.selectFrom('events').select(['event_id', 'asset', 'partition_key', 'depth', 'lineage']).where('cursor', '=', p.cursor.cursor),
     ),
     insertOutcome: prepare(
       db,

@@ -5,7 +5,7 @@ import { migrateSqlite } from '../../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../../sqlite/open.js';
 import { queryBuilder, type Prepared } from '../../sqlite/statements.js';
 import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
-import { ingestPolicy, ingestSteps, runIngestSync, type IngestPolicy, type StepHandler } from '../ingest/steps.js';
+import { ingestPolicy, ingestSteps, runIngestSync, TRUSTED_SCOPE, type IngestPolicy, type IngestScope, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { attemptOf, deleteInBatches, lineageColumns, toCauseEvent, toStoredEvent } from '../tables.js';
@@ -46,13 +46,14 @@ export class SqliteDedupeStore implements DedupeStore {
     this.tokens = new TokenRegistry(queryBuilder(this.db), this.now);
     this.statements = serverStatements(this.db);
     for (const row of this.statements.allAssets.all()) this.assets.add(row.name);
-    this.ingestTransaction = this.db.transaction((stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]) =>
+    this.ingestTransaction = this.db.transaction((stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[], scope: IngestScope) =>
       runIngestSync(
         ingestSteps({
           stream,
           items,
           now: this.now(),
           isRegistered: (asset) => this.assets.has(asset),
+          mayCite: (asset) => scope.mayCite(asset),
           ...this.policy,
         }),
         this.stepHandler(stream),
@@ -60,8 +61,8 @@ export class SqliteDedupeStore implements DedupeStore {
     );
   }
 
-  async ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): Promise<ItemResult[]> {
-    const results = this.ingestTransaction.immediate(stream, items);
+  async ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[], scope: IngestScope = TRUSTED_SCOPE): Promise<ItemResult[]> {
+    const results = this.ingestTransaction.immediate(stream, items, scope);
     if (results.some((result) => result.status === 'accepted')) this.stored.notify();
     return results;
   }
