@@ -190,15 +190,57 @@ export const BREAKS: Break[] = [
   {
     what: 'a waiting reader not woken when this instance stores events (it looks again only every 5 s)',
     guarantee: 'long-poll',
-    edits: [{ file: sqliteStore, find: "    if (results.some((result) => result.status === 'accepted')) this.stored.notify();\n", replace: '' }],
+    edits: [{ file: sqliteStore, find: '    if (assets.size > 0) this.stored.notify(assets);\n', replace: '' }],
     caughtBy: [{ file: conformance, name: 'answers as soon as it is stored' }],
   },
   {
     what: 'no NOTIFY when PostgreSQL stores events, so readers on other instances wait for their next look',
     guarantee: 'long-poll',
-    edits: [{ file: postgresStore, find: '          await runStatement(client, run.notifyStored, { channel: this.channel });\n', replace: '' }],
+    edits: [{ file: postgresStore, find: '          await runStatement(client, run.notifyStored, { channel: this.channel, payload: notifyPayload(events.map((e) => e.item.payload.asset)) });\n', replace: '' }],
     caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'LISTEN/NOTIFY' }],
     postgres: true,
+  },
+  {
+    what: 'every waiting reader woken by any event, whatever its asset (idle readers cost every publish a read)',
+    guarantee: 'long-poll',
+    edits: [{ file: 'src/dedupe/event-signal.ts', find: '    if (assets === undefined) {', replace: '    if (assets !== null) {' }],
+    caughtBy: [{ file: conformance, name: 'wakes only the waiting readers' }],
+  },
+  {
+    what: 'readers woken together each read the store on their own',
+    guarantee: 'long-poll',
+    edits: [{ file: 'src/dedupe/event-page.ts', find: '  if (running !== undefined) return running;', replace: '' }],
+    caughtBy: [{ file: conformance, name: 'wakes only the waiting readers' }],
+  },
+  {
+    what: 'no cap on the waiting reads of one token',
+    guarantee: 'long-poll',
+    edits: [{ file: 'src/dedupe/long-polls.ts', find: "    if (principal !== '' && mine >= this.limits.maxWaitersPerToken) {", replace: '    if (false as boolean) {' }],
+    caughtBy: [{ file: conformance, name: 'caps waiting reads' }],
+  },
+  {
+    what: 'the state of idle streams never compacted',
+    guarantee: 'retention',
+    edits: [{ file: sqliteStore, find: '    const streams = await deleteInBatches(limit, () => this.compactStreams.immediate(idleBefore, limit));', replace: '    const streams = 0;' }],
+    caughtBy: [{ file: conformance, name: 'forgets the state of streams idle' }],
+  },
+  {
+    what: 'no cap on the new streams a token opens',
+    guarantee: 'retention',
+    edits: [{ file: 'src/dedupe/new-streams.ts', find: "    if (principal === '') return;", replace: '    return;' }],
+    caughtBy: [{ file: conformance, name: 'caps the new streams' }],
+  },
+  {
+    what: 'requests without a live token never counted against their address',
+    guarantee: 'auth',
+    edits: [{ file: 'src/dedupe/auth.ts', find: '      const over = await limit?.()?.refused(request);', replace: '      const over = undefined as { retryAfterS: number } | undefined;' }],
+    caughtBy: [{ file: 'test/integration/auth.test.ts', name: 'count against their source address' }],
+  },
+  {
+    what: "a lifecycle event's extra taken as sent (a made-up outcome of another run)",
+    guarantee: 'auth',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: 'refuseOutOfScope(checkLifecycleEvent(checkItem(item, index), stream),', replace: 'refuseOutOfScope(checkItem(item, index),' }],
+    caughtBy: [{ file: 'test/integration/scoped-tokens.test.ts', name: 'lifecycle' }],
   },
   {
     what: "the server's fencing check removed",
@@ -411,9 +453,18 @@ export const BREAKS: Break[] = [
     postgres: true,
   },
   {
-    what: 'the PostgreSQL stream row lock (`FOR UPDATE`) removed',
+    what: 'the PostgreSQL ingest reads its stream without locking the row (no upsert)',
     guarantee: 'G13',
-    edits: [{ file: postgresStatements, find: '.where((eb) => eb.and(where(streamKey))).forUpdate().compile()', replace: '.where((eb) => eb.and(where(streamKey))).compile()' }],
+    edits: [
+      {
+        file: postgresStore,
+        find: '        const [locked] = await runStatement(client, run.openStream, { ...ofAttempt, ts: clock.ts });',
+        replace:
+          "        const key = [ofAttempt.producer, ofAttempt.runId, ofAttempt.task];\n" +
+          "        await client.query('INSERT INTO streams (producer, run_id, task, epoch, updated_at) VALUES ($1, $2, $3, 0, $4) ON CONFLICT DO NOTHING', [...key, clock.ts]);\n" +
+          "        const [locked] = (await client.query('SELECT epoch, false AS fresh FROM streams WHERE producer = $1 AND run_id = $2 AND task = $3', key)).rows;",
+      },
+    ],
     caughtBy: [{ file: cluster, name: 'same instant' }],
     postgres: true,
   },

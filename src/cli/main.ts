@@ -16,9 +16,10 @@ import { createToken, listTokens, revokeToken } from './token-command.js';
 /** Each command's usage, as `oncebox COMMAND --help` prints it; `oncebox --help` prints them all. */
 const COMMAND_USAGE: Record<string, string> = {
   server: `  oncebox server --db FILE|postgres://… [--port 8787] [--host 127.0.0.1] [--assets FILE] [--token-file FILE]
-                 [--durability full|normal] [--schema oncebox] [--dedupe-retention-days 30] [--event-retention-days N]
+                 [--durability full|normal] [--schema oncebox] [--dedupe-retention-days 30] [--event-retention-days N] [--stream-retention-days 30]
                  [--request-timeout-ms 30000] [--headers-timeout-ms 10000] [--keep-alive-timeout-ms 5000]
-                 [--max-connections 512] [--max-attempt-step 1000] [--rate-limit 1000/10000|off]`,
+                 [--max-connections 512] [--max-waiters 256] [--max-waiters-per-token 32] [--max-attempt-step 1000] [--rate-limit 1000/10000|off]
+                 [--new-streams-per-minute 1200]`,
   relay: '  oncebox relay  --db FILE --server URL [--server URL2 …] [--token-file FILE] [--drain]',
   status: '  oncebox status FILE [--json]',
   events: '  oncebox events --server URL [--server URL2 …] [--asset A] [--after CURSOR] [--follow] [--json] [--token-file FILE]',
@@ -96,10 +97,14 @@ async function serve(args: string[]): Promise<number> {
       schema: { type: 'string' },
       'dedupe-retention-days': { type: 'string', default: '30' },
       'event-retention-days': { type: 'string' },
+      'stream-retention-days': { type: 'string' },
+      'new-streams-per-minute': { type: 'string' },
       'request-timeout-ms': { type: 'string' },
       'headers-timeout-ms': { type: 'string' },
       'keep-alive-timeout-ms': { type: 'string' },
       'max-connections': { type: 'string' },
+      'max-waiters': { type: 'string' },
+      'max-waiters-per-token': { type: 'string' },
       'max-attempt-step': { type: 'string' },
       'rate-limit': { type: 'string' },
     },
@@ -115,11 +120,15 @@ async function serve(args: string[]): Promise<number> {
     schema: values.schema,
     dedupeRetentionMs: days(values['dedupe-retention-days'], 'dedupe-retention-days'),
     eventRetentionMs: values['event-retention-days'] === undefined ? null : days(values['event-retention-days'], 'event-retention-days'),
+    ...(values['stream-retention-days'] === undefined ? {} : { streamRetentionMs: days(values['stream-retention-days'], 'stream-retention-days') }),
+    ...wholeNumber(values['new-streams-per-minute'], 'new-streams-per-minute', 'newStreamsPerMinute'),
     logger: { level: process.env.ONCEBOX_LOG_LEVEL ?? 'warn' },
     ...wholeNumber(values['request-timeout-ms'], 'request-timeout-ms', 'requestTimeoutMs'),
     ...wholeNumber(values['headers-timeout-ms'], 'headers-timeout-ms', 'headersTimeoutMs'),
     ...wholeNumber(values['keep-alive-timeout-ms'], 'keep-alive-timeout-ms', 'keepAliveTimeoutMs'),
     ...wholeNumber(values['max-connections'], 'max-connections', 'maxConnections'),
+    ...wholeNumber(values['max-waiters'], 'max-waiters', 'maxWaiters'),
+    ...wholeNumber(values['max-waiters-per-token'], 'max-waiters-per-token', 'maxWaitersPerToken'),
     ...wholeNumber(values['max-attempt-step'], 'max-attempt-step', 'maxAttemptStep'),
     ...(values['rate-limit'] === undefined ? {} : { rateLimit: rateLimitFrom(values['rate-limit']) }),
   });

@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ProblemCode } from '../protocol/errors.js';
 import { problem, sendProblem } from './problem.js';
 import { ADMIN_GRANT, describeGrant, hashToken, tokenId, type TokenGrant, type TokenRegistry } from './tokens.js';
@@ -90,9 +90,21 @@ export class Authenticator {
  * which a client can spell in many ways), and denies by default: an unknown path needs a token too, so
  * that a misspelt or encoded path tells nothing to a client without one.
  */
-export function useAuth(app: FastifyInstance, auth: Authenticator): void {
+/**
+ * What happens to requests without a live token, per source address: each is counted, and an address
+ * past its allowance is answered 429 (with Retry-After) before its token is even looked up, so that
+ * guessing tokens costs the guesser more than the server.
+ */
+export interface UnauthorizedLimit {
+  /** Counts one refused request of the address; says when it is over its allowance, and for how long. */
+  refused(request: FastifyRequest): Promise<{ retryAfterS: number } | undefined>;
+}
+
+export function useAuth(app: FastifyInstance, auth: Authenticator, limit?: () => UnauthorizedLimit | undefined): void {
   app.decorateRequest('grant', null as unknown as TokenGrant);
   app.decorateRequest('principal', '');
+  // Addresses over their allowance of refused requests, until when (ms): no lookup for them till then.
+  const barred = new Map<string, number>();
   app.addHook('onRequest', async (request, reply) => {
     const access: RouteAccess = request.is404 ? 'any' : (request.routeOptions.config.access ?? 'admin');
     if (access === 'public') return;
@@ -100,9 +112,19 @@ export function useAuth(app: FastifyInstance, auth: Authenticator): void {
       request.grant = ADMIN_GRANT;
       return;
     }
+    const barredUntil = barred.get(request.ip);
+    if (barredUntil !== undefined && Date.now() < barredUntil) return tooManyRefused(reply, Math.ceil((barredUntil - Date.now()) / 1000));
+    if (barredUntil !== undefined) barred.delete(request.ip);
     const token = bearerToken(request);
     const grant = token === undefined ? undefined : await auth.grantFor(token);
     if (token === undefined || grant === undefined) {
+      const over = await limit?.()?.refused(request);
+      if (over !== undefined) {
+        // A flood of addresses must not grow the map without bound.
+        if (barred.size >= 10_000) barred.clear();
+        barred.set(request.ip, Date.now() + over.retryAfterS * 1000);
+        return tooManyRefused(reply, over.retryAfterS);
+      }
       return sendProblem(
         reply,
         problem(401, ProblemCode.Unauthorized, 'send a live token as "Authorization: Bearer <token>" (oncebox token create makes one)'),
@@ -114,6 +136,11 @@ export function useAuth(app: FastifyInstance, auth: Authenticator): void {
       return sendProblem(reply, forbidden(`this token may ${describeGrant(grant)}; ${ACCESS_NEEDS[access]}`));
     }
   });
+}
+
+function tooManyRefused(reply: FastifyReply, retryAfterS: number) {
+  reply.header('retry-after', String(retryAfterS));
+  return sendProblem(reply, problem(429, ProblemCode.RateLimited, `too many requests without a live token from this address; retry after ${retryAfterS} s with a token`));
 }
 
 const ACCESS_NEEDS: Record<RouteAccess, string> = {

@@ -37,16 +37,31 @@ export async function boundedPage(store: DedupeStore, query: EventQuery, maxByte
 
 /**
  * `boundedPage`, waiting up to `waitMs` for an event when there is none yet (long-poll): it answers as
- * soon as the store says events were stored and the page holds one, when the time is up, when the
- * reader goes away (`gone`), or when the server closes.
+ * soon as the store says events of its asset were stored and the page holds one, when the time is up,
+ * when the reader goes away (`gone`), or when the server closes. Readers woken together that ask for
+ * the same page share one read of the store.
  * @internal
  */
 export async function waitedPage(store: DedupeStore, query: EventQuery, maxBytes: number, waitMs: number, gone: AbortSignal): Promise<EventPage> {
   const deadline = Date.now() + waitMs;
   for (;;) {
-    const page = await boundedPage(store, query, maxBytes);
+    const page = await sharedPage(store, query, maxBytes);
     const remaining = deadline - Date.now();
     if (page.events.length > 0 || remaining <= 0 || gone.aborted || store.stored.isClosed) return page;
-    await store.stored.wait(Math.min(remaining, LOOK_AGAIN_MS), gone);
+    await store.stored.wait(Math.min(remaining, LOOK_AGAIN_MS), gone, query.asset);
   }
+}
+
+/** The reads in flight, per store and page asked for: the readers a wake sends back at once share them. */
+const inFlight = new WeakMap<DedupeStore, Map<string, Promise<EventPage>>>();
+
+function sharedPage(store: DedupeStore, query: EventQuery, maxBytes: number): Promise<EventPage> {
+  let reads = inFlight.get(store);
+  if (reads === undefined) inFlight.set(store, (reads = new Map()));
+  const key = JSON.stringify([store.stored.generation, query.asset ?? null, query.after, query.limit, maxBytes]);
+  const running = reads.get(key);
+  if (running !== undefined) return running;
+  const read = boundedPage(store, query, maxBytes).finally(() => reads.delete(key));
+  reads.set(key, read);
+  return read;
 }

@@ -19,8 +19,11 @@ import { echo } from '../protocol/text.js';
 import type { OtelApi } from '../protocol/trace.js';
 import { packageVersion } from '../protocol/version.js';
 import { boundedPage, waitedPage } from './event-page.js';
-import { forbidden, useAuth, type Authenticator } from './auth.js';
+import { LongPolls, type LongPollLimits } from './long-polls.js';
+import { NewStreamLimiter, NewStreamsExhausted } from './new-streams.js';
+import { forbidden, useAuth, type Authenticator, type UnauthorizedLimit } from './auth.js';
 import { checkItem, refuseOutOfScope } from './item-check.js';
+import { checkLifecycleEvent } from './lifecycle-check.js';
 import { useJsonBodyParser } from './json-body.js';
 import { problem, RequestProblem, sendProblem } from './problem.js';
 import type { ServerMetrics } from './metrics.js';
@@ -44,6 +47,9 @@ export interface HttpAppOptions {
   maxPageBytes: number;
   logger: FastifyServerOptions['logger'];
   connections: ConnectionLimits;
+  longPolls: LongPollLimits;
+  /** New streams one token may open per minute. */
+  newStreamsPerMinute: number;
 }
 
 export interface RateLimit {
@@ -107,6 +113,7 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
   useJsonBodyParser(app, Limits.maxBodyDepth);
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof NewStreamsExhausted) reply.header('retry-after', String(error.retryAfterS));
     if (error instanceof RequestProblem) return sendProblem(reply, error.problem);
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       return sendProblem(
@@ -132,7 +139,9 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     sendProblem(reply, problem(404, ProblemCode.NotFound, `no route for ${request.method} ${echo(request.url.split('?')[0]!)}`)),
   );
 
-  useAuth(app, options.auth);
+  // Requests without a live token count against their source address, with the same allowance as a token.
+  let unauthorized: UnauthorizedLimit | undefined;
+  useAuth(app, options.auth, () => unauthorized);
   app.addHook('onResponse', async (request, reply) => {
     options.metrics.answered(request.method, request.is404 ? undefined : request.routeOptions.url, reply.statusCode, reply.elapsedTime / 1000);
   });
@@ -151,6 +160,15 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
           problem(429, ProblemCode.RateLimited, `more than ${context.max} requests in ${limit.windowMs} ms from this token; retry after ${context.after}`),
         ),
     });
+    app.after(() => {
+      const check = app.createRateLimit({ max: limit.max, timeWindow: limit.windowMs, keyGenerator: (request) => `unauthorized:${request.ip}`, allowList: () => false });
+      unauthorized = {
+        refused: async (request) => {
+          const verdict = await check(request);
+          return verdict.isAllowed || !verdict.isExceeded ? undefined : { retryAfterS: Math.max(1, verdict.ttlInSeconds) };
+        },
+      };
+    });
   }
   // Routes go in after the plugins above have loaded, so that the rate limit hooks every one of them.
   void app.register(async (routes) => addRoutes(routes, options));
@@ -159,6 +177,8 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
 
 function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   const { store } = options;
+  const longPolls = new LongPolls(options.longPolls);
+  const newStreams = new NewStreamLimiter(options.newStreamsPerMinute);
   app.get('/healthz', { config: { access: 'public' } }, async () => ({ ok: true }));
 
   // The protocol is no secret: clients in other languages are generated from it.
@@ -195,9 +215,12 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
       );
     }
     const allowed = grant.assets?.join(', ') ?? '';
-    const checked = items.map((item, index) => refuseOutOfScope(checkItem(item, index), (asset) => isLifecycleAsset(asset) || assetAllowed(grant, asset), allowed));
+    // Lifecycle events need no place in the token's list: they are checked to be about this stream instead.
+    const checked = items.map((item, index) =>
+      refuseOutOfScope(checkLifecycleEvent(checkItem(item, index), stream), (asset) => isLifecycleAsset(asset) || assetAllowed(grant, asset), allowed),
+    );
     const started = performance.now();
-    const scope = { mayCite: (asset: string) => causeAllowed(grant, asset) };
+    const scope = { mayCite: (asset: string) => causeAllowed(grant, asset), openStream: () => newStreams.take(request.principal) };
     const results = await tracedIngest(options.otel, request.headers, stream, checked, () => store.ingest(stream, checked, scope));
     options.metrics.ingested(results, (performance.now() - started) / 1000);
     const body: EmissionBatchResponse = { results };
@@ -217,10 +240,20 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     }
     const { wait, ...query } = parsed.data;
     if (wait === 0) return boundedPage(store, query, options.maxPageBytes);
+    const admitted = longPolls.admit(request.principal);
+    if ('refused' in admitted) {
+      options.metrics.waitRefused(admitted.refused);
+      reply.header('retry-after', String(admitted.retryAfterS));
+      return sendProblem(reply, admitted.problem);
+    }
     // A reader that goes away stops waiting: its connection is all it held.
     const gone = new AbortController();
     reply.raw.once('close', () => gone.abort());
-    return waitedPage(store, query, options.maxPageBytes, wait * 1000, gone.signal);
+    try {
+      return await waitedPage(store, query, options.maxPageBytes, wait * 1000, gone.signal);
+    } finally {
+      admitted.release();
+    }
   });
 
   app.get<{ Params: { producer: string; runId: string } }>('/v1/streams/:producer/:runId', { config: { access: 'streams' } }, async (request, reply) => {
@@ -263,7 +296,9 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
       return sendProblem(reply, forbidden(`producer: this token publishes only as producers matching "${request.grant.producers}", not as "${echo(producer)}"`, 'producer'));
     }
     const { task, atLeast, exactly } = body.data;
-    const decision = await store.claimAttempt(producer, runId, task, exactly === undefined ? { atLeast: atLeast ?? 1 } : { exactly });
+    const decision = await store.claimAttempt(producer, runId, task, exactly === undefined ? { atLeast: atLeast ?? 1 } : { exactly }, {
+      openStream: () => newStreams.take(request.principal),
+    });
     if ('refused' in decision) {
       const code = decision.refused === 'taken' ? ProblemCode.AttemptTaken : ProblemCode.AttemptTooHigh;
       return sendProblem(reply, { ...problem(409, code, decision.detail, exactly === undefined ? 'atLeast' : 'exactly'), epoch: decision.epoch });
@@ -272,7 +307,10 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     return reply.code(201).send(claimed);
   });
 
-  app.get('/v1/assets', { config: { access: 'events' } }, async () => ({ assets: await store.listAssets() }));
+  // A token limited to assets sees only those: the list is no more public than the events.
+  app.get('/v1/assets', { config: { access: 'events' } }, async (request) => ({
+    assets: (await store.listAssets()).filter((asset) => assetAllowed(request.grant, asset)),
+  }));
 
   app.put<{ Params: { name: string } }>('/v1/assets/:name', { config: { access: 'admin' } }, async (request, reply) => {
     const parsed = assetNameSchema.safeParse(request.params.name);
@@ -297,12 +335,18 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   app.get('/v1/tokens', { config: { access: 'admin' } }, async () => ({ tokens: await store.tokens.list() }));
 
   app.delete<{ Params: { id: string } }>('/v1/tokens/:id', { config: { access: 'admin' } }, async (request, reply) => {
+    if (!TOKEN_ID.test(request.params.id)) {
+      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, `id: a token id is 16 hex digits, such as 0123456789abcdef; oncebox token list shows them (got "${echo(request.params.id)}")`, 'id'));
+    }
     const revoked = await store.tokens.revoke(request.params.id);
     if (!revoked) return sendProblem(reply, problem(404, ProblemCode.NotFound, `no token ${echo(request.params.id)}; oncebox token list shows the ids`));
     options.auth.forget();
     return revoked;
   });
 }
+
+/** The id part of a token, as `oncebox token list` shows it. */
+const TOKEN_ID = /^[0-9a-f]{16}$/;
 
 /** Node's own refusals, by the code of the parse or timeout error behind them. */
 const CLIENT_ERRORS: Record<string, [number, string, string]> = {

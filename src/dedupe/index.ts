@@ -9,3 +9,4 @@ export type { Durability } from '../sqlite/open.js';
 export { openDedupeStore, type StoreLocation } from './open-store.js';
 export type { LineagePolicy } from './ingest/lineage.js';
 export type { AttemptClaim, ClaimDecision } from './attempt-claim.js';
+export type { IngestScope } from './ingest/steps.js';

@@ -16,6 +16,7 @@ export class ServerMetrics {
   private readonly ingestSeconds: Histogram;
   private readonly compactions: Counter;
   private readonly removed: Counter<'kind'>;
+  private readonly longPollsRefused: Counter<'reason'>;
 
   constructor(registry: Registry = new Registry(), sizes?: () => Promise<StoreSizes>, waiting?: () => number) {
     this.registry = registry;
@@ -59,10 +60,16 @@ export class ServerMetrics {
         },
       });
     }
+    this.longPollsRefused = new Counter({
+      name: 'oncebox_event_reads_refused_total',
+      help: 'Waiting reads (GET /v1/events?wait=) refused, by reason: token (its share, 429) or total (the instance, 503).',
+      labelNames: ['reason'],
+      registers,
+    });
     this.compactions = new Counter({ name: 'oncebox_compactions_total', help: 'Compaction runs.', registers });
     this.removed = new Counter({
       name: 'oncebox_compacted_rows_total',
-      help: 'Rows compaction removed past their retention, by kind (dedupe_records, events, outcomes).',
+      help: 'Rows compaction removed past their retention, by kind (dedupe_records, events, outcomes, streams).',
       labelNames: ['kind'],
       registers,
     });
@@ -79,10 +86,15 @@ export class ServerMetrics {
     for (const result of results) this.items.inc({ result: result.status, code: result.status === 'rejected' ? result.code : '' });
   }
 
+  waitRefused(reason: 'token' | 'total'): void {
+    this.longPollsRefused.inc({ reason });
+  }
+
   compactedRows(result: CompactionResult): void {
     this.compactions.inc();
     this.removed.inc({ kind: 'dedupe_records' }, result.dedupeRecords);
     this.removed.inc({ kind: 'events' }, result.events);
     this.removed.inc({ kind: 'outcomes' }, result.outcomes);
+    this.removed.inc({ kind: 'streams' }, result.streams);
   }
 }

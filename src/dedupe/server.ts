@@ -76,6 +76,10 @@ const serverOptionsSchema = z.strictObject({
   keepAliveTimeoutMs: z.number().int().min(100).default(5_000),
   /** Connections open at once; one past the cap is closed at once, and the others are served. @defaultValue 512 */
   maxConnections: z.number().int().min(1).default(512),
+  /** Waiting reads (`GET /v1/events?wait=`) this instance holds at once; 503 beyond. @defaultValue half of maxConnections */
+  maxWaiters: z.number().int().min(1).optional(),
+  /** Waiting reads one token may hold at once; 429 beyond. @defaultValue 32 */
+  maxWaitersPerToken: z.number().int().min(1).default(32),
   /** Fastify's logger setting; off by default, since a library should not print. */
   logger: z.union([z.boolean(), z.record(z.string(), z.unknown())]).default(!!process.env.ONCEBOX_DEBUG),
   /**
@@ -85,6 +89,8 @@ const serverOptionsSchema = z.strictObject({
   dedupeRetentionMs: z.number().int().min(60_000).default(30 * DAY_MS),
   /** How long events are kept; null keeps them forever. @defaultValue null */
   eventRetentionMs: z.number().int().min(60_000).nullable().default(null),
+  streamRetentionMs: z.number().int().min(60_000).optional(),
+  newStreamsPerMinute: z.number().int().min(1).default(1200),
   /** How often compaction runs; 0 turns it off. @defaultValue 10 minutes */
   compactEveryMs: z.number().int().min(0).default(10 * 60_000),
   /**
@@ -141,12 +147,30 @@ export interface ServerOptions {
   keepAliveTimeoutMs?: number | undefined;
   /** Connections open at once; one past the cap is closed at once. @defaultValue 512 */
   maxConnections?: number | undefined;
+  /**
+   * Waiting reads (`GET /v1/events?wait=`) this instance holds at once (`503 overloaded` beyond), so that
+   * idle readers leave connections for publishers. @defaultValue half of maxConnections
+   */
+  maxWaiters?: number | undefined;
+  /** Waiting reads one token may hold at once (`429 rate_limited` beyond). @defaultValue 32 */
+  maxWaitersPerToken?: number | undefined;
   /** Fastify's logger setting (true, false, or pino options). @defaultValue false, unless ONCEBOX_DEBUG is set */
   logger?: boolean | Record<string, unknown> | undefined;
   /** How long dedupe records are kept: longer than the longest retry horizon. @defaultValue 30 days */
   dedupeRetentionMs?: number | undefined;
   /** How long events are kept; null keeps them forever. @defaultValue null */
   eventRetentionMs?: number | null | undefined;
+  /**
+   * How long a run's stream state (epoch, sequence numbers, mirrored checkpoints) is kept after its last
+   * request; a retry after that starts the stream anew. Keep it at least as long as the dedupe records.
+   * @defaultValue dedupeRetentionMs
+   */
+  streamRetentionMs?: number | undefined;
+  /**
+   * New streams (runs) one token may open per minute on this instance; beyond, the request that would
+   * open one is answered `429 rate_limited` with Retry-After. @defaultValue 1200
+   */
+  newStreamsPerMinute?: number | undefined;
   /** How often compaction runs; 0 turns it off. @defaultValue 10 minutes */
   compactEveryMs?: number | undefined;
   /** The prom-client registry behind `GET /metrics`. @defaultValue a registry of its own */
@@ -194,10 +218,13 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
       keepAliveTimeoutMs: resolved.keepAliveTimeoutMs,
       maxConnections: resolved.maxConnections,
     },
+    newStreamsPerMinute: resolved.newStreamsPerMinute,
+    longPolls: { maxWaiters: resolved.maxWaiters ?? Math.max(1, Math.floor(resolved.maxConnections / 2)), maxWaitersPerToken: resolved.maxWaitersPerToken },
   });
   const retention: RetentionPolicy = {
     dedupeRetentionMs: resolved.dedupeRetentionMs,
     eventRetentionMs: resolved.eventRetentionMs,
+    streamRetentionMs: resolved.streamRetentionMs ?? resolved.dedupeRetentionMs,
     batchSize: 1000,
   };
   const compactor =

@@ -24,6 +24,12 @@ export interface RetentionPolicy {
   dedupeRetentionMs: number;
   /** Age after which a stored event may go; null keeps events forever. */
   eventRetentionMs: number | null;
+  /**
+   * How long a run's stream state (epoch, sequence numbers, mirrored checkpoints) is kept after the
+   * stream's last request. A retry after that starts the stream anew; keep it at least as long as the
+   * dedupe records.
+   */
+  streamRetentionMs: number;
   /** Rows deleted per transaction, so that compaction never holds ingestion up for long. */
   batchSize: number;
 }
@@ -38,6 +44,8 @@ export interface CompactionResult {
   events: number;
   /** Recorded stream outcomes (checkpoint updates, rejections, conflicts), which age with the dedupe records. */
   outcomes: number;
+  /** Streams idle past their retention, removed with their sequence numbers and checkpoints. */
+  streams: number;
 }
 
 /**
@@ -59,7 +67,7 @@ export interface DedupeStore {
    * attempt becomes the epoch at once, so every lower attempt is fenced, and two claims never get the
    * same number.
    */
-  claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim): Promise<ClaimDecision>;
+  claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim, scope?: Pick<IngestScope, 'openStream'>): Promise<ClaimDecision>;
   registerAsset(name: string): Promise<{ created: boolean }>;
   listAssets(): Promise<string[]>;
   /**

@@ -64,6 +64,8 @@ export const ProblemCode = {
   /** A claim that would move the epoch further than the server allows (maxAttemptStep, or the last attempt). */
   AttemptTooHigh: 'attempt_too_high',
   RequestTimeout: 'request_timeout',
+  /** The instance holds as much as it takes (waiting reads): retry after the Retry-After. */
+  Overloaded: 'overloaded',
   ShuttingDown: 'shutting_down',
   Internal: 'internal',
 } as const;

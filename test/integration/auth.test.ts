@@ -91,3 +91,29 @@ describe('authentication, decided after routing and denying by default', () => {
     expect((await raw(url, 'GET', '/healthz')).status).toBe(200);
   });
 });
+
+describe('requests without a live token', () => {
+  it('count against their source address: past the allowance, 429 with Retry-After, before any lookup', async () => {
+    const running = await startServer({ rateLimit: { max: 5, windowMs: 3000 } });
+    const { token } = await running.server.store.tokens.create({ scope: 'read' });
+    let lookups = 0;
+    const grantFor = running.server.store.tokens.grantFor.bind(running.server.store.tokens);
+    running.server.store.tokens.grantFor = (presented) => {
+      lookups++;
+      return grantFor(presented);
+    };
+    const guess = (i: number) =>
+      fetch(`${running.url}/v1/events`, { headers: { authorization: `Bearer obx_${i.toString(16).padStart(16, '0')}_${'A'.repeat(43)}` } });
+    const statuses: number[] = [];
+    for (let i = 0; i < 12; i++) statuses.push((await guess(i)).status);
+    expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
+    expect(statuses.slice(6)).toEqual([429, 429, 429, 429, 429, 429]);
+    const barred = await guess(99);
+    expect(barred.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+    expect(await barred.json()).toMatchObject({ code: 'rate_limited' });
+    // Barred, the address costs no lookup; and once the window is over, a live token is served again.
+    expect(lookups).toBeLessThanOrEqual(7);
+    await new Promise((resolve) => setTimeout(resolve, 3500));
+    expect((await fetch(`${running.url}/v1/events`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+  });
+});

@@ -156,6 +156,54 @@ for (const backend of BACKENDS) {
       expect((await running.server.store.listEvents({ after: 0, limit: 10 })).events.map((e) => e.seq)).toEqual([1, 3]);
     });
 
+    it("takes a lifecycle event outside the token's asset list only when it tells exactly its own stream's outcome", async () => {
+      const running = await startServer({ backend });
+      const token = await tokenFor(running, { scope: 'publish', producers: 'victim', assets: ['batch_ready'] });
+      const run = { workflow: 'w', runId: 'r1', task: null };
+      const lifecycle = (seq: number, asset: string, extra: unknown) => ({ seq, key: newKey(), kind: 'event', asset, extra });
+      const answer = await call(running.url, 'POST', '/v1/emissions', token, {
+        stream: VICTIM,
+        items: [
+          lifecycle(1, 'oncebox.run_succeeded', { outcome: 'succeeded', ...run }),
+          // Another run's success, forged through this stream: refused.
+          lifecycle(2, 'oncebox.run_succeeded', { outcome: 'succeeded', ...run, runId: 'someone-elses' }),
+          lifecycle(3, 'oncebox.run_failed', { outcome: 'failed', ...run, attempt: 7, error: { message: 'x' }, willRetry: false, held: 0 }),
+          lifecycle(4, 'oncebox.run_failed', { outcome: 'failed', ...run, attempt: 1, error: { message: 'x' }, willRetry: false, held: 0, notes: 'a'.repeat(50_000) }),
+          lifecycle(5, 'oncebox.run_fenced', { outcome: 'fenced', ...run, attempt: 1, fencedBy: 1 }),
+          lifecycle(6, 'oncebox.run_failed', { outcome: 'failed', ...run, attempt: 1, error: { message: 'disk full' }, willRetry: true, held: 2 }),
+        ],
+      });
+      expect(answer.json.results.map((r: { status: string; field?: string }) => (r.status === 'rejected' ? `rejected ${r.field}` : r.status))).toEqual([
+        'accepted',
+        'rejected extra',
+        'rejected extra.attempt',
+        'rejected extra.notes',
+        'rejected extra.fencedBy',
+        'accepted',
+      ]);
+      const stored = await running.server.store.listEvents({ after: 0, limit: 10 });
+      expect(stored.events.map((event) => event.asset)).toEqual(['oncebox.run_succeeded', 'oncebox.run_failed']);
+    });
+
+    it("shows a read token limited to assets only those assets, and no stream state unless it names whose", async () => {
+      const running = await startServer({ backend });
+      const victim = await tokenFor(running, { scope: 'publish', producers: 'victim' });
+      await call(running.url, 'POST', '/v1/emissions', victim, { stream: VICTIM, items: [item(1, newKey()), { seq: 2, key: newKey(), kind: 'checkpoint', name: 'secret', value: { v: 1 } }] });
+      const assetsOnly = await tokenFor(running, { scope: 'read', assets: ['run_done'] });
+      expect((await call(running.url, 'GET', '/v1/streams/victim/r1', assetsOnly)).status).toBe(403);
+      expect((await call(running.url, 'GET', '/v1/assets', assetsOnly)).json).toEqual({ assets: ['run_done'] });
+      const everything = await tokenFor(running, { scope: 'read' });
+      expect((await call(running.url, 'GET', '/v1/assets', everything)).json).toEqual({ assets: ['batch_ready', 'run_done'] });
+      expect((await call(running.url, 'GET', '/v1/streams/victim/r1', everything)).status).toBe(200);
+      // Any id for revoking: checked before the store sees it, never a 500.
+      const admin = await tokenFor(running, { scope: 'admin' });
+      for (const id of ['%00', 'x'.repeat(100), '0123456789ABCDEF', '..']) {
+        const answer = await call(running.url, 'DELETE', `/v1/tokens/${id}`, admin);
+        expect({ id, status: answer.status, code: answer.json?.code }).toEqual({ id, status: 400, code: 'invalid_request' });
+      }
+      expect((await call(running.url, 'DELETE', '/v1/tokens/0123456789abcdef', admin)).status).toBe(404);
+    });
+
     it('keeps only a hash of each token, and a revoked token is refused', async () => {
       const running = await startServer({ backend, tokenCacheMs: 0 });
       const { token, info } = await running.server.store.tokens.create({ scope: 'read', note: 'dashboards' });

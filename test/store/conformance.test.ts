@@ -357,6 +357,62 @@ for (const backend of BACKENDS) {
       expect(at - committedAt).toBeLessThan(100);
     });
 
+    it('wakes only the waiting readers of the assets that got events, and readers woken together share one read', async () => {
+      const running = await startServer({ backend, assets: ['quiet', 'busy', 'batch_ready'] });
+      const { url, server } = running;
+      // Counts the store's reads of events, as the waiting readers make them.
+      let reads = 0;
+      const listEvents = server.store.listEvents.bind(server.store);
+      server.store.listEvents = (query) => {
+        reads++;
+        return listEvents(query);
+      };
+      const quiet = Array.from({ length: 40 }, () => fetch(`${url}/v1/events?asset=quiet&after=0&wait=4`).then((r) => r.json() as Promise<{ events: unknown[] }>));
+      const busyReaders = Array.from({ length: 40 }, () =>
+        fetch(`${url}/v1/events?asset=busy&after=0&wait=20`).then(async (r) => ({ at: Date.now(), page: (await r.json()) as { events: unknown[] } })),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const before = reads;
+      // Twenty publishes to batch_ready: no waiting reader is woken, so none reads again.
+      for (let i = 1; i <= 20; i++) await send(url, [item(i, newKey())]);
+      expect(reads - before).toBe(0);
+      // One event of busy: its 40 readers are answered at once, from a few reads of the store, not 40.
+      await send(url, [item(21, newKey(), { asset: 'busy', partitionKey: 'b' })]);
+      const committedAt = Date.now();
+      const answered = await Promise.all(busyReaders);
+      expect(answered.every(({ page }) => page.events.length === 1)).toBe(true);
+      expect(Math.max(...answered.map(({ at }) => at)) - committedAt).toBeLessThan(1000);
+      expect(reads - before).toBeLessThanOrEqual(4);
+      expect((await Promise.all(quiet)).every((page) => page.events.length === 0)).toBe(true);
+    });
+
+    it('caps waiting reads per token (429) and per instance (503), with Retry-After, and counts the refusals', async () => {
+      const running = await startServer({ backend, maxWaiters: 6, maxWaitersPerToken: 4 });
+      const admin = (await running.server.store.tokens.create({ scope: 'admin' })).token;
+      const readers = await Promise.all([1, 2].map(async () => (await running.server.store.tokens.create({ scope: 'read' })).token));
+      const wait = (token: string) => fetch(`${running.url}/v1/events?after=0&wait=3`, { headers: { authorization: `Bearer ${token}` } });
+      const held = [0, 1, 2, 3].map(() => wait(readers[0]!));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const fifth = await wait(readers[0]!);
+      expect(fifth.status).toBe(429);
+      expect(fifth.headers.get('retry-after')).toBe('1');
+      expect(await fifth.json()).toMatchObject({ code: 'rate_limited', field: 'wait' });
+      // Another token takes the two places left in all, then the instance is full.
+      const other = [wait(readers[1]!), wait(readers[1]!)];
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const full = await wait(readers[1]!);
+      expect(full.status).toBe(503);
+      expect(await full.json()).toMatchObject({ code: 'overloaded', field: 'wait' });
+      // A read without wait is never refused, and publishing goes on.
+      expect((await fetch(`${running.url}/v1/events?after=0`, { headers: { authorization: `Bearer ${readers[0]}` } })).status).toBe(200);
+      const metrics = await (await fetch(`${running.url}/metrics`, { headers: { authorization: `Bearer ${admin}` } })).text();
+      expect(metrics).toContain('oncebox_event_reads_refused_total{reason="token"} 1');
+      expect(metrics).toContain('oncebox_event_reads_refused_total{reason="total"} 1');
+      await Promise.all([...held, ...other]);
+      // Their places are free again once they answered.
+      expect((await wait(readers[0]!)).status).toBe(200);
+    });
+
     it('answers an empty page when the wait runs out, refuses a wait over 30 s, and answers waiting readers when it closes', async () => {
       const running = await startServer({ backend });
       const started = Date.now();
@@ -641,13 +697,53 @@ for (const backend of BACKENDS) {
         // Inside the 30-day window a retry is still deduplicated.
         expect((await run('c', 1, old)).json.results[0].status).toBe('duplicate');
         clock += 2 * DAY;
-        expect(await server.server.compact()).toEqual({ dedupeRecords: 1, events: 0, outcomes: 1 });
+        expect(await server.server.compact()).toEqual({ dedupeRecords: 1, events: 0, outcomes: 1, streams: 1 });
         expect((await run('c', 2, fresh)).json.results[0].status).toBe('duplicate');
         // Past the window the record is gone: this is why retention must exceed the retry horizon.
         expect((await run('c', 3, old)).json.results[0].status).toBe('accepted');
         clock += 10 * DAY;
-        expect(await server.server.compact()).toEqual({ dedupeRecords: 0, events: 1, outcomes: 0 });
+        expect(await server.server.compact()).toEqual({ dedupeRecords: 0, events: 1, outcomes: 0, streams: 0 });
         expect((await server.events()).map((event) => event.key)).toEqual([fresh, old]);
+      });
+
+      it('forgets the state of streams idle past their retention, with their positions and checkpoints, and keeps active ones', async () => {
+        const DAY = 24 * 60 * 60 * 1000;
+        let clock = Date.parse('2026-01-01T00:00:00Z');
+        const server = await startServer({ backend, now: () => new Date(clock), compactEveryMs: 0, streamRetentionMs: 10 * DAY });
+        const stream = (runId: string) => ({ ...STREAM, runId });
+        const checkpoint = (seq: number) => ({ seq, key: newKey(), kind: 'checkpoint', name: 'backlog', value: { batch: seq } });
+        await send(server.url, [item(1, newKey()), checkpoint(2)], stream('idle'));
+        await send(server.url, [item(1, newKey()), checkpoint(2)], stream('active'));
+        expect((await post(`${server.url}/v1/streams/p/claimed-only/attempts`, '{}')).status).toBe(201);
+        clock += 8 * DAY;
+        // A request to a stream is activity, whatever it stores.
+        await send(server.url, [checkpoint(3)], stream('active'));
+        clock += 3 * DAY;
+        expect(await server.server.compact()).toMatchObject({ streams: 2 });
+        expect(await server.server.store.streamState('p', 'idle', null)).toBeUndefined();
+        expect(await server.server.store.streamState('p', 'active', null)).toMatchObject({ epoch: 1, checkpoints: { backlog: { batch: 3 } } });
+        // The forgotten claim starts over: a new claim is attempt 1 again.
+        expect((await post(`${server.url}/v1/streams/p/claimed-only/attempts`, '{}')).json).toEqual({ attempt: 1 });
+        expect(await server.server.compact()).toMatchObject({ streams: 0 });
+      });
+
+      it('caps the new streams one token opens per minute, by delivery or claim, and never the streams it has', async () => {
+        const server = await startServer({ backend, newStreamsPerMinute: 3 });
+        const token = (await server.server.store.tokens.create({ scope: 'publish', producers: 'p' })).token;
+        const auth = { 'content-type': 'application/json', authorization: `Bearer ${token}` };
+        const deliver = (runId: string, seq = 1) => post(`${server.url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, runId }, items: [item(seq, newKey())] }), auth);
+        for (const runId of ['s1', 's2']) expect((await deliver(runId)).status).toBe(200);
+        expect((await post(`${server.url}/v1/streams/p/s3/attempts`, '{}', auth)).status).toBe(201);
+        const fourth = await deliver('s4');
+        expect(fourth.status).toBe(429);
+        expect(fourth.json).toMatchObject({ code: 'rate_limited' });
+        expect(fourth.json.detail).toContain('new streams');
+        expect((await post(`${server.url}/v1/streams/p/s5/attempts`, '{}', auth)).status).toBe(429);
+        // Refused whole: nothing of s4 was kept.
+        expect(await server.server.store.streamState('p', 's4', null)).toBeUndefined();
+        // The streams it opened go on.
+        expect((await deliver('s1', 2)).status).toBe(200);
+        expect((await post(`${server.url}/v1/streams/p/s3/attempts`, '{}', auth)).status).toBe(201);
       });
 
       it('keeps the stream outcomes recorded inside the window: a retry there gets its first answer', async () => {
@@ -666,7 +762,7 @@ for (const backend of BACKENDS) {
         const first = await send(server.url, fresh, stream);
         expect(first.json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'checkpointed', 'rejected']);
         clock += 11 * DAY; // the first rejection is 31 days old, the rest 11
-        expect(await server.server.compact()).toEqual({ dedupeRecords: 0, events: 0, outcomes: 1 });
+        expect(await server.server.compact()).toEqual({ dedupeRecords: 0, events: 0, outcomes: 1, streams: 0 });
         const retry = await send(server.url, fresh, stream);
         expect(retry.json.results).toEqual([{ ...first.json.results[0], status: 'duplicate' }, first.json.results[1], first.json.results[2]]);
       });

@@ -16,7 +16,10 @@ export interface IngestClock {
  * decisions are made here, once; a store only reads and writes.
  */
 export type IngestStep =
-  /** Lock the stream (where others could write it at once) and read its epoch and its attempt's last seq. */
+  /**
+   * Lock the stream (where others could write it at once), mark it active now, and read its epoch, its
+   * attempt's last seq, and whether the stream is new to the store.
+   */
   | { op: 'position'; clock: IngestClock }
   /** Read the stored events that new events name as their cause, by cursor. */
   | { op: 'causes'; cursors: readonly number[] }
@@ -28,7 +31,7 @@ export type IngestStep =
 
 /** What the store answers to each step. */
 export interface StepAnswers {
-  position: { epoch: number; lastSeq: number };
+  position: { epoch: number; lastSeq: number; fresh: boolean };
   causes: ReadonlyMap<number, CauseEvent>;
   claim: ReadonlySet<string>;
   read: { outcomes: ReadonlyMap<number, RecordedOutcome>; records: ReadonlyMap<string, DedupeRecord> };
@@ -44,8 +47,8 @@ export interface IngestRequest {
   maxAttemptStep: number;
   isRegistered: (asset: string) => boolean;
   lineage: LineagePolicy;
-  /** Whether the request's token may name an event of this asset as a cause: see IngestScope. */
-  mayCite: (asset: string) => boolean;
+  /** What the request's token may do inside the ingest: see IngestScope. */
+  scope: IngestScope;
 }
 
 /**
@@ -55,6 +58,11 @@ export interface IngestRequest {
  */
 export interface IngestScope {
   mayCite(asset: string): boolean;
+  /**
+   * Called when the request is the first of a stream new to the store, before anything is written: it
+   * throws to refuse the whole request (the token opened streams faster than it may).
+   */
+  openStream?(): void;
 }
 
 /** The scope of a caller trusted with everything: tests, tools and the server's own use. */
@@ -77,7 +85,8 @@ const NOTHING_READ: StepAnswers['read'] = { outcomes: new Map(), records: new Ma
 export function* ingestSteps(request: IngestRequest): IngestSteps {
   const { stream, items, now } = request;
   const clock: IngestClock = { ts: now.toISOString(), ms: now.getTime() };
-  const { epoch, lastSeq: lastSeqBefore } = (yield { op: 'position', clock }) as StepAnswers['position'];
+  const { epoch, lastSeq: lastSeqBefore, fresh } = (yield { op: 'position', clock }) as StepAnswers['position'];
+  if (fresh) request.scope.openStream?.();
   // Checked in the same transaction that a later attempt's first delivery moves the epoch in, so no
   // item of a zombie is accepted once its retry has delivered anything.
   const refusal = refuseAttempt(items, stream.attempt, epoch, request.maxAttemptStep);
@@ -86,7 +95,7 @@ export function* ingestSteps(request: IngestRequest): IngestSteps {
   const cursors = causesNeeded(placed);
   // Before any key is claimed: an event refused for its lineage must not leave a dedupe record behind.
   const plan =
-    cursors.length === 0 ? placed : placeInLineage(placed, (yield { op: 'causes', cursors }) as StepAnswers['causes'], request.lineage, request.mayCite);
+    cursors.length === 0 ? placed : placeInLineage(placed, (yield { op: 'causes', cursors }) as StepAnswers['causes'], request.lineage, (asset) => request.scope.mayCite(asset));
   const claims = keyClaims(plan, newEventIds);
   // Insert first: the unique key decides who is first, with no window between a check and an insert.
   // Stryker disable next-line ConditionalExpression: an empty claim or read asks the store for nothing; skipping it saves a round trip

@@ -83,20 +83,22 @@ export function ingestStatements(db: Kysely<PgSchema>) {
   });
   const lastSeq = pgParams<OfAttempt & { lastSeq: number }>({ ...ATTEMPT_TYPES, lastSeq: 'bigint' });
   const epoch = pgParams<OfStream & { epoch: number; ts: string }>({ ...STREAM_TYPES, epoch: 'integer', ts: 'text' });
-  const channel = pgParams<{ channel: string }>({ channel: 'text' });
+  const channel = pgParams<{ channel: string; payload: string }>({ channel: 'text', payload: 'text' });
   const cursors = pgParams<{ cursors: number[] }>({ cursors: 'bigint[]' });
 
   return {
-    ensureStream: pgStatement(
-      'ensureStream',
+    // Creates the stream, or marks it active now; either way its row is locked until the transaction
+    // ends. `fresh` says whether this statement inserted it (a new row has no xmax).
+    openStream: pgStatement(
+      'openStream',
       stream,
       db
         .insertInto('streams')
         .values({ producer: stream.producer, run_id: stream.runId, task: stream.task, epoch: sql.lit(0), updated_at: stream.ts })
-        .onConflict((oc) => oc.doNothing())
+        .onConflict((oc) => oc.columns(['producer', 'run_id', 'task']).doUpdateSet({ updated_at: (eb) => eb.ref('excluded.updated_at') }))
+        .returning(['epoch', sql<boolean>`xmax = 0`.as('fresh')])
         .compile(),
     ),
-    lockStream: pgStatement('lockStream', streamKey, db.selectFrom('streams').select('epoch').where((eb) => eb.and(where(streamKey))).forUpdate().compile()),
     lastSeq: pgStatement(
       'lastSeq',
       attempt,
@@ -203,7 +205,7 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         .compile(),
     ),
     // Delivered to the listeners when the transaction commits, and not at all when it rolls back.
-    notifyStored: pgStatement('notifyStored', channel, sql<never>`SELECT pg_notify(${channel.channel}, '')`.compile(db)),
+    notifyStored: pgStatement('notifyStored', channel, sql<never>`SELECT pg_notify(${channel.channel}, ${channel.payload})`.compile(db)),
     raiseEpoch: pgStatement(
       'raiseEpoch',
       epoch,

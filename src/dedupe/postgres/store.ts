@@ -9,6 +9,7 @@ import { attemptOf, deleteInBatches, lineageColumns, toCauseEvent, toStoredEvent
 import type { LineagePolicy } from '../ingest/lineage.js';
 import { decideClaim, type AttemptClaim, type ClaimDecision } from '../attempt-claim.js';
 import { EventSignal } from '../event-signal.js';
+import { notifiedAssets, notifyPayload } from '../stored-assets.js';
 import { TokenRegistry } from '../tokens.js';
 import { createPool, inTransaction, runStatement } from './connection.js';
 import { advisoryKey, migratePostgres } from './migrate.js';
@@ -106,7 +107,7 @@ export class PostgresDedupeStore implements DedupeStore {
           items,
           now: this.now(),
           isRegistered: (asset) => this.assets.has(asset),
-          mayCite: (asset) => scope.mayCite(asset),
+          scope,
           ...this.policy,
         }),
         this.stepHandler(client, stream),
@@ -121,10 +122,10 @@ export class PostgresDedupeStore implements DedupeStore {
     const { producer } = stream;
     return {
       position: async ({ clock }) => {
-        await runStatement(client, run.ensureStream, { ...ofAttempt, ts: clock.ts });
-        const [locked] = await runStatement(client, run.lockStream, ofAttempt);
+        // One statement creates the stream or marks it active now, and takes its row lock either way.
+        const [locked] = await runStatement(client, run.openStream, { ...ofAttempt, ts: clock.ts });
         const [seqRow] = await runStatement(client, run.lastSeq, ofAttempt);
-        return { epoch: locked!.epoch, lastSeq: seqRow?.last_seq ?? 0 };
+        return { epoch: locked!.epoch, lastSeq: seqRow?.last_seq ?? 0, fresh: locked!.fresh };
       },
       causes: async ({ cursors }) => {
         const rows = await runStatement(client, run.causeEvents, { cursors: [...cursors] });
@@ -177,7 +178,7 @@ export class PostgresDedupeStore implements DedupeStore {
             task: stream.task,
             attempt: stream.attempt,
           });
-          await runStatement(client, run.notifyStored, { channel: this.channel });
+          await runStatement(client, run.notifyStored, { channel: this.channel, payload: notifyPayload(events.map((e) => e.item.payload.asset)) });
         }
         if (outcomes.length > 0) {
           await runStatement(client, run.recordOutcomes, {
@@ -204,7 +205,33 @@ export class PostgresDedupeStore implements DedupeStore {
    * transaction has not committed yet is invisible here and gets a cursor later, above every cursor
    * given so far: so a reader paging by cursor never skips an event that committed late.
    */
-  private async sequenceEvents(): Promise<void> {
+  private sequenceEvents(): Promise<void> {
+    // Callers share sequencing runs: one that arrives while a run is going joins the next, which starts
+    // when that one ends and so sees every event committed before the caller asked. Readers woken
+    // together then cost one sequencing transaction, not one each.
+    if (this.nextSequencing !== undefined) return this.nextSequencing;
+    if (this.sequencing !== undefined) {
+      this.nextSequencing = this.sequencing.catch(() => undefined).then(() => {
+        this.nextSequencing = undefined;
+        return this.startSequencing();
+      });
+      return this.nextSequencing;
+    }
+    return this.startSequencing();
+  }
+
+  private sequencing: Promise<void> | undefined;
+  private nextSequencing: Promise<void> | undefined;
+
+  private startSequencing(): Promise<void> {
+    const run = this.sequenceOnce().finally(() => {
+      if (this.sequencing === run) this.sequencing = undefined;
+    });
+    this.sequencing = run;
+    return run;
+  }
+
+  private async sequenceOnce(): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
       await sql`SELECT pg_advisory_xact_lock(${advisoryKey(this.schema, 'sequence')}::bigint)`.execute(trx);
       const { last } = await trx.selectFrom('event_cursor').select('last').where('id', '=', 1).executeTakeFirstOrThrow();
@@ -267,14 +294,14 @@ export class PostgresDedupeStore implements DedupeStore {
     };
   }
 
-  async claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim): Promise<ClaimDecision> {
+  async claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim, scope: Pick<IngestScope, 'openStream'> = {}): Promise<ClaimDecision> {
     const ts = this.now().toISOString();
     const stream = { producer, runId, task: task ?? '' };
     const run = this.statements;
     return inTransaction(this.pool, async (client) => {
       // The lock every ingest of the stream takes too: the epoch cannot move between the read and the write.
-      await runStatement(client, run.ensureStream, { ...stream, ts });
-      const [locked] = await runStatement(client, run.lockStream, stream);
+      const [locked] = await runStatement(client, run.openStream, { ...stream, ts });
+      if (locked!.fresh) scope.openStream?.();
       const decision = decideClaim(locked!.epoch, claim, this.policy.maxAttemptStep);
       if ('granted' in decision) await runStatement(client, run.raiseEpoch, { ...stream, epoch: decision.granted, ts });
       return decision;
@@ -331,7 +358,20 @@ export class PostgresDedupeStore implements DedupeStore {
         return Number(result.numAffectedRows ?? 0);
       });
     }
-    return { dedupeRecords, events, outcomes };
+    // A stream idle past its retention goes with its sequence numbers and checkpoints, in one statement
+    // per batch; a stream an ingest holds now is skipped, and its activity keeps it.
+    const idleBefore = new Date(now - policy.streamRetentionMs).toISOString();
+    const streams = await deleteInBatches(policy.batchSize, async () => {
+      const result = await sql<{ n: number }>`
+        WITH idle AS (
+          SELECT producer, run_id, task FROM streams WHERE updated_at < ${idleBefore} LIMIT ${policy.batchSize}::integer FOR UPDATE SKIP LOCKED),
+        seqs AS (DELETE FROM stream_seqs s USING idle WHERE (s.producer, s.run_id, s.task) = (idle.producer, idle.run_id, idle.task)),
+        checkpoints AS (DELETE FROM stream_checkpoints c USING idle WHERE (c.producer, c.run_id, c.task) = (idle.producer, idle.run_id, idle.task)),
+        gone AS (DELETE FROM streams s USING idle WHERE (s.producer, s.run_id, s.task) = (idle.producer, idle.run_id, idle.task) RETURNING 1)
+        SELECT count(*)::int AS n FROM gone`.execute(this.db);
+      return result.rows[0]?.n ?? 0;
+    });
+    return { dedupeRecords, events, outcomes, streams };
   }
 
   /**
@@ -341,7 +381,7 @@ export class PostgresDedupeStore implements DedupeStore {
    */
   private async listen(connectionString: string): Promise<void> {
     const listener = new pg.Client({ connectionString });
-    listener.on('notification', () => this.stored.notify());
+    listener.on('notification', (message) => this.stored.notify(notifiedAssets(message.payload)));
     listener.on('error', () => {
       this.listener = undefined;
       listener.end().catch(() => undefined);

@@ -19,6 +19,7 @@ export function serverStatements(db: Database.Database) {
   const p = {
     seq: params<OfAttempt & { lastSeq: number }>(),
     epoch: params<OfAttempt & { ts: string }>(),
+    touch: params<OfStream & { ts: string }>(),
     position: params<OfAttempt & { seq: number }>(),
     key: params<{ producer: string; key: string }>(),
     dedupe: params<{ producer: string; key: string; fingerprint: string; eventId: string; ts: string; createdAt: number }>(),
@@ -190,6 +191,15 @@ export function serverStatements(db: Database.Database) {
         .where('cursor', 'in', (sub) => sub.selectFrom('events').select('cursor').where('ts', '<', p.compactStamped.cutoff).limit(p.compactStamped.limit)),
     ),
     epoch: prepare(db, stream, q.selectFrom('streams').select('epoch').where((eb) => eb.and(ofStream))),
+    idleStreams: prepare(
+      db,
+      p.compactStamped,
+      q.selectFrom('streams').select(['producer', 'run_id', 'task']).where('updated_at', '<', p.compactStamped.cutoff).limit(p.compactStamped.limit),
+    ),
+    forgetStreamSeqs: prepare(db, stream, q.deleteFrom('stream_seqs').where((eb) => eb.and(ofStream))),
+    forgetStreamCheckpoints: prepare(db, stream, q.deleteFrom('stream_checkpoints').where((eb) => eb.and(ofStream))),
+    forgetStream: prepare(db, stream, q.deleteFrom('streams').where((eb) => eb.and(ofStream))),
+    touchStream: prepare(db, p.touch, q.updateTable('streams').set({ updated_at: p.touch.ts }).where((eb) => eb.and({ producer: p.touch.producer, run_id: p.touch.runId, task: p.touch.task }))),
     saveEpoch: prepare(
       db,
       p.epoch,

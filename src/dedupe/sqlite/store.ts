@@ -12,6 +12,7 @@ import { attemptOf, deleteInBatches, lineageColumns, toCauseEvent, toStoredEvent
 import type { CauseEvent, LineagePolicy } from '../ingest/lineage.js';
 import { decideClaim, type AttemptClaim, type ClaimDecision } from '../attempt-claim.js';
 import { EventSignal } from '../event-signal.js';
+import { storedAssets } from '../stored-assets.js';
 import { TokenRegistry } from '../tokens.js';
 import { serverSqliteMigrations } from './migrations.js';
 import { serverStatements } from './statements.js';
@@ -35,6 +36,8 @@ export class SqliteDedupeStore implements DedupeStore {
   private readonly assets = new Set<string>();
   private readonly statements: ReturnType<typeof serverStatements>;
   private readonly ingestTransaction;
+  /** Removes up to `limit` streams idle since `before`, each with its sequence numbers and checkpoints, in one transaction. */
+  private readonly compactStreams;
   readonly tokens: TokenRegistry;
   readonly stored = new EventSignal();
 
@@ -46,6 +49,16 @@ export class SqliteDedupeStore implements DedupeStore {
     this.tokens = new TokenRegistry(queryBuilder(this.db), this.now);
     this.statements = serverStatements(this.db);
     for (const row of this.statements.allAssets.all()) this.assets.add(row.name);
+    this.compactStreams = this.db.transaction((before: string, limit: number) => {
+      const idle = this.statements.idleStreams.all({ cutoff: before, limit });
+      for (const stream of idle) {
+        const key = { producer: stream.producer, runId: stream.run_id, task: stream.task };
+        this.statements.forgetStreamSeqs.run(key);
+        this.statements.forgetStreamCheckpoints.run(key);
+        this.statements.forgetStream.run(key);
+      }
+      return idle.length;
+    });
     this.ingestTransaction = this.db.transaction((stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[], scope: IngestScope) =>
       runIngestSync(
         ingestSteps({
@@ -53,7 +66,7 @@ export class SqliteDedupeStore implements DedupeStore {
           items,
           now: this.now(),
           isRegistered: (asset) => this.assets.has(asset),
-          mayCite: (asset) => scope.mayCite(asset),
+          scope,
           ...this.policy,
         }),
         this.stepHandler(stream),
@@ -63,7 +76,8 @@ export class SqliteDedupeStore implements DedupeStore {
 
   async ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[], scope: IngestScope = TRUSTED_SCOPE): Promise<ItemResult[]> {
     const results = this.ingestTransaction.immediate(stream, items, scope);
-    if (results.some((result) => result.status === 'accepted')) this.stored.notify();
+    const assets = storedAssets(items, results);
+    if (assets.size > 0) this.stored.notify(assets);
     return results;
   }
 
@@ -73,7 +87,12 @@ export class SqliteDedupeStore implements DedupeStore {
     const ofAttempt = attemptOf(stream);
     const { producer } = stream;
     return {
-      position: () => ({ epoch: s.epoch.get(ofAttempt)?.epoch ?? 0, lastSeq: s.lastSeq.get(ofAttempt)?.last_seq ?? 0 }),
+      position: ({ clock }) => {
+        const epoch = s.epoch.get(ofAttempt)?.epoch;
+        // The stream's last activity, for the compaction of streams idle past their retention.
+        if (epoch !== undefined) s.touchStream.run({ ...ofAttempt, ts: clock.ts });
+        return { epoch: epoch ?? 0, lastSeq: s.lastSeq.get(ofAttempt)?.last_seq ?? 0, fresh: epoch === undefined };
+      },
       causes: ({ cursors }) => {
         const causes = new Map<number, CauseEvent>();
         for (const cursor of cursors) {
@@ -151,11 +170,13 @@ export class SqliteDedupeStore implements DedupeStore {
     return { producer, runId, task, epoch: this.statements.epoch.get(params)!.epoch, attempts, checkpoints };
   }
 
-  async claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim): Promise<ClaimDecision> {
+  async claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim, scope: Pick<IngestScope, 'openStream'> = {}): Promise<ClaimDecision> {
     const stream = { producer, runId, task: task ?? '' };
     return this.db
       .transaction(() => {
-        const decision = decideClaim(this.statements.epoch.get(stream)?.epoch ?? 0, claim, this.policy.maxAttemptStep);
+        const epoch = this.statements.epoch.get(stream)?.epoch;
+        if (epoch === undefined) scope.openStream?.();
+        const decision = decideClaim(epoch ?? 0, claim, this.policy.maxAttemptStep);
         if ('granted' in decision) this.statements.saveEpoch.run({ ...stream, attempt: decision.granted, ts: this.now().toISOString() });
         return decision;
       })
@@ -185,7 +206,9 @@ export class SqliteDedupeStore implements DedupeStore {
     const outcomes = await drain(this.statements.compactOutcomes, now - policy.dedupeRetentionMs);
     const events =
       policy.eventRetentionMs === null ? 0 : await drain(this.statements.compactEvents, new Date(now - policy.eventRetentionMs).toISOString());
-    return { dedupeRecords, events, outcomes };
+    const idleBefore = new Date(now - policy.streamRetentionMs).toISOString();
+    const streams = await deleteInBatches(limit, () => this.compactStreams.immediate(idleBefore, limit));
+    return { dedupeRecords, events, outcomes, streams };
   }
 
   async close(): Promise<void> {
