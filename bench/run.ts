@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --json] [-- --quick] [-- --only airflow]
+ * npm run bench [-- --json] [-- --quick] [-- --only airflow|waiters]
  *
  * Benchmarks, not tests: each figure is a ratio measured side by side in this one run, because a shared
  * 2-core machine is too noisy for absolute numbers to mean much from one run to the next.
@@ -11,6 +11,7 @@ import { consumeLatency, consumerThroughput } from './consumer-bench.js';
 import { e2eOncebox, e2eRawChain, fsyncMs, latency } from './e2e-bench.js';
 import { pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
 import { median } from './support.js';
+import { waitersBench } from './waiters-bench.js';
 
 const { values } = parseArgs({
   options: { json: { type: 'boolean', default: false }, quick: { type: 'boolean', default: false }, only: { type: 'string' } },
@@ -37,6 +38,26 @@ async function airflowSection(): Promise<Record<string, number | null>> {
     airflow_plain_events_per_s: Math.round(run.plainPerS),
     airflow_forward_ratio_to_plain: Number(forwardRatio.toFixed(3)),
   };
+}
+
+/** Publishing with 1,000 idle long-polls held open, against publishing with none, on both stores. */
+async function waitersSection(): Promise<Record<string, number>> {
+  const figures: Record<string, number> = {};
+  for (const store of ['sqlite', 'postgres'] as const) {
+    const run = await waitersBench(store, 1000, values.quick ? 100 : 300, values.quick ? 2 : 3);
+    const over = run.waitingP50 / run.idleP50;
+    console.log(`publish p50 with 1,000 idle waiters (${store}): ${run.waitingP50.toFixed(2)} ms, idle ${run.idleP50.toFixed(2)} ms, ratio ${ratio(over)} (target <= 1.5)`);
+    figures[`publish_p50_ms_idle_${store}`] = Number(run.idleP50.toFixed(3));
+    figures[`publish_p50_ms_with_1000_waiters_${store}`] = Number(run.waitingP50.toFixed(3));
+    figures[`publish_waiters_ratio_${store}`] = Number(over.toFixed(3));
+  }
+  return figures;
+}
+
+if (values.only === 'waiters') {
+  const figures = await waitersSection();
+  if (values.json) console.log(JSON.stringify({ node: process.version, quick: values.quick, ...figures }));
+  process.exit(0);
 }
 
 if (values.only === 'airflow') {
@@ -118,6 +139,7 @@ const atSmall = growth.small;
 const atBig = growth.large;
 console.log(`PostgreSQL ingest as the store grows: ${fmt(atSmall)} events/s at 10k keys, ${fmt(atBig)} at ${fmt(bigStore)} keys, ratio ${ratio(atBig / atSmall)} (target >= 0.7)`);
 
+const waiterFigures = await waitersSection();
 const airflowFigures = await airflowSection();
 
 if (values.json) {
@@ -167,6 +189,7 @@ if (values.json) {
       sqlite_ingest_ratio_to_raw: Number((sqliteOne / sqliteRaw).toFixed(3)),
       ingest_store_keys_large: bigStore,
       ingest_10m_over_10k: Number((atBig / atSmall).toFixed(3)),
+      ...waiterFigures,
       ...airflowFigures,
     }),
   );

@@ -50,7 +50,7 @@ const ingestPlan = 'src/dedupe/ingest/plan.ts';
 const forwarder = 'src/airflow/forwarder.ts';
 const lifecycle = 'test/integration/lifecycle.test.ts';
 const airflowForwarder = 'test/airflow/forwarder.test.ts';
-const bullmqWorker = 'src/bullmq/worker.ts';
+const bullmqWorker = 'src/bullmq/job-run.ts';
 const bullmqTest = 'test/integration/bullmq.test.ts';
 const bullmqChaos = 'test/fault/bullmq-chaos.test.ts';
 const fencing = '  if (attempt < epoch) {';
@@ -382,8 +382,8 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/protocol/emission.ts',
-        find: "    error: `must be at most ${Limits.maxPartitionKeyLength} characters; use a shorter partition key`,\n  })\n  .refine(isPlainText, { error: PLAIN_TEXT_RULE });",
-        replace: "    error: `must be at most ${Limits.maxPartitionKeyLength} characters; use a shorter partition key`,\n  });",
+        find: '  .refine(isPlainText, { error: PLAIN_TEXT_RULE })\n  .meta({ pattern: PLAIN_TEXT_PATTERN });',
+        replace: '  .meta({ pattern: PLAIN_TEXT_PATTERN });',
       },
     ],
     caughtBy: [{ file: conformance, name: 'refuses NUL and unpaired surrogates' }, { file: 'test/unit/emission-validation.test.ts', name: 'partition key with NUL' }],
@@ -663,7 +663,7 @@ export const BREAKS: Break[] = [
   {
     what: "the BullMQ adapter's attempt taken from attemptsMade instead of a lock-guarded claim",
     guarantee: 'G26',
-    edits: [{ file: bullmqWorker, find: 'box = await this.open(job, { next: async (floor) => this.takeAttempt(job, token, floor) });', replace: 'box = await this.open(job, (job.attemptsMade + 1) as never);' }],
+    edits: [{ file: bullmqWorker, find: 'box = await this.open(job, identity, { next: async (floor) => this.takeAttempt(job, token, floor) });', replace: 'box = await this.open(job, identity, (job.attemptsMade + 1) as never);' }],
     caughtBy: [{ file: bullmqTest, name: 'job.retry()' }],
   },
   {
@@ -675,7 +675,7 @@ export const BREAKS: Break[] = [
   {
     what: 'the BullMQ adapter claims the next attempt whatever lock it holds (a worker paused before its claim fences the live one)',
     guarantee: 'G26',
-    edits: [{ file: bullmqWorker, find: 'box = await this.open(job, { next: async (floor) => this.takeAttempt(job, token, floor) });', replace: "box = await this.open(job, 'claim' as never);" }],
+    edits: [{ file: bullmqWorker, find: 'box = await this.open(job, identity, { next: async (floor) => this.takeAttempt(job, token, floor) });', replace: "box = await this.open(job, identity, 'claim' as never);" }],
     caughtBy: [{ file: bullmqTest, name: 'between the hand-out and the claim' }],
   },
   {
@@ -687,7 +687,7 @@ export const BREAKS: Break[] = [
   {
     what: 'no lock check after the claim: a worker paused after its claim runs the processor once it wakes',
     guarantee: 'G26',
-    edits: [{ file: bullmqWorker, find: "    failpoint('bullmq:after-claim');\n    if ((await this.locks.held(job, token)) === undefined) return this.stop(box, token);", replace: "    failpoint('bullmq:after-claim');" }],
+    edits: [{ file: bullmqWorker, find: "    failpoint('bullmq:after-claim');\n    if ((await this.locks.held(job, token)) === undefined) throw this.letGo(token);", replace: "    failpoint('bullmq:after-claim');" }],
     caughtBy: [{ file: bullmqTest, name: 'after the claim, before the first commit' }],
   },
   {
@@ -705,25 +705,25 @@ export const BREAKS: Break[] = [
   {
     what: 'a job BullMQ fails without running the processor (stalled more than maxStalledCount) leaves no failure in oncebox',
     guarantee: 'G26',
-    edits: [{ file: bullmqWorker, find: '    void jobs.recordFailureWithoutProcessor(job);', replace: '' }],
+    edits: [{ file: 'src/bullmq/worker.ts', find: '    void jobs.recordFailureWithoutProcessor(job);', replace: '' }],
     caughtBy: [{ file: bullmqTest, name: 'maxStalledCount' }],
   },
   {
     what: 'willRetry ignores an UnrecoverableError (the held emissions kept for a retry BullMQ will not make)',
     guarantee: 'G26',
-    edits: [{ file: bullmqWorker, find: "  if (error instanceof UnrecoverableError || (error as Error | null)?.name === 'UnrecoverableError') return false;", replace: '' }],
+    edits: [{ file: 'src/bullmq/outcome.ts', find: "  if (error instanceof UnrecoverableError || (error as Error | null)?.name === 'UnrecoverableError') return false;", replace: '' }],
     caughtBy: [{ file: bullmqTest, name: 'UnrecoverableError is' }],
   },
   {
     what: 'a hand-out that finds the run ended unheard by BullMQ runs the job again',
     guarantee: 'G26',
-    edits: [{ file: bullmqWorker, find: '    if (unheard !== undefined) return this.endAgain(job, token, box, unheard);', replace: '' }],
+    edits: [{ file: bullmqWorker, find: '    if (history.unheardEnd !== undefined) return this.endAgain(job, token, box, identity, history.unheardEnd);', replace: '' }],
     caughtBy: [{ file: bullmqTest, name: 'before BullMQ heard' }],
   },
   {
     what: "the end record ignores the stall count, so a job.retry() after the run's end is refused",
     guarantee: 'G26',
-    edits: [{ file: 'src/bullmq/job-end.ts', find: 'return end !== undefined && stalledCounter > end.stalls ? end : undefined;', replace: 'return end;' }],
+    edits: [{ file: 'src/bullmq/job-record.ts', find: '  return { unheardEnd: stalledSince && record?.end ? record.end : undefined,', replace: '  return { unheardEnd: record?.end ? record.end : undefined,' }],
     caughtBy: [{ file: bullmqTest, name: 'job.retry()' }],
   },
   {
@@ -733,9 +733,63 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: bullmqTest, name: 'RateLimitError' }],
   },
   {
+    what: "a run that succeeded, failed by BullMQ for stalling after, is left failed (the listener does not put the job back)",
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: "          await job.retry('failed');\n", replace: '' }],
+    caughtBy: [{ file: bullmqTest, name: 'stalled past maxStalledCount' }],
+  },
+  {
+    what: "a job.retry() after a failure for good does not clear the run's end (its next stall is taken for an unheard end)",
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: '    box.commit((tx) => tx.set(jobRecord(box), { stalls: job.stalledCounter, end: null }));\n', replace: '' }],
+    caughtBy: [{ file: bullmqTest, name: 'also when that retry is killed' }],
+  },
+  {
+    what: 'a run that failed for good and is tried again after all does not hold what its failure discarded',
+    guarantee: 'G25',
+    edits: [{ file: 'src/outbox/run-attempts.ts', find: '        this.file.lifecycle.holdDiscardedAgain.run({ ...run });\n', replace: '' }],
+    caughtBy: [{ file: lifecycle, name: 'tried again after all (the same file)' }],
+  },
+  {
+    what: "a failure for good empties the server's copy of the held emissions (a retry after all on a fresh machine cannot hold them again)",
+    guarantee: 'G25',
+    edits: [{ file: 'src/outbox/commit.ts', find: 'const value = failsForGood ? heldMirror(discarding, true) : settlesHeld', replace: 'const value = failsForGood ? \'[]\' : settlesHeld' }],
+    caughtBy: [{ file: lifecycle, name: 'tried again after all' }],
+  },
+  {
+    what: 'BullMQ told of a job end before the server took it (close with a timeout, then complete)',
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: '      if (Date.now() - started > this.options.closeTimeoutMs) {', replace: '      if (Date.now() - started > this.options.closeTimeoutMs) return true;\n      if (false as boolean) {' }],
+    caughtBy: [{ file: bullmqTest, name: 'cannot take yet' }],
+  },
+  {
+    what: 'a job id used again resumes the earlier job of that id (the run id is the job id alone)',
+    guarantee: 'G26',
+    edits: [{ file: 'src/bullmq/job-identity.ts', find: '  const runId = `${own}${id}@${job.timestamp}`;', replace: '  const runId = `${own}${id}`;' }],
+    caughtBy: [{ file: bullmqTest, name: 'used again a new run' }],
+  },
+  {
+    what: "job ids percent-encoded as file names by code unit (two ids share a file)",
+    guarantee: 'G26',
+    edits: [
+      {
+        file: 'src/bullmq/job-identity.ts',
+        find: '  if (PLAIN.test(name) && name !== \'.\' && name !== \'..\') return name;',
+        replace: "  return name.replace(/[^A-Za-z0-9._-]/g, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, '0')}`);",
+      },
+    ],
+    caughtBy: [{ file: bullmqTest, name: 'files of their own' }],
+  },
+  {
+    what: 'every hand-out after a delay noted as fencing the one before',
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: '    if (history.stalledSince) box.noteFencedPredecessor();', replace: '    box.noteFencedPredecessor();' }],
+    caughtBy: [{ file: bullmqTest, name: 'DelayedError' }],
+  },
+  {
     what: "the BullMQ adapter tells oncebox that no retry is coming after every failure (a retried job's held emissions discarded)",
     guarantee: 'G25, G26',
-    edits: [{ file: bullmqWorker, find: '    const willRetry = (this.options.willRetry ?? bullmqWillRetry)(job, error, state);', replace: '    const willRetry = false;' }],
+    edits: [{ file: bullmqWorker, find: '    const willRetry = this.willRetry(job, error, state);', replace: '    const willRetry = false;' }],
     caughtBy: [{ file: bullmqChaos }],
   },
 ];

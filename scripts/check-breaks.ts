@@ -42,6 +42,8 @@ interface Outcome {
   failed: number;
   passed: number;
   error?: string;
+  /** What the failing tests said, for a baseline that should have passed. */
+  failures?: string;
 }
 
 function runTests(dir: string, selection: TestSelection): Outcome {
@@ -51,9 +53,18 @@ function runTests(dir: string, selection: TestSelection): Outcome {
   const args = ['vitest', 'run', selection.file, ...(selection.name ? ['-t', selection.name] : [])];
   const run = spawnSync('npx', args, { cwd: dir, encoding: 'utf8', env: { ...process.env, ONCEBOX_RUNS: '30' } });
   try {
-    const json = JSON.parse(readFileSync(report, 'utf8')) as { numFailedTests: number; numPassedTests: number; numFailedTestSuites: number };
+    const json = JSON.parse(readFileSync(report, 'utf8')) as {
+      numFailedTests: number;
+      numPassedTests: number;
+      testResults?: { assertionResults?: { status: string; fullName: string; failureMessages?: string[] }[] }[];
+    };
     if (json.numPassedTests + json.numFailedTests === 0) return { failed: 0, passed: 0, error: `no test matched: ${run.stderr.slice(-300)}` };
-    return { failed: json.numFailedTests, passed: json.numPassedTests };
+    const failures = (json.testResults ?? [])
+      .flatMap((file) => file.assertionResults ?? [])
+      .filter((test) => test.status === 'failed')
+      .map((test) => `${test.fullName}: ${(test.failureMessages ?? []).join(' ').split('\n')[0]!.slice(0, 400)}`)
+      .join('\n    ');
+    return { failed: json.numFailedTests, passed: json.numPassedTests, failures };
   } catch {
     return { failed: 0, passed: 0, error: `no report (exit ${run.status}): ${run.stderr.slice(-300)}` };
   }
@@ -105,7 +116,7 @@ try {
     const outcome = runTests(dir, selection);
     if (outcome.error || outcome.failed > 0) {
       problems++;
-      console.log(`BASELINE FAILS  ${name}: ${outcome.error ?? `${outcome.failed} failed`}`);
+      console.log(`BASELINE FAILS  ${name}: ${outcome.error ?? `${outcome.failed} failed`}${outcome.failures ? `\n    ${outcome.failures}` : ''}`);
     }
   }
   for (const b of chosen) {

@@ -162,6 +162,12 @@ export class AirflowAdmin {
         continue;
       }
       const text = await response.text();
+      // Airflow's API server answers a read now and then with a 500 under load (a database connection
+      // recycled mid-request): the harness's own reads are retried a few times, with a pause.
+      if (response.status >= 500 && method === 'GET' && attempt < 5) {
+        await new Promise((resolve) => setTimeout(resolve, 500 * (attempt + 1)));
+        continue;
+      }
       if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text.slice(0, 400)}`);
       return JSON.parse(text) as T;
     }

@@ -1,4 +1,7 @@
-export { onceboxWorker, bullmqWillRetry, type OnceboxWorkerOptions, type OnceboxJobProcessor } from './worker.js';
+export { onceboxWorker } from './worker.js';
+export type { OnceboxWorkerOptions } from './options.js';
+export type { OnceboxJobProcessor } from './job-run.js';
+export { bullmqWillRetry } from './outcome.js';
 export type { LockState } from './job-lock.js';
 export { FencedError, RunEndedError, OnceboxError } from '../protocol/errors.js';
 export type { Outbox } from '../outbox/outbox.js';

@@ -81,16 +81,16 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     // Node refuses some requests before any route sees them (headers too large, a request too slow, a
     // malformed one): those answers are problem+json like every other refusal.
     clientErrorHandler: answerClientError,
-    // A path segment may be as long as the longest name the protocol takes: the route's own check then
-    // answers a longer one with a message that names the field.
-    routerOptions: { maxParamLength: Limits.maxNameLength + 1 },
+    // A path segment may be as long as the longest name the protocol takes, percent-encoded (up to 12
+    // characters each): the route's own check then answers a longer name with a message that names it.
+    routerOptions: { maxParamLength: Limits.maxNameLength * 12 + 1 },
     // What the router refuses before any route (bad percent-encoding, a segment over maxParamLength) is
     // the client's doing: 400, as problem+json.
     frameworkErrors: (error, _request, reply) =>
       sendProblem(
         reply,
         error.code === 'FST_ERR_MAX_PARAM_LENGTH'
-          ? problem(414, ProblemCode.InvalidRequest, `a path segment is longer than ${Limits.maxNameLength} characters; use shorter names`)
+          ? problem(400, ProblemCode.InvalidRequest, `a path segment is longer than any name (${Limits.maxNameLength} characters); use shorter names`)
           : problem(400, ProblemCode.InvalidRequest, 'the request target is not a valid URL: check its percent-encoding'),
       ),
   });
@@ -106,6 +106,26 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
       reply.header('connection', 'close');
       return sendProblem(reply, problem(503, ProblemCode.ShuttingDown, 'this server instance is shutting down; retry the request on another instance or later'));
     }
+  });
+
+  // A method that a route does not have is 405, with the methods it has, before any token is asked for:
+  // the routes are no secret (GET /openapi.json lists them).
+  const routeMethods: { pattern: RegExp; methods: Set<string> }[] = [];
+  app.addHook('onRoute', (route) => {
+    const pattern = new RegExp(`^${route.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+')}$`);
+    let entry = routeMethods.find((candidate) => candidate.pattern.source === pattern.source);
+    if (entry === undefined) routeMethods.push((entry = { pattern, methods: new Set() }));
+    for (const method of [route.method].flat()) entry.methods.add(method);
+    if (entry.methods.has('GET')) entry.methods.add('HEAD');
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    if (!request.is404) return;
+    const path = request.url.split('?')[0]!;
+    const route = routeMethods.find((candidate) => candidate.pattern.test(path));
+    if (route === undefined || route.methods.has(request.method)) return;
+    const allowed = [...route.methods].sort().join(', ');
+    reply.header('allow', allowed);
+    return sendProblem(reply, problem(405, ProblemCode.MethodNotAllowed, `${echo(request.method)} is not a method of ${echo(path)}; it takes ${allowed}`));
   });
 
   // Only JSON is spoken here; a text body is refused as 415 rather than read as a JSON string.
@@ -286,22 +306,28 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
       const { field, message } = describeFirstIssue(params.error, { input: request.params });
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
-    const body = attemptClaimSchema.safeParse(request.body ?? {});
+    // No body is an empty claim; a body that is not an object (null, a number) is refused like any.
+    const given: unknown = request.body === undefined ? {} : request.body;
+    if (typeof given === 'object' && given !== null && 'atLeast' in given && 'exactly' in given) {
+      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, 'exactly: give atLeast (the next attempt, at least this) or exactly (this attempt or none), not both', 'exactly'));
+    }
+    const body = attemptClaimSchema.safeParse(given);
     if (!body.success) {
-      const { field, message } = describeFirstIssue(body.error, { input: request.body, knownKeys: ['task', 'atLeast', 'exactly'] });
+      const { field, message } = describeFirstIssue(body.error, { input: given, knownKeys: ['task', 'atLeast', 'exactly'] });
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
     const { producer, runId } = params.data;
     if (!producerAllowed(request.grant, producer)) {
       return sendProblem(reply, forbidden(`producer: this token publishes only as producers matching "${request.grant.producers}", not as "${echo(producer)}"`, 'producer'));
     }
-    const { task, atLeast, exactly } = body.data;
-    const decision = await store.claimAttempt(producer, runId, task, exactly === undefined ? { atLeast: atLeast ?? 1 } : { exactly }, {
+    const { task } = body.data;
+    const claim = 'exactly' in body.data ? { exactly: body.data.exactly } : { atLeast: body.data.atLeast ?? 1 };
+    const decision = await store.claimAttempt(producer, runId, task, claim, {
       openStream: () => newStreams.take(request.principal),
     });
     if ('refused' in decision) {
       const code = decision.refused === 'taken' ? ProblemCode.AttemptTaken : ProblemCode.AttemptTooHigh;
-      return sendProblem(reply, { ...problem(409, code, decision.detail, exactly === undefined ? 'atLeast' : 'exactly'), epoch: decision.epoch });
+      return sendProblem(reply, { ...problem(409, code, decision.detail, 'exactly' in claim ? 'exactly' : 'atLeast'), epoch: decision.epoch });
     }
     const claimed: ClaimedAttempt = { attempt: decision.granted };
     return reply.code(201).send(claimed);

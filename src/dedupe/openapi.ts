@@ -11,7 +11,6 @@ import {
   type ClaimedAttempt,
   eventQuerySchema,
   itemPositionSchema,
-  nameSchema,
   PROBLEM_CONTENT_TYPE,
   streamIdentitySchema,
   streamParamsSchema,
@@ -169,7 +168,9 @@ const refusals = {
   '400': problemResponse('The request is malformed; `field` names what.'),
   '401': problemResponse('No live token.'),
   '403': problemResponse("The token's scope does not cover this."),
-  '429': problemResponse("The token's rate limit; see Retry-After."),
+  '429': problemResponse("The token's rate limit, or its share of waiting reads or of new streams; see Retry-After."),
+  '408': problemResponse('The request took longer than requestTimeoutMs to arrive.'),
+  '431': problemResponse('The request line and headers exceed what Node takes (16 KiB).'),
 };
 
 function queryParameters(schema: z.ZodObject) {
@@ -201,7 +202,14 @@ export function openApiDocument(version: string): Record<string, unknown> {
         post: {
           summary: 'Deliver a batch of one stream: events and checkpoint updates, in sequence order',
           description: 'Needs a publish token covering stream.producer. One result per item, in the items\' order.',
-          requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(batchSchema, 'input') } } },
+          // As the server checks it: the envelope strictly, each item on its own, so that one bad item gets a
+          // result of its own (rejected) rather than failing the batch. An item must be an EventItem or a
+          // CheckpointItem (the EmissionBatch schema) to be taken.
+          requestBody: {
+            required: true,
+            description: 'Each item is checked on its own against EventItem or CheckpointItem (see EmissionBatch); one that fails is answered rejected.',
+            content: { 'application/json': { schema: toJson(emissionBatchSchema, 'input') } },
+          },
           responses: {
             '200': json(batchResponseSchema, 'One result per item.'),
             ...refusals,
@@ -263,7 +271,7 @@ export function openApiDocument(version: string): Record<string, unknown> {
       '/v1/tokens/{id}': {
         delete: {
           summary: 'Revoke a token (admin)',
-          parameters: [{ name: 'id', in: 'path', required: true, schema: toJson(nameSchema, 'input') }],
+          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^[0-9a-f]{16}$' } }],
           responses: { '200': json(tokenInfoSchema, 'The revoked token.'), ...refusals, '404': problemResponse('No such token.') },
         },
       },

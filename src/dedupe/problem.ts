@@ -12,6 +12,7 @@ const TITLES: Record<string, string> = {
   [ProblemCode.Forbidden]: 'Forbidden',
   [ProblemCode.RateLimited]: 'Too many requests',
   [ProblemCode.NotFound]: 'Not found',
+  [ProblemCode.MethodNotAllowed]: 'Method not allowed',
   [ProblemCode.AttemptTaken]: 'Attempt taken',
   [ProblemCode.AttemptTooHigh]: 'Attempt too high',
   [ProblemCode.RequestTimeout]: 'Request timeout',

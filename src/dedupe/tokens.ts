@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { assetNameSchema } from '../protocol/emission.js';
 import { Limits } from '../protocol/limits.js';
 import type { Same } from '../protocol/same-type.js';
-import { isPlainText, PLAIN_TEXT_RULE } from '../protocol/text.js';
+import { isPlainText, plainText, PLAIN_TEXT_RULE } from '../protocol/text.js';
 
 /**
  * Scoped access tokens. A token is `obx_<id>_<secret>`; the store keeps its id, its grant and a SHA-256
@@ -56,11 +56,13 @@ const producerPattern = (missing = 'is required') =>
     .refine(isPlainText, { error: PLAIN_TEXT_RULE })
     .refine((pattern) => !pattern.slice(0, -1).includes('*'), {
       error: 'must be a producer name, a prefix ending in * (such as "ingest-*"), or * for every producer',
-    });
+    })
+    // Both rules as one pattern for the OpenAPI document: plain text, and a `*` only at the end.
+    .meta({ pattern: '^[^*\\u0000]*\\*?$' });
 
 const assetListSchema = (what: string) =>
   z.array(assetNameSchema).min(1, { error: `must name at least one asset; leave it out for ${what}` }).max(1000);
-const noteSchema = z.string().max(200, { error: 'must be at most 200 characters' }).refine(isPlainText, { error: PLAIN_TEXT_RULE }).default('');
+const noteSchema = plainText(z.string().max(200, { error: 'must be at most 200 characters' })).default('');
 /** A field one scope does not take: refused with the reason, and `not: {}` in the OpenAPI document. */
 const notTaken = (why: string) => z.never({ error: why }).optional();
 

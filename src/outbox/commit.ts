@@ -256,6 +256,9 @@ export class CommitTransaction {
     const positionOfCommit = () => (position ??= this.checkpoints.size === 0 ? null : canonicalJson(Object.fromEntries(this.checkpoints)));
     const occurrences = new Map<string, number>();
     const task = run.task ?? '';
+    // What a failure for good discards, read before it is marked: the server's copy keeps it, discarded.
+    const failsForGood = this.terminal?.outcome === 'failed' && !this.terminal.willRetry;
+    const discarding = failsForGood ? file.lifecycle.heldOfRun.all({ runId: run.runId, task }) : [];
     const recordTerminal = this.terminal === undefined ? undefined : this.releaseOrDiscard(this.terminal, now);
     let heldWritten = false;
     for (const emission of this.emissions) {
@@ -348,7 +351,7 @@ export class CommitTransaction {
     // The server's copy of what the run holds, for a retry on a fresh machine: see HELD_CHECKPOINT.
     const settlesHeld = this.terminal !== undefined && !(this.terminal.outcome === 'failed' && this.terminal.willRetry);
     if (heldWritten || settlesHeld) {
-      const value = settlesHeld ? '[]' : heldMirror(file.lifecycle.heldOfRun.all({ runId: run.runId, task }));
+      const value = failsForGood ? heldMirror(discarding, true) : settlesHeld ? '[]' : heldMirror(file.lifecycle.heldOfRun.all({ runId: run.runId, task }));
       s.setCheckpoint.run({ name: HELD_CHECKPOINT, value, now });
       this.checkpoints.set(HELD_CHECKPOINT, value);
     }

@@ -14,6 +14,8 @@ import type { OutboxFile } from './outbox-file.js';
 export const HELD_CHECKPOINT = 'oncebox.held';
 
 interface MirroredHeld {
+  /** Set on the emissions a failure for good discarded: held again by a run tried after all. */
+  discarded?: true;
   key: string;
   scope: 'partition' | 'file';
   asset: string;
@@ -23,9 +25,14 @@ interface MirroredHeld {
   attempt: number;
 }
 
-/** @internal The mirror of a run's held emissions, as canonical JSON; refused beyond what a checkpoint may hold. */
-export function heldMirror(rows: readonly HeldRow[]): string {
+/**
+ * @internal The mirror of a run's held emissions, as canonical JSON; refused beyond what a checkpoint may
+ * hold. After a failure for good (`discarded`), the emissions it discarded, so that a run tried after all
+ * on a fresh machine holds them again.
+ */
+export function heldMirror(rows: readonly HeldRow[], discarded = false): string {
   const entries: MirroredHeld[] = rows.map((row) => ({
+    ...(discarded ? { discarded: true as const } : {}),
     key: row.key,
     scope: row.key_scope,
     asset: row.asset,
@@ -46,7 +53,8 @@ export function heldMirror(rows: readonly HeldRow[]): string {
 
 /**
  * @internal On a fresh file resumed from the server: the held emissions the mirror names, held again, so
- * that this attempt's `complete` releases them (with their keys) or its `fail` discards them.
+ * that this attempt's `complete` releases them (with their keys) or its `fail` discards them. Those a
+ * failure for good discarded are held again too: this attempt is the run tried after all.
  */
 export function restoreHeld(file: OutboxFile, run: { runId: string; task?: string | undefined }, mirrored: unknown, now: number): number {
   if (!Array.isArray(mirrored)) return 0;

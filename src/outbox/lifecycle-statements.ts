@@ -59,6 +59,18 @@ export function lifecycleStatements(db: Database.Database) {
         .where('task', '=', p.settle.task)
         .where('state', '=', HELD),
     ),
+    // A run that failed for good and is tried again after all: what its failure discarded is held again,
+    // for the success that may come yet.
+    holdDiscardedAgain: prepare(
+      db,
+      p.run,
+      q
+        .updateTable('held_emissions')
+        .set({ state: HELD, settled_at: sql.lit(null), reason: sql.lit(null) })
+        .where('run_id', '=', p.run.runId)
+        .where('task', '=', p.run.task)
+        .where('state', '=', sql.lit('discarded')),
+    ),
     outcomeOf: prepare(
       db,
       p.attempt,

@@ -53,7 +53,8 @@ export class RunAttempts {
    * takes over every row of older attempts that is not delivered: pending rows, and rows parked because
    * the server fenced their attempt. The file's checkpoint already counts them, so the new attempt will
    * not redo their batches: it must deliver them itself, in their commit order and as its own (numbered
-   * from 1), where no fence of an older attempt can lose them.
+   * from 1), where no fence of an older attempt can lose them. Emissions an older attempt's failure for
+   * good discarded are held again: a run tried after that failure may succeed yet.
    *
    * @returns the highest attempt of the run that had rows in the file before this one took any over
    *   (undefined for none), and how many rows it took over.
@@ -68,6 +69,9 @@ export class RunAttempts {
         const opened = s.getRun.get({ ...run })?.opened_by;
         if ((opened ?? 0) >= attempt) return { lastWriter, adopted: 0 };
         s.openRun.run({ ...run, attempt });
+        // A later attempt after a failure for good: the run is tried again after all, and what that
+        // failure discarded is held again for the success this attempt may make.
+        this.file.lifecycle.holdDiscardedAgain.run({ ...run });
         let seq = s.lastSeq.get({ ...run, attempt })!.last ?? 0;
         const rows = s.undeliveredOfOlderAttempts.all({ ...run, attempt });
         for (const { id } of rows) s.adoptRow.run({ id, attempt, seq: ++seq });

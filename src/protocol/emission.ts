@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { canonicalJson, NonJsonValue } from './canonical-json.js';
 import { Limits } from './limits.js';
-import { echo, isPlainText, MAX_ECHO, PLAIN_TEXT_RULE } from './text.js';
+import { echo, isPlainText, MAX_ECHO, PLAIN_TEXT_PATTERN, PLAIN_TEXT_RULE } from './text.js';
 
 /**
  * The rules for an emission's payload, applied by the producer at commit and again by the server on
@@ -28,7 +28,8 @@ export const partitionKeySchema = z
   .max(Limits.maxPartitionKeyLength, {
     error: `must be at most ${Limits.maxPartitionKeyLength} characters; use a shorter partition key`,
   })
-  .refine(isPlainText, { error: PLAIN_TEXT_RULE });
+  .refine(isPlainText, { error: PLAIN_TEXT_RULE })
+  .meta({ pattern: PLAIN_TEXT_PATTERN });
 
 export const partitionDateSchema = z
   .string({ error: 'must be an ISO 8601 date-time string with an offset or Z, e.g. "2026-11-30T00:00:00Z"' })
@@ -124,7 +125,7 @@ export function describeFirstIssue(
   { input, prefix = '', knownKeys }: { input: unknown; prefix?: string; knownKeys?: KnownKeys },
 ): FieldProblem {
   // A misspelt name also shows up as a missing one; naming the misspelling is what helps.
-  const issue = error.issues.find((candidate) => candidate.code === 'unrecognized_keys') ?? error.issues[0]!;
+  const issue = firstOf(error.issues.find((candidate) => candidate.code === 'unrecognized_keys') ?? error.issues[0]!);
   const base = formatPath(prefix, issue.path);
   if (issue.code === 'unrecognized_keys') {
     const unknown = issue.keys[0]!;
@@ -146,6 +147,20 @@ export function describeFirstIssue(
     return { field, message: `${field}: is required` };
   }
   return { field, message: `${field}: ${issue.message}` };
+}
+
+/**
+ * The issue to tell of: for a value that matches no shape of a union, the first issue of the shape it
+ * came nearest to (one whose fields it has, so not refused for an unknown field), under the union's path.
+ */
+function firstOf(issue: z.core.$ZodIssue): z.core.$ZodIssue {
+  // A union with a message of its own says it better than any one of its shapes.
+  if (issue.code !== 'invalid_union' || issue.errors.length === 0 || issue.message !== 'Invalid input') return issue;
+  const branches = issue.errors.filter((branch) => branch.length > 0);
+  const nearest = branches.find((branch) => branch.every((inner) => inner.code !== 'unrecognized_keys')) ?? branches[0];
+  if (nearest === undefined) return issue;
+  const inner = nearest[0]!;
+  return firstOf({ ...inner, path: [...issue.path, ...inner.path] } as z.core.$ZodIssue);
 }
 
 /** The field names allowed where an unknown one was found: a list, or a lookup by the issue's path. */

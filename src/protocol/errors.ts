@@ -59,6 +59,8 @@ export const ProblemCode = {
   Forbidden: 'forbidden',
   RateLimited: 'rate_limited',
   NotFound: 'not_found',
+  /** A method the route does not have; the Allow header names those it has. */
+  MethodNotAllowed: 'method_not_allowed',
   /** An attempt claimed `exactly` that the stream's epoch has reached already: a later claim was first. */
   AttemptTaken: 'attempt_taken',
   /** A claim that would move the epoch further than the server allows (maxAttemptStep, or the last attempt). */

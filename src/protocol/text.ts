@@ -1,3 +1,5 @@
+import type { z } from 'zod';
+
 /**
  * The one rule for every string of the protocol, on both sides and in both stores: well-formed UTF-16
  * (no unpaired surrogate half, which UTF-8 cannot hold: SQLite would store U+FFFD in its place) and no
@@ -10,6 +12,13 @@ const NOT_PLAIN = /[\p{Cs}\u0000]/u;
 export function isPlainText(text: string): boolean {
   return !NOT_PLAIN.test(text);
 }
+
+/**
+ * The rule as a JSON Schema pattern, for the OpenAPI document: no NUL. The other half of the rule, no
+ * unpaired surrogate half, is what JSON Schema assumes of every string already (a string is a sequence of
+ * Unicode code points), and a pattern for it is one that schema-driven tools cannot generate from.
+ */
+export const PLAIN_TEXT_PATTERN = '^[^\\u0000]*$';
 
 /** Why a string breaks the rule, said the same way wherever it is found. */
 export const PLAIN_TEXT_RULE = 'must be well-formed Unicode without NUL (\\u0000) or unpaired surrogate halves; remove or replace those characters';
@@ -28,3 +37,8 @@ export function echo(text: string): string {
 }
 
 const NOT_PLAIN_ALL = /[\p{Cs}\u0000]/gu;
+
+/** A string schema that keeps the rule: checked by `isPlainText`, and documented by PLAIN_TEXT_PATTERN. */
+export function plainText(schema: z.ZodString, pattern = PLAIN_TEXT_PATTERN): z.ZodString {
+  return schema.refine(isPlainText, { error: PLAIN_TEXT_RULE }).meta({ pattern });
+}

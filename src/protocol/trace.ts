@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isPlainText, PLAIN_TEXT_RULE } from './text.js';
+import { plainText } from './text.js';
 
 /**
  * The W3C trace context an emission was committed in: it travels with the item, is stored with the
@@ -17,7 +17,7 @@ export const traceContextSchema = z.strictObject({
   traceparent: z.string().regex(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/, {
     error: 'must be a W3C traceparent such as "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"',
   }),
-  tracestate: z.string().max(512, { error: 'must be at most 512 characters' }).refine(isPlainText, { error: PLAIN_TEXT_RULE }).optional(),
+  tracestate: plainText(z.string().max(512, { error: 'must be at most 512 characters' })).optional(),
 });
 
 /**

@@ -3,15 +3,11 @@ import { assetNameSchema } from './emission.js';
 import { Limits } from './limits.js';
 import type { RejectionCode } from './errors.js';
 import type { TraceContext } from './trace.js';
-import { isPlainText, PLAIN_TEXT_RULE } from './text.js';
+import { plainText } from './text.js';
 
 /** The wire format of `POST /v1/emissions` and `GET /v1/events`. docs/protocol.md describes it for people. */
 
-export const nameSchema = z
-  .string()
-  .min(1)
-  .max(Limits.maxNameLength, { error: `must be at most ${Limits.maxNameLength} characters` })
-  .refine(isPlainText, { error: PLAIN_TEXT_RULE });
+export const nameSchema = plainText(z.string().min(1).max(Limits.maxNameLength, { error: `must be at most ${Limits.maxNameLength} characters` }));
 
 /** The highest attempt number a stream may reach: the wire refuses a higher one in every request. */
 export const MAX_ATTEMPT = 1_000_000;
@@ -63,16 +59,12 @@ export const eventQuerySchema = z.strictObject({
  * queue's lock-guarded counter): granted only while it is above the stream's epoch, so that a claim that
  * arrives late can never fence a later one.
  */
-export const attemptClaimSchema = z
-  .strictObject({
-    task: nameSchema.nullable().default(null),
-    atLeast: z.number().int().min(1).max(MAX_ATTEMPT).optional(),
-    exactly: z.number().int().min(1).max(MAX_ATTEMPT).optional(),
-  })
-  .refine((claim) => claim.atLeast === undefined || claim.exactly === undefined, {
-    error: 'give atLeast (the next attempt, at least this) or exactly (this attempt or none), not both',
-    path: ['exactly'],
-  });
+const claimTask = nameSchema.nullable().default(null);
+const claimNumber = z.number().int().min(1).max(MAX_ATTEMPT);
+export const attemptClaimSchema = z.union([
+  z.strictObject({ task: claimTask, atLeast: claimNumber.optional() }),
+  z.strictObject({ task: claimTask, exactly: claimNumber }),
+]);
 export type AttemptClaimRequest = z.input<typeof attemptClaimSchema>;
 
 /** What a claim asks for: the run's next attempt (at least a number), or exactly one number. */

@@ -2,7 +2,9 @@ import { Queue } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LifecycleAsset } from '../../src/outbox/index.js';
 import type { StoredEvent } from '../../src/protocol/wire.js';
-import { startScript, type StartedScript } from '../support/child.js';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { runScript, startScript, type StartedScript } from '../support/child.js';
 import { redisAvailable, redisConnection, redisSkipReason, REDIS_URL } from '../support/redis.js';
 import { startServer, type RunningServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
@@ -93,6 +95,8 @@ function supervise(name: string, server: RunningServer, layout: 'one machine' | 
   for (let i = 0; i < WORKERS; i++) start();
   return {
     workers,
+    /** Every job outbox file of the shared folder, for the diagnosis of a job that never settled. */
+    files: () => (layout === 'one machine' ? readdirSync(join(sharedDir, name), { withFileTypes: true }).filter((e) => e.name.endsWith('.db')).map((e) => join(sharedDir, name, e.name)) : []),
     stop: () => {
       stopped = true;
       for (const child of workers) child.signal('SIGKILL');
@@ -135,16 +139,23 @@ describe.skipIf(!redisAvailable)(`BullMQ workers misbehaving at random, against 
         }
         const added = await queue.addBulk(jobs.map((data, j) => ({ name: 'ingest', data: { ...data, batchMs: 300 }, opts: { jobId: `job-${j}`, attempts: 3 } })));
         const ids = added.map((job) => job.id!);
+        // Each job's oncebox run: its id and its creation time.
+        const runs = new Map(added.map((job) => [job.id!, `${job.id}@${job.timestamp}`]));
         const pool = supervise(name, server, layout, next);
         cleanups.push(async () => pool.stop());
-        const states = await settled(queue, ids, 120_000);
+        const states = await settled(queue, ids, 120_000).catch(async (error: Error) => {
+          // What each worker process said, and what each job's outbox holds, for the job that never settled.
+          console.log(JSON.stringify(pool.workers.flatMap((child) => child.lines())));
+          for (const file of pool.files()) console.log(file, JSON.stringify((await runScript('src/cli/main.ts', ['status', file, '--json'])).lines));
+          throw error;
+        });
         // The last relays deliver what their jobs committed before the jobs settled.
         await new Promise((resolve) => setTimeout(resolve, 1500));
         const events = await server.events();
         if (process.env.CHAOS_DEBUG) console.log(JSON.stringify(jobs), JSON.stringify(pool.workers.flatMap((c) => c.lines())), JSON.stringify([...states]));
         for (const [j, id] of ids.entries()) {
           const { state, attemptsMade } = states.get(id)!;
-          const ofJob = (asset: string) => events.filter((event) => event.runId === id && event.asset === asset);
+          const ofJob = (asset: string) => events.filter((event) => event.runId === runs.get(id) && event.asset === asset);
           const partitions = (asset: string) => ofJob(asset).map((event) => event.partitionKey);
           const context = `${id} (${state}, ${attemptsMade} tries; chaos ${JSON.stringify(jobs[j]!.chaos)})`;
           const want = Array.from({ length: jobs[j]!.batches }, (_, i) => `${id}/batch-${i + 1}`);
@@ -169,8 +180,11 @@ describe.skipIf(!redisAvailable)(`BullMQ workers misbehaving at random, against 
             expect(failures.filter((willRetry) => !willRetry), context).toHaveLength(1);
             expect(failures.length, context).toBeGreaterThanOrEqual(attemptsMade);
           }
-          const stream = (await (await fetch(`${server.url}/v1/streams/bullmq-ingest/${id}`)).json()) as { checkpoints: Record<string, unknown> };
-          expect(stream.checkpoints['oncebox.held'] ?? [], context).toEqual([]);
+          const stream = (await (await fetch(`${server.url}/v1/streams/bullmq-ingest/${encodeURIComponent(runs.get(id)!)}`)).json()) as { checkpoints: Record<string, unknown> };
+          // Nothing left held: released by a success, or marked discarded by a failure for good.
+          const mirrored = (stream.checkpoints['oncebox.held'] ?? []) as { discarded?: boolean }[];
+          expect(mirrored.filter((entry) => entry.discarded !== true), context).toEqual([]);
+          if (state === 'completed') expect(mirrored, context).toEqual([]);
         }
         const outcomes = [...states.values()].map(({ state }) => state);
         const lines = pool.workers.flatMap((child) => child.lines());

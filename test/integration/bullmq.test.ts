@@ -72,6 +72,9 @@ function worker(
   return { worker: started, errors };
 }
 
+/** The oncebox run of a BullMQ job: its id and its creation time. */
+const runOf = (job: Job) => `${job.id}@${job.timestamp}`;
+
 const partitionsOf = async (server: RunningServer, asset: string) => (await server.events({ asset })).map((event) => event.partitionKey);
 const batches = (jobId: string | undefined, count: number) => Array.from({ length: count }, (_, i) => `${jobId}/batch-${i + 1}`);
 
@@ -113,8 +116,8 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 3));
     expect(await partitionsOf(server, 'run_done')).toEqual(batches(job.id, 3));
     const [success] = await server.events({ asset: LifecycleAsset.Succeeded });
-    expect(success).toMatchObject({ producer: 'bullmq-ingest', workflow: name, runId: job.id, attempt: 1 });
-    expect(existsSync(join(dir, name, `${job.id}.db`))).toBe(false);
+    expect(success).toMatchObject({ producer: 'bullmq-ingest', workflow: name, runId: runOf(job), attempt: 1 });
+    expect(existsSync(join(dir, name, `${runOf(job)}.db`))).toBe(false);
   });
 
   it('fences a stalled worker: its job taken over, it commits nothing more, and every batch is on the server once', { timeout: 90_000 }, async () => {
@@ -138,7 +141,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     expect(successes.map((event) => event.attempt)).toEqual([2]);
     // The takeover is on the record, for the notifiers' onFenced: attempt 1 fenced by attempt 2, once.
     const fences = await server.events({ asset: LifecycleAsset.Fenced });
-    expect(fences.map((event) => event.extra)).toEqual([{ outcome: 'fenced', workflow: name, runId: job.id, task: null, attempt: 1, fencedBy: 2 }]);
+    expect(fences.map((event) => event.extra)).toEqual([{ outcome: 'fenced', workflow: name, runId: runOf(job), task: null, attempt: 1, fencedBy: 2 }]);
     // The fenced worker cost the job no try: the one finished try is the success.
     expect(await finalState(queue, job.id!)).toMatchObject({ state: 'completed', attemptsMade: 1 });
   });
@@ -170,7 +173,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     expect(failures.map((event) => [event.attempt, (event.extra as { willRetry: boolean }).willRetry])).toEqual([[1, false]]);
     expect(successes.map((event) => event.attempt)).toEqual([2]);
     // Attempt 1, as a runner trusting attemptsMade would reopen it, can deliver nothing.
-    const stale = await openOutbox({ path: join(tempDir(), 'stale.db'), server: server.url, producer: 'bullmq-ingest', run: { workflow: name, runId: job.id!, attempt: 1 }, logger: quiet });
+    const stale = await openOutbox({ path: join(tempDir(), 'stale.db'), server: server.url, producer: 'bullmq-ingest', run: { workflow: name, runId: runOf(job), attempt: 1 }, logger: quiet });
     const late = stale.commit((tx) => tx.emit(stale.asset('batch_ready'), { partitionKey: `${job.id}/late` }));
     void late;
     const emission = stale.commit((tx) => tx.emit(stale.asset('batch_ready'), { partitionKey: `${job.id}/later` }));
@@ -261,7 +264,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
         if (!claimedOver) {
           // Someone claims the run's next attempt by hand while this worker holds the job.
           claimedOver = true;
-          const answer = await fetch(`${server.url}/v1/streams/bullmq-ingest/${job.id}/attempts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+          const answer = await fetch(`${server.url}/v1/streams/bullmq-ingest/${encodeURIComponent(runOf(job))}/attempts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
           expect(answer.status).toBe(201);
         }
         return loop(job, box);
@@ -331,6 +334,8 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
       expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 3));
       expect(await server.events({ asset: LifecycleAsset.Failed })).toEqual([]);
       expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
+      // Put aside by its own processor, the first attempt was not fenced: no notice says so.
+      expect(await server.events({ asset: LifecycleAsset.Fenced })).toEqual([]);
     });
   }
 
@@ -406,10 +411,203 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
       // did not deliver stays in A's lost file.
       if (layout === 'one machine') expect(ready).toEqual(batches(job.id, 3));
       else expect(ready).toEqual(batches(job.id, 3).slice(0, ready.length));
-      // The server's copy of the held emissions is emptied, so that no later retry releases them.
-      const stream = (await (await fetch(`${server.url}/v1/streams/bullmq-ingest/${job.id}`)).json()) as { checkpoints: Record<string, unknown> };
-      expect(stream.checkpoints['oncebox.held']).toEqual([]);
+      // The server's copy of the held emissions says they are discarded: only a job.retry() holds them again.
+      const stream = (await (await fetch(`${server.url}/v1/streams/bullmq-ingest/${encodeURIComponent(runOf(job))}`)).json()) as { checkpoints: Record<string, unknown> };
+      const mirrored = stream.checkpoints['oncebox.held'] as { discarded?: boolean }[];
+      expect(mirrored.length).toBeGreaterThan(0);
+      expect(mirrored.every((entry) => entry.discarded === true)).toBe(true);
       expect(b.errors).toEqual([]);
     });
   }
+
+  describe('the end of a run, which oncebox records first and BullMQ second', () => {
+    it('completes a job whose run succeeded and whose worker then stalled past maxStalledCount: the failed listener puts it back', { timeout: 90_000 }, async () => {
+      const server = await startServer();
+      const dir = tempDir();
+      const name = queueName();
+      const { queue } = await newQueue(name);
+      const job = await queue.add('ingest', { batches: 3, batchMs: 10 }, { attempts: 1 });
+      // A delivers the run's success, then stalls before BullMQ hears of it; maxStalledCount 0 makes
+      // BullMQ fail the job when B is handed it, without running the processor.
+      const a = startScript(
+        'test/support/bullmq-chaos-worker.ts',
+        ['--queue', name, '--server', server.url, '--dir', dir, '--redis', REDIS_URL.href, '--lock-ms', '1000', '--max-stalled', '0'],
+        { ONCEBOX_FAILPOINT: 'bullmq:after-terminal@1:stall=6000' },
+      );
+      await a.waitFor((line) => line.failpoint !== undefined);
+      const b = worker(name, server, dir, { worker: { lockDuration: 1000, stalledInterval: 1000, maxStalledCount: 0 } });
+      // BullMQ fails it first, for stalling; the listener puts it back, and its next hand-out completes it.
+      const failed = new Promise<void>((resolve) => b.worker.on('failed', () => resolve()));
+      await failed;
+      for (let waited = 0; (await queue.getJobState(job.id!)) !== 'completed' && waited < 20_000; waited += 100) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(await queue.getJobState(job.id!)).toBe('completed');
+      expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
+      expect(await server.events({ asset: LifecycleAsset.Failed })).toEqual([]);
+      expect(await partitionsOf(server, 'run_done')).toEqual(batches(job.id, 3));
+      expect(b.errors).toEqual([]);
+    });
+
+    it('releases every held emission once when a job that failed for good is retried with job.retry() and succeeds, also when that retry is killed', { timeout: 90_000 }, async () => {
+      const server = await startServer();
+      const dir = tempDir();
+      const name = queueName();
+      const { queue, events } = await newQueue(name);
+      // Hand-out 1 fails after 2 batches, for good; the retry's first hand-out (2) is killed after 1 batch.
+      const job = await queue.add('ingest', { batches: 5, batchMs: 20, chaos: { '1': { throwAfter: 2 }, '2': { killAfter: 1 } } }, { attempts: 1 });
+      // A lock long enough that a loaded machine makes no stall of its own: the kill is the one meant.
+      const args = ['--queue', name, '--server', server.url, '--dir', dir, '--redis', REDIS_URL.href, '--lock-ms', '3000'];
+      const first = startScript('test/support/bullmq-chaos-worker.ts', args);
+      await first.waitFor((line) => line.event === 'failed');
+      expect(await finalState(queue, job.id!)).toMatchObject({ state: 'failed', attemptsMade: 1 });
+      expect(await partitionsOf(server, 'run_done')).toEqual([]);
+      await (await queue.getJob(job.id!))!.retry('failed');
+      expect((await first.done).signal).toBe('SIGKILL');
+      // Another worker takes the killed retry over and finishes it.
+      const b = worker(name, server, dir, { processor: batchLoop(10), worker: { lockDuration: 3000, stalledInterval: 1000 } });
+      expect(await (await queue.getJob(job.id!))!.waitUntilFinished(events, 30_000)).toBe(5);
+      expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 5));
+      expect([...(await partitionsOf(server, 'run_done'))].sort()).toEqual(batches(job.id, 5).sort());
+      expect((await server.events({ asset: LifecycleAsset.Failed })).map((event) => (event.extra as { willRetry: boolean }).willRetry)).toEqual([false]);
+      expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
+      expect(b.errors).toEqual([]);
+    });
+
+    it('holds a job whose end the server cannot take yet, and completes it once the server is back', { timeout: 60_000 }, async () => {
+      const dbDir = tempDir();
+      const first = await startServer({ db: join(dbDir, 'server.db') });
+      const port = Number(new URL(first.url).port);
+      const name = queueName();
+      const { queue, events } = await newQueue(name);
+      let restarted: RunningServer | undefined;
+      worker(name, first, tempDir(), {
+        processor: async (job, box) => {
+          const total = await batchLoop(10)(job, box);
+          // The server goes away as the job ends, and comes back 4 s later.
+          await first.close();
+          setTimeout(() => void startServer({ db: join(dbDir, 'server.db'), port }).then((running) => (restarted = running)), 4000);
+          return total;
+        },
+        oncebox: { closeTimeoutMs: 1000, outbox: { logger: quiet, retryMaxDelayMs: 300 } },
+      });
+      const job = await queue.add('ingest', { batches: 3 }, { attempts: 1 });
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      expect(await queue.getJobState(job.id!)).toBe('active');
+      expect(await job.waitUntilFinished(events, 30_000)).toBe(3);
+      expect(await restarted!.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
+      expect(await partitionsOf(restarted!, 'run_done')).toEqual(batches(job.id, 3));
+    });
+
+    it('fails a job whose processor returns what BullMQ cannot store, in BullMQ and in oncebox alike', { timeout: 30_000 }, async () => {
+      const server = await startServer();
+      const name = queueName();
+      const { queue, events } = await newQueue(name);
+      worker(name, server, tempDir(), { processor: async (job, box) => (await batchLoop()(job, box), BigInt(1)) as never });
+      const job = await queue.add('ingest', { batches: 2 }, { attempts: 1 });
+      await expect(job.waitUntilFinished(events, 20_000)).rejects.toThrow('cannot store as JSON');
+      expect(await server.events({ asset: LifecycleAsset.Succeeded })).toEqual([]);
+      expect((await server.events({ asset: LifecycleAsset.Failed })).map((event) => (event.extra as { willRetry: boolean }).willRetry)).toEqual([false]);
+      expect(await partitionsOf(server, 'run_done')).toEqual([]);
+    });
+  });
+
+  describe('job identity', () => {
+    it('makes a job id used again a new run: a custom id added again after the first job was removed publishes all its own batches', { timeout: 30_000 }, async () => {
+      const server = await startServer();
+      const name = queueName();
+      const { queue, events } = await newQueue(name);
+      worker(name, server, tempDir());
+      const first = await queue.add('ingest', { batches: 2 }, { jobId: 'daily-report' });
+      expect(await first.waitUntilFinished(events, 20_000)).toBe(2);
+      await (await queue.getJob('daily-report'))!.remove();
+      const second = await queue.add('ingest', { batches: 4 }, { jobId: 'daily-report' });
+      expect(await second.waitUntilFinished(events, 20_000)).toBe(4);
+      const ready = await server.events({ asset: 'batch_ready' });
+      expect(ready.filter((event) => event.runId === runOf(first)).map((event) => event.partitionKey)).toEqual(batches('daily-report', 2));
+      expect(ready.filter((event) => event.runId === runOf(second)).map((event) => event.partitionKey)).toEqual(batches('daily-report', 4));
+      expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(2);
+    });
+
+    it('gives job ids of any characters files of their own, and refuses a job id too long to be a run id, at once', { timeout: 30_000 }, async () => {
+      const server = await startServer();
+      const name = queueName();
+      const { queue, events } = await newQueue(name);
+      const dir = tempDir();
+      worker(name, server, dir, { worker: { concurrency: 4 } });
+      // Two ids that a %XX encoding of code units would give the same file name, a long one, and a path.
+      const jobs = await Promise.all(['一', 'Ӡ0', 'é'.repeat(90), '../../escape'].map((jobId) => queue.add('ingest', { batches: 2 }, { jobId })));
+      for (const job of jobs) expect(await job.waitUntilFinished(events, 20_000)).toBe(2);
+      const ready = await server.events({ asset: 'batch_ready' });
+      for (const job of jobs) expect(ready.filter((event) => event.runId === runOf(job)).map((event) => event.partitionKey)).toEqual(batches(job.id, 2));
+      const tooLong = await queue.add('ingest', { batches: 1 }, { jobId: 'x'.repeat(190), attempts: 3 });
+      await expect(tooLong.waitUntilFinished(events, 20_000)).rejects.toThrow('Give the job a shorter id');
+      expect(await finalState(queue, tooLong.id!)).toMatchObject({ state: 'failed', attemptsMade: 1 });
+    });
+
+    it('keeps two BullMQ prefixes with one queue name apart: their jobs are runs of their own', { timeout: 30_000 }, async () => {
+      const server = await startServer();
+      const name = queueName();
+      const dir = tempDir();
+      const finished: Promise<unknown>[] = [];
+      for (const prefix of ['tenantA', 'tenantB']) {
+        const queue = new Queue(name, { connection: redisConnection, prefix });
+        const events = new QueueEvents(name, { connection: redisConnection, prefix });
+        await events.waitUntilReady();
+        cleanups.push(async () => {
+          await events.close();
+          await queue.obliterate({ force: true });
+          await queue.close();
+        });
+        worker(name, server, dir, { worker: { prefix } });
+        const job = await queue.add('ingest', { batches: 3 }, { jobId: 'report' });
+        finished.push(job.waitUntilFinished(events, 20_000));
+      }
+      expect(await Promise.all(finished)).toEqual([3, 3]);
+      const ready = await server.events({ asset: 'batch_ready' });
+      expect(ready.map((event) => event.workflow).sort()).toEqual([...Array(3).fill(`tenantA:${name}`), ...Array(3).fill(`tenantB:${name}`)]);
+      expect(new Set(ready.map((event) => event.runId.split('@')[0])).size).toBe(2);
+      expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(2);
+    });
+
+    it('refuses bad options when the worker is made, naming the option', () => {
+      const good = { dir: tempDir(), server: 'http://127.0.0.1:1', worker: { connection: redisConnection, autorun: false } };
+      const cases: [Record<string, unknown>, string][] = [
+        [{ ...good, dir: undefined }, 'dir'],
+        [{ ...good, dir: 42 }, 'dir'],
+        [{ ...good, server: undefined }, 'server'],
+        [{ ...good, server: 'localhost:8787' }, 'server'],
+        [{ ...good, willRetry: true }, 'willRetry'],
+        [{ ...good, worker: {} }, 'worker'],
+        [{ ...good, colour: 'blue' }, 'colour'],
+      ];
+      for (const [options, field] of cases) {
+        expect(() => onceboxWorker('q', batchLoop(), options as never), field).toThrow(expect.objectContaining({ code: 'invalid_option', field }));
+      }
+    });
+
+    it("takes BullMQ's rule, and says so once, when a willRetry option throws", { timeout: 30_000 }, async () => {
+      const server = await startServer();
+      const name = queueName();
+      const { queue, events } = await newQueue(name);
+      const logged: unknown[] = [];
+      worker(name, server, tempDir(), {
+        processor: async (job, box) => {
+          await batchLoop()(job, box);
+          throw new Error('source down');
+        },
+        oncebox: {
+          willRetry: () => {
+            throw new Error('bug in willRetry');
+          },
+          outbox: { logger: { info() {}, warn() {}, error: (fields: unknown) => logged.push(fields) } },
+        },
+      });
+      const job = await queue.add('ingest', { batches: 1 }, { attempts: 2 });
+      await expect(job.waitUntilFinished(events, 20_000)).rejects.toThrow('source down');
+      const failures = (await server.events({ asset: LifecycleAsset.Failed })).map((event) => (event.extra as { willRetry: boolean }).willRetry);
+      expect(failures).toEqual([true, false]);
+      expect(logged.filter((fields) => (fields as { field?: string }).field === 'willRetry')).toHaveLength(1);
+    });
+  });
 });

@@ -100,13 +100,38 @@ describe('terminal commits', () => {
     const third = await open(server, path, 3);
     batch(third, 1);
     batch(third, 2);
-    expect(third.status().held).toBe(4);
+    // Attempt 1's failure (for good) discarded batch-1's; attempt 2, the run tried after all, held it
+    // again: 1 + 2 + 2 held rows, which the release makes one event per key.
+    expect(third.status().held).toBe(5);
     third.complete();
     await third.close();
     expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2']);
     expect((await server.events({ asset: LifecycleAsset.Failed })).map((event) => event.attempt)).toEqual([1]);
     expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
   });
+
+  for (const where of ['the same file', 'a fresh machine'] as const) {
+    it(`release what a failure for good discarded when the run is tried again after all and succeeds (${where})`, async () => {
+      const server = await startServer();
+      const path = join(tempDir(), 'job.db');
+      const first = await open(server, path, 1);
+      batch(first, 1);
+      batch(first, 2);
+      first.fail(new Error('the source is down'));
+      expect(first.status().discarded).toBe(2);
+      await first.close();
+      // Someone retries the failed run (a BullMQ job.retry(), an Airflow task cleared): it resumes past
+      // batch 2, and holds batches 1 and 2 again without committing them.
+      const retry = await open(server, where === 'the same file' ? path : join(tempDir(), 'fresh.db'), 2);
+      expect(retry.status()).toMatchObject({ held: 2, discarded: 0 });
+      batch(retry, 3);
+      retry.complete();
+      await retry.close();
+      expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2', 'batch-3']);
+      expect((await server.events({ asset: LifecycleAsset.Failed })).map((event) => (event.extra as { willRetry: boolean }).willRetry)).toEqual([false]);
+      expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
+    });
+  }
 
   it('give a retry on a fresh machine the emissions the lost file held, so that its complete releases them', async () => {
     const server = await startServer();

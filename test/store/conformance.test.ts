@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { PostgresDedupeStore } from '../../src/dedupe/postgres/store.js';
-import { item, newKey, post, STREAM } from '../support/http.js';
+import { item, newKey, post, rawRequest, STREAM } from '../support/http.js';
 import { PG_URL, pgAvailable, pgSkipReason } from '../support/postgres.js';
 import { allEvents, startServer, type Backend, type RunningServer } from '../support/server.js';
 
@@ -267,7 +267,10 @@ for (const backend of BACKENDS) {
         const refused = await send(url, [item(1, newKey())], stream);
         expect({ status: refused.status, code: refused.json.code, detail: refused.json.detail.endsWith(rule) }).toEqual({ status: 400, code: 'invalid_request', detail: true });
       }
-      for (const [path, status] of [[`/v1/streams/${'p'.repeat(201)}/r`, 400], [`/v1/streams/${'p'.repeat(5000)}/r`, 414], [`/v1/assets/${'a'.repeat(300)}`, 414]] as const) {
+      // A name of 200 characters is a path segment of up to 2400 percent-encoded: none of them is a 414.
+      const longest = encodeURIComponent('\u{1F600}'.repeat(100));
+      expect((await fetch(`${url}/v1/streams/p/${longest}`)).status).toBe(404);
+      for (const [path, status] of [[`/v1/streams/${'p'.repeat(201)}/r`, 400], [`/v1/streams/${'p'.repeat(5000)}/r`, 400], [`/v1/assets/${'a'.repeat(300)}`, 400]] as const) {
         const refused = await fetch(`${url}${path}`, path.startsWith('/v1/assets') ? { method: 'PUT' } : {});
         expect({ status: refused.status, type: refused.headers.get('content-type') }).toEqual({ status, type: 'application/problem+json; charset=utf-8' });
       }
@@ -429,6 +432,23 @@ for (const backend of BACKENDS) {
       const { at, page } = await waiting;
       expect(page).toEqual({ events: [], next: 0 });
       expect(at - closing).toBeLessThan(2500);
+    });
+
+    it('answers a method a route does not have with 405 and the methods it has, before any token', async () => {
+      const running = await startServer({ backend });
+      await running.server.store.tokens.create({ scope: 'admin' });
+      for (const [method, path, allow] of [
+        ['TRACE', '/healthz', 'GET, HEAD'],
+        ['DELETE', '/v1/events', 'GET, HEAD'],
+        ['GET', '/v1/emissions', 'POST'],
+        ['PATCH', '/v1/tokens/0123456789abcdef', 'DELETE'],
+        ['QUERY', '/v1/assets/a', 'PUT'],
+      ] as const) {
+        const answer = await rawRequest(running.url, method, path);
+        expect({ method, path, status: answer.status, code: answer.json?.code, allow: answer.headers.allow }).toEqual({ method, path, status: 405, code: 'method_not_allowed', allow });
+      }
+      // An unknown path is still asked for a token first.
+      expect((await rawRequest(running.url, 'TRACE', '/v1/nothing')).status).toBe(401);
     });
 
     it('pages events by cursor, optionally for one asset', async () => {

@@ -32,7 +32,7 @@ export function item(seq: number, key: string, fields: Record<string, unknown> =
  */
 export function rawRequest(url: string, method: string, target: string, body?: string, headers: Record<string, string> = {}) {
   const { hostname, port } = new URL(url);
-  return new Promise<{ status: number; type: string; json: any }>((resolve, reject) => {
+  return new Promise<{ status: number; type: string; json: any; headers: Record<string, string | string[] | undefined> }>((resolve, reject) => {
     const req = httpRequest({ host: hostname, port, method, path: target, headers }, (res) => {
       let text = '';
       res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
@@ -43,7 +43,7 @@ export function rawRequest(url: string, method: string, target: string, body?: s
         } catch {
           json = undefined;
         }
-        resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), json });
+        resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), json, headers: res.headers });
       });
     });
     req.on('error', reject);
