@@ -5,12 +5,6 @@ import { readStatus } from '../outbox/status.js';
 import { ServerClient } from '../outbox/server-client.js';
 import { DrainProgress, type DrainCounts, type ProgressOutput } from './drain-progress.js';
 
-/**
- * How often a relay in its own process looks for commits. The job's commits happen in another process,
- * so no in-process wake-up reaches it; `PRAGMA data_version` changes whenever another connection
- * commits, and reading it costs microseconds.
- */
-const COMMIT_WATCH_MS = 25;
 /** How often a drain looks whether it is done, and updates its progress. */
 const PROGRESS_EVERY_MS = 100;
 
@@ -44,15 +38,8 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
     now: Date.now,
     reporter,
   });
+  // The relay watches the file for the job's commits itself (another connection's, seen by data_version).
   relay.start();
-  let lastVersion = file.db.pragma('data_version', { simple: true });
-  const watch = setInterval(() => {
-    const version = file.db.pragma('data_version', { simple: true });
-    if (version !== lastVersion) {
-      lastVersion = version;
-      relay.notify();
-    }
-  }, COMMIT_WATCH_MS);
   const counts = (): DrainCounts => {
     const status = readStatus(file, relay);
     return { pending: status.pending + status.pendingCheckpoints, delivered: status.delivered, dead: status.dead };
@@ -68,7 +55,6 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
       await new Promise<void>((resolve) => options.signal.addEventListener('abort', () => resolve(), { once: true }));
     }
   } finally {
-    clearInterval(watch);
     await relay.stop();
   }
   const failure = relay.failure;

@@ -65,6 +65,12 @@ export const RELAY_DEFAULTS = {
 
 /** How often a relay standing by looks whether the lease holder has stopped or died. */
 const STANDBY_CHECK_MS = 250;
+/**
+ * How often a relay looks whether another connection committed to its file (another process on the same
+ * machine, `oncebox relay`, or a second outbox on the file in this process): those commits do not call
+ * its `notify()`, and a relay that holds the lease must deliver them too.
+ */
+const FOREIGN_COMMIT_CHECK_MS = 25;
 /** How often the relay looks for delivered rows to prune. */
 const PRUNE_EVERY_MS = 60_000;
 const PRUNE_BATCH = 1000;
@@ -139,6 +145,23 @@ export class Relay {
     this.loop ??= this.run().catch((error: unknown) => {
       this.fail(error instanceof OnceboxError ? error : new OnceboxError('relay_failed', String(error), { cause: error }));
     });
+    this.watchForeignCommits();
+  }
+
+  private foreignWatch: NodeJS.Timeout | undefined;
+
+  /** Wakes the relay on a commit of another connection: `PRAGMA data_version` changes with each. */
+  private watchForeignCommits(): void {
+    if (this.foreignWatch !== undefined) return;
+    let seen = this.file.db.pragma('data_version', { simple: true });
+    this.foreignWatch = setInterval(() => {
+      if (!this.file.db.open) return;
+      const version = this.file.db.pragma('data_version', { simple: true });
+      if (version === seen) return;
+      seen = version;
+      this.notify();
+    }, FOREIGN_COMMIT_CHECK_MS);
+    this.foreignWatch.unref();
   }
 
   /** Something was committed: deliver it now. */
@@ -424,6 +447,7 @@ export class Relay {
 
   private releaseLease(): void {
     clearInterval(this.renewTimer);
+    clearInterval(this.foreignWatch);
     if (this.holding) this.lease.release();
     this.holding = false;
   }

@@ -198,3 +198,30 @@ describe('a zombie and its retry on the same outbox file', () => {
     await third.close({ timeoutMs: 0 });
   });
 });
+
+describe('two outboxes on one file, each with its relay running', () => {
+  it("delivers the commits of the one whose relay does not hold the lease: the holder notices another connection's commit", async () => {
+    const server = await startServer();
+    const path = join(tempDir(), 'shared.db');
+    const options = (attempt: number) => ({
+      path,
+      server: server.url,
+      producer: 'orders-ingest',
+      run: { workflow: 'orders', runId: '2026-12-01', task: 'ingest', attempt },
+      logger: { info() {}, warn() {}, error() {} },
+    });
+    // The first holds the lease, idle; a second (another process would do the same) commits.
+    const holder = await openOutbox(options(1));
+    await holder.commit((tx) => tx.emit(holder.asset('batch_ready'), { partitionKey: 'first' })).receipt();
+    expect(holder.relay!.holdsLease).toBe(true);
+    const other = await openOutbox(options(2));
+    expect(other.relay!.holdsLease).toBe(false);
+    const started = Date.now();
+    const receipt = await other.commit((tx) => tx.emit(other.asset('batch_ready'), { partitionKey: 'second' })).receipt();
+    expect(receipt.eventId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(Date.now() - started).toBeLessThan(2000);
+    await other.close();
+    await holder.close();
+    expect((await server.events()).map((event) => event.partitionKey)).toEqual(['first', 'second']);
+  });
+});
