@@ -45,6 +45,12 @@ const tokens = 'src/dedupe/tokens.ts';
 const conformance = 'test/store/conformance.test.ts';
 const pipelined = 'test/fault/pipelined-relay.test.ts';
 const cluster = 'test/fault/postgres-cluster.test.ts';
+const routeScopes = 'test/integration/route-scopes.test.ts';
+const forgedTokens = 'test/integration/forged-tokens.test.ts';
+const conflicts = 'test/integration/conflicts.test.ts';
+const terminalPaths = 'test/integration/terminal-paths.test.ts';
+const multiTask = 'test/integration/multi-task.test.ts';
+const triggerTest = 'test/integration/consumer-trigger.test.ts';
 
 const ingestPlan = 'src/dedupe/ingest/plan.ts';
 const forwarder = 'src/airflow/forwarder.ts';
@@ -79,12 +85,12 @@ export const BREAKS: Break[] = [
     what: 'the local checkpoint written right after COMMIT instead of inside the commit',
     guarantee: 'G1',
     edits: [
-      { file: 'src/outbox/commit.ts', find: '    for (const [name, value] of this.checkpoints) s.setCheckpoint.run({ name, value, now });\n', replace: '' },
+      { file: 'src/outbox/commit.ts', find: '    for (const [name, value] of this.checkpoints) s.setCheckpoint.run({ runId: run.runId, task, name, value, now });\n', replace: '' },
       {
         file: 'src/outbox/commit.ts',
         find: '  committed(): readonly Emission[] {',
         replace:
-          '  committed(): readonly Emission[] {\n    for (const [name, value] of this.checkpoints) this.context.file.statements.setCheckpoint.run({ name, value, now: Date.now() });',
+          "  committed(): readonly Emission[] {\n    for (const [name, value] of this.checkpoints) this.context.file.statements.setCheckpoint.run({ runId: this.context.run.runId, task: this.context.run.task ?? '', name, value, now: Date.now() });",
       },
     ],
     caughtBy: [{ file: 'test/unit/commit.test.ts', name: 'whose write to the checkpoint table fails' }, { file: 'test/fault/crash.test.ts', name: 'tight commit loop' }],
@@ -409,7 +415,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a request body parsed however deep it nests',
     guarantee: 'security',
-    edits: [{ file: 'src/dedupe/json-body.ts', find: '    if (nestingDepth(text, maxDepth) > maxDepth) {', replace: '    if (false) {' }],
+    edits: [{ file: 'src/dedupe/json-body.ts', find: '  if (nestingDepth(text, maxDepth) > maxDepth) {', replace: '  if (false) {' }],
     caughtBy: [{ file: 'test/fault/amplification.test.ts', name: 'deeper than 64 levels' }],
   },
   {
@@ -445,7 +451,7 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/outbox/commit.ts',
-        find: "    let nextSeq = (s.lastSeq.get({ runId: run.runId, task: run.task ?? '', attempt: run.attempt })!.last ?? 0) + 1;",
+        find: '    let nextSeq = (s.lastSeq.get({ runId: run.runId, task, attempt: run.attempt })!.last ?? 0) + 1;',
         replace: '    let nextSeq = ((this.context as { seq?: number }).seq ??= 1);',
       },
     ],
@@ -600,7 +606,13 @@ export const BREAKS: Break[] = [
   {
     what: "a cause the token does not consume accepted (a tenant grafts a lineage onto another's input)",
     guarantee: 'G23',
-    edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    if (!mayCite(cause.asset)) {', replace: '    if (!mayCite(cause.asset) && cause.asset === asset) {' }],
+    edits: [
+      {
+        file: 'src/dedupe/ingest/lineage.ts',
+        find: '    if (!cause ? citesNothing : !mayCite(cause.asset)) {',
+        replace: '    if (!cause ? citesNothing : !mayCite(cause.asset) && cause.asset === item.payload.asset) {',
+      },
+    ],
     caughtBy: [{ file: 'test/integration/lineage-tenants.test.ts', name: 'poison' }, { file: 'test/unit/lineage.test.ts', name: 'may not name' }],
   },
   {
@@ -760,7 +772,7 @@ export const BREAKS: Break[] = [
     what: "a failure for good empties the server's copy of the held emissions (a retry after all on a fresh machine cannot hold them again)",
     guarantee: 'G25',
     edits: [{ file: 'src/outbox/commit.ts', find: 'const value = failsForGood ? heldMirror(discarding, true) : settlesHeld', replace: 'const value = failsForGood ? \'[]\' : settlesHeld' }],
-    caughtBy: [{ file: lifecycle, name: 'tried again after all' }],
+    caughtBy: [{ file: lifecycle, name: 'tried again after all' }, { file: terminalPaths, name: 'fail for good then a retry on a fresh machine' }],
   },
   {
     what: 'BullMQ told of a job end before the server took it (close with a timeout, then complete)',
@@ -797,6 +809,373 @@ export const BREAKS: Break[] = [
     guarantee: 'G25, G26',
     edits: [{ file: bullmqWorker, find: '    const willRetry = this.willRetry(job, error, state);', replace: '    const willRetry = false;' }],
     caughtBy: [{ file: bullmqChaos }],
+  },
+  {
+    what: 'a `__proto__` key in one item of a batch refusing the whole request',
+    guarantee: 'G8',
+    edits: [{ file: 'src/dedupe/json-body.ts', find: '      if (path !== undefined) items[index] = refusedItem(items[index] as Record<string, unknown>, path);\n', replace: '' }],
+    caughtBy: [{ file: conformance, name: 'refuses an item with a __proto__ key on its own' }],
+  },
+  {
+    what: 'a body that is not UTF-8 read with U+FFFD in place of its bad bytes',
+    guarantee: 'G8',
+    edits: [{ file: 'src/dedupe/json-body.ts', find: '    text = utf8.decode(bytes);', replace: "    text = bytes.toString('utf8');" }],
+    caughtBy: [{ file: conformance, name: 'refuses an item with a __proto__ key on its own' }],
+  },
+  {
+    what: 'the CLI relay (not --drain) let exit once idle, its timers unreferenced',
+    guarantee: 'G3',
+    edits: [{ file: 'src/cli/relay-command.ts', find: '  const keepAlive = setInterval(() => undefined, 60_000);', replace: '  const keepAlive = setTimeout(() => undefined, 0);' }],
+    caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'runs as a relay until stopped' }],
+  },
+  {
+    what: "a caused event sent again judged anew for its lineage (a retry's duplicate refused once the token's consumes changed)",
+    guarantee: 'G4',
+    edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    if (recorded.has(item.key)) return placement;\n', replace: '' }],
+    caughtBy: [{ file: 'test/integration/lineage-tenants.test.ts', name: 'answers a caused event sent again as it was stored' }],
+  },
+  {
+    what: 'PostgreSQL claiming keys in the order sent (two requests deadlock)',
+    guarantee: 'G8, G13',
+    postgres: true,
+    edits: [{ file: postgresStore, find: '        const sorted = [...claims].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));', replace: '        const sorted = claims;' }],
+    caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'never deadlocks two ingests' }],
+  },
+  {
+    what: 'a PostgreSQL transaction aborted for a deadlock answered as a 500, not run again',
+    guarantee: 'G8, G13',
+    postgres: true,
+    edits: [{ file: 'src/dedupe/postgres/connection.ts', find: '    retries: TRANSIENT_RETRIES,', replace: '    retries: 0,' }],
+    caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'aborted for a deadlock' }],
+  },
+  {
+    what: 'a checkpoint revision above 2^31 - 1 let through to PostgreSQL (a 500)',
+    guarantee: 'G8',
+    postgres: true,
+    edits: [{ file: 'src/protocol/wire.ts', find: '  revision: z.number().int().min(1).max(2 ** 31 - 1).optional(),', replace: '  revision: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),' }],
+    caughtBy: [{ file: conformance, name: 'takes a checkpoint revision up to' }],
+  },
+  {
+    what: 'a token that consumes nothing told a held cause (forbidden) from a missing one (taken as a root)',
+    guarantee: 'G17',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: '      citesNothing: grant.consumes !== null && grant.consumes.length === 0,', replace: '      citesNothing: false,' }],
+    caughtBy: [{ file: 'test/integration/lineage-tenants.test.ts', name: "cannot poison a consumer's lineage" }],
+  },
+  {
+    what: "the stream state's checkpoints built by assignment (a checkpoint named __proto__ lost from the answer)",
+    guarantee: 'G11',
+    edits: [
+      {
+        file: sqliteStore,
+        find: '    const checkpoints: Record<string, unknown> = Object.fromEntries(this.statements.streamCheckpoints.all(params).map((row) => [row.name, JSON.parse(row.value)]));',
+        replace: '    const checkpoints: Record<string, unknown> = {};\n    for (const row of this.statements.streamCheckpoints.all(params)) checkpoints[row.name] = JSON.parse(row.value);',
+      },
+    ],
+    caughtBy: [{ file: conformance, name: 'keeps and answers a checkpoint named like an Object property' }],
+  },
+  {
+    what: "refusals naming every asset of the token's list, however long",
+    guarantee: 'G17',
+    edits: [{ file: 'src/protocol/text.ts', find: '  const shown = names.slice(0, most).map(echo).join', replace: '  const shown = names.map(echo).join' }],
+    caughtBy: [{ file: scopedTokens, name: 'refuses, item by item, an event to an asset' }],
+  },
+  {
+    what: "the server keeping every checkpoint name a stream sends (a stream's state without bound)",
+    guarantee: 'G8',
+    edits: [{ file: ingestPlan, find: '    if (names.size < most) {', replace: '    if (names.size < most || most > 0) {' }],
+    caughtBy: [{ file: conformance, name: 'keeps at most 64 checkpoint names per stream' }],
+  },
+  {
+    what: 'the producer defining checkpoints past what the server keeps (refused only at delivery, dead)',
+    guarantee: 'G8',
+    edits: [{ file: 'src/outbox/outbox.ts', find: '    if (!this.checkpointNames.has(parsed.data) && this.checkpointNames.size >= Limits.maxCheckpointNames - 1) {', replace: '    if (!this.checkpointNames.has(parsed.data) && this.checkpointNames.size >= Limits.maxCheckpointNames * 2) {' }],
+    caughtBy: [{ file: 'test/unit/checkpoint.test.ts', name: 'are at most 63 names per job' }],
+  },
+  {
+    what: 'trustProxy not handed to the HTTP server (every client behind a proxy barred together)',
+    guarantee: 'G17',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: '    ...(options.trustProxy === undefined ? {} : { trustProxy: options.trustProxy }),\n', replace: '' }],
+    caughtBy: [{ file: 'test/integration/auth.test.ts', name: 'behind a trusted proxy' }],
+  },
+  {
+    what: 'query numbers coerced (`after=0x10` read as cursor 16, `after=` as 0)',
+    guarantee: 'G8',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: "    const malformed = malformedQueryNumber(request.query, { whole: ['after', 'limit'], decimal: ['wait'] });", replace: '    const malformed = undefined as { message: string; field: string } | undefined;' }],
+    caughtBy: [{ file: conformance, name: 'pages events by cursor' }],
+  },
+  {
+    what: 'an attempt claim checked against one shape only (a bad `exactly` told as an unknown field)',
+    guarantee: 'G8',
+    edits: [
+      {
+        file: 'src/dedupe/http-app.ts',
+        find: "    const chosen = typeof given === 'object' && given !== null && 'exactly' in given ? exactAttemptClaimSchema : nextAttemptClaimSchema;",
+        replace: "    const chosen = typeof given === 'object' && given !== null && 'exactly' in given ? nextAttemptClaimSchema : nextAttemptClaimSchema;",
+      },
+    ],
+    caughtBy: [{ file: conformance, name: 'hands out claimed attempts atomically' }],
+  },
+  {
+    what: "404s left out of a token's rate limit",
+    guarantee: 'G17',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: '      app.setNotFoundHandler({ preHandler: app.rateLimit() }, notFound);', replace: '      app.setNotFoundHandler(notFound);' }],
+    caughtBy: [{ file: scopedTokens, name: 'limits the requests of each token on its own' }],
+  },
+  {
+    what: "the attempt claim route without its producer check (any publish token fences any producer's run)",
+    guarantee: 'G17',
+    edits: [
+      {
+        file: 'src/dedupe/http-app.ts',
+        find: '    if (!producerAllowed(request.grant, producer)) {\n      return sendProblem(reply, forbidden(`producer: this token publishes only',
+        replace: '    if (false) {\n      return sendProblem(reply, forbidden(`producer: this token publishes only',
+      },
+    ],
+    caughtBy: [{ file: routeScopes, name: 'refuses every caller outside' }],
+  },
+  {
+    what: "the stream state route without its producer check (any stream reader reads every producer's checkpoints)",
+    guarantee: 'G17',
+    edits: [
+      {
+        file: 'src/dedupe/http-app.ts',
+        find: '    if (!producerAllowed(request.grant, producer)) {\n      return sendProblem(reply, forbidden(`producer: this token reads only the streams',
+        replace: '    if (false) {\n      return sendProblem(reply, forbidden(`producer: this token reads only the streams',
+      },
+    ],
+    caughtBy: [{ file: routeScopes, name: 'refuses every caller outside' }],
+  },
+  {
+    what: 'metrics read by any read token, with or without reads "metrics"',
+    guarantee: 'G17',
+    edits: [{ file: 'src/dedupe/auth.ts', find: "      return grant.scope === 'read' && grant.reads.includes('metrics');", replace: "      return grant.scope === 'read';" }],
+    caughtBy: [{ file: routeScopes, name: 'refuses every caller outside' }],
+  },
+  {
+    what: 'a route added that any token may call, outside the scope matrix',
+    guarantee: 'G17',
+    edits: [
+      {
+        file: 'src/dedupe/http-app.ts',
+        find: "  app.get('/v1/tokens', { config: { access: 'admin' } },",
+        replace: "  app.get('/v1/debug/streams', { config: { access: 'any' } }, async () => ({ streams: [] }));\n  app.get('/v1/tokens', { config: { access: 'admin' } },",
+      },
+    ],
+    caughtBy: [{ file: routeScopes, name: 'holds a row for every authenticated route' }],
+  },
+  {
+    what: "the grant cache keyed by the token's id, not its whole secret (a forged secret let in while the real grant is cached)",
+    guarantee: 'G17',
+    edits: [{ file: 'src/dedupe/auth.ts', find: '    const hash = hashToken(token);', replace: '    const hash = tokenId(token) ?? hashToken(token);' }],
+    caughtBy: [{ file: forgedTokens, name: 'refuses a wrong secret for a real id' }],
+  },
+  {
+    what: 'a token looked up by its id, not the hash of its secret',
+    guarantee: 'G17',
+    edits: [{ file: tokens, find: ".where('hash', '=', hashToken(token)).executeTakeFirst();", replace: ".where('id', '=', tokenId(token)!).executeTakeFirst();" }],
+    caughtBy: [{ file: forgedTokens, name: 'refuses a wrong secret for a real id' }],
+  },
+  {
+    what: 'a cached grant trusted for good (a revocation elsewhere never seen)',
+    guarantee: 'G17',
+    edits: [{ file: 'src/dedupe/auth.ts', find: '    if (cached && Date.now() < cached.until) return cached.grant;', replace: '    if (cached) return cached.grant;' }],
+    caughtBy: [{ file: forgedTokens, name: 'refuses a wrong secret for a real id' }],
+  },
+  {
+    what: "a revoked token's row taken as live",
+    guarantee: 'G17',
+    edits: [{ file: tokens, find: '    return row && row.revoked_at === null ? grantOfRow(row) : undefined;', replace: '    return row ? grantOfRow(row) : undefined;' }],
+    caughtBy: [{ file: forgedTokens, name: 'refuses a wrong secret for a real id' }],
+  },
+  {
+    what: 'a key conflict raised at commit only while the first row is pending (a delivered or dead row taken as the same emission)',
+    guarantee: 'G5',
+    edits: [
+      {
+        file: 'src/outbox/commit.ts',
+        find: '      if (existing.fingerprint !== fingerprint) throw keyConflict(existing, handle, emission.userKey);',
+        replace: "      if (existing.fingerprint !== fingerprint && existing.state === 'pending') throw keyConflict(existing, handle, emission.userKey);",
+      },
+    ],
+    caughtBy: [{ file: conflicts, name: 'once the first row was delivered' }, { file: conflicts, name: 'while the first row is dead' }],
+  },
+  {
+    what: "the partition date left out of a payload's fingerprint",
+    guarantee: 'G5',
+    edits: [
+      {
+        file: 'src/protocol/canonical-json.ts',
+        find: '  const head = JSON.stringify([payload.asset, payload.partitionKey ?? null, payload.partitionDate ?? null]);',
+        replace: '  const head = JSON.stringify([payload.asset, payload.partitionKey ?? null, null]);',
+      },
+    ],
+    caughtBy: [{ file: conflicts, name: 'another payload .partitionDate.' }],
+  },
+  {
+    what: "the server answering another payload under a stored key as that key's duplicate",
+    guarantee: 'G5',
+    edits: [{ file: 'src/dedupe/ingest/resolve.ts', find: '  if (existing.fingerprint === item.fingerprint) {\n    return { status: \'duplicate\'', replace: '  if (existing.fingerprint !== undefined) {\n    return { status: \'duplicate\'' }],
+    caughtBy: [{ file: conflicts, name: 'once the delivered row was pruned' }],
+  },
+  {
+    what: "the relay taking a server's conflict answer as delivered",
+    guarantee: 'G5',
+    edits: [
+      { file: answers, find: "      case 'rejected':\n      case 'conflict':", replace: "      case 'rejected':" },
+      { file: answers, find: "      case 'checkpointed':", replace: "      case 'conflict':\n      case 'checkpointed':" },
+    ],
+    caughtBy: [{ file: conflicts, name: 'once the delivered row was pruned' }],
+  },
+  {
+    what: 'the epoch moved only by a request that stores a new event (a retry of only duplicates, checkpoints or refusals fences nothing)',
+    guarantee: 'G10',
+    edits: [
+      {
+        file: 'src/dedupe/ingest/resolve.ts',
+        find: '    epoch: tookPositions && context.attempt > context.epoch ? context.attempt : null,',
+        replace: '    epoch: events.length > 0 && context.attempt > context.epoch ? context.attempt : null,',
+      },
+    ],
+    caughtBy: [{ file: conformance, name: 'fences the zombie once a retry delivered a first request' }],
+  },
+  {
+    what: 'the epoch moved by new events and checkpoints, but not by duplicates or refusals',
+    guarantee: 'G10',
+    edits: [
+      {
+        file: 'src/dedupe/ingest/resolve.ts',
+        find: '    epoch: tookPositions && context.attempt > context.epoch ? context.attempt : null,',
+        replace: '    epoch: events.length + checkpoints.size > 0 && context.attempt > context.epoch ? context.attempt : null,',
+      },
+    ],
+    caughtBy: [
+      { file: conformance, name: 'fences the zombie once a retry delivered a first request holding only duplicates' },
+      { file: conformance, name: 'fences the zombie once a retry delivered a first request holding only an item refused' },
+    ],
+  },
+  {
+    what: "the epoch moved only when the request's positions hold an accepted item (a refusal's position fences nothing)",
+    guarantee: 'G10',
+    edits: [
+      {
+        file: 'src/dedupe/ingest/resolve.ts',
+        find: '    epoch: tookPositions && context.attempt > context.epoch ? context.attempt : null,',
+        replace: "    epoch: tookPositions && results.some((r) => r.status !== 'rejected') && context.attempt > context.epoch ? context.attempt : null,",
+      },
+    ],
+    caughtBy: [{ file: conformance, name: 'fences the zombie once a retry delivered a first request holding only an item refused' }],
+  },
+  {
+    what: "the server's copy of the held emissions cleared by a failure that will be retried (a retry on a fresh machine never releases them)",
+    guarantee: 'G25',
+    edits: [
+      {
+        file: 'src/outbox/commit.ts',
+        find: "    const settlesHeld = this.terminal !== undefined && !(this.terminal.outcome === 'failed' && this.terminal.willRetry);",
+        replace: '    const settlesHeld = this.terminal !== undefined;',
+      },
+    ],
+    caughtBy: [{ file: terminalPaths, name: 'fail with a retry to come then a retry on a fresh machine' }],
+  },
+  {
+    what: 'the held emissions discarded in the file by a failure that will be retried',
+    guarantee: 'G25',
+    edits: [
+      {
+        file: 'src/outbox/commit.ts',
+        find: "      if (!keepsHeld) file.lifecycle.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded',",
+        replace: "      if (keepsHeld || !keepsHeld) file.lifecycle.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded',",
+      },
+    ],
+    caughtBy: [{ file: terminalPaths, name: 'fail with a retry to come then a retry on the same file' }],
+  },
+  {
+    what: "a checkpoint read from the file by its name alone (a new run, or another task, reads another's progress)",
+    guarantee: 'G1, G12',
+    edits: [
+      {
+        file: outboxFile,
+        find: '        .where((eb) => eb.and({ run_id: p.checkpointOf.runId, task: p.checkpointOf.task, name: p.checkpointOf.name })),',
+        replace: '        .where((eb) => eb.and({ name: p.checkpointOf.name })),',
+      },
+    ],
+    caughtBy: [{ file: multiTask, name: 'in one outbox file' }, { file: multiTask, name: 'starts a new run from scratch' }],
+  },
+  {
+    what: "a file taken as not fresh for a task's retry because another task wrote checkpoints to it (no resume from the server)",
+    guarantee: 'G11',
+    edits: [
+      {
+        file: 'src/checkpoint/resume.ts',
+        find: "file.statements.runHasCheckpoint.get({ runId: run.runId, task: run.task ?? '' }) === undefined;",
+        replace: "file.db.prepare('SELECT 1 FROM checkpoints LIMIT 1').get() === undefined;",
+      },
+    ],
+    caughtBy: [{ file: multiTask, name: 'only another task wrote to' }],
+  },
+  {
+    what: "the server's stream state reading the checkpoints of every task of the run",
+    guarantee: 'G11',
+    edits: [
+      {
+        file: sqliteStatements,
+        find: "    streamCheckpoints: prepare(db, stream, q.selectFrom('stream_checkpoints').select(['name', 'value']).where((eb) => eb.and(ofStream)).orderBy('name')),",
+        replace: "    streamCheckpoints: prepare(db, stream, q.selectFrom('stream_checkpoints').select(['name', 'value']).where((eb) => eb.and({ producer: stream.producer, run_id: stream.runId })).orderBy('name')),",
+      },
+    ],
+    caughtBy: [{ file: multiTask, name: 'keep their own positions' }],
+  },
+  {
+    what: "the relay cutting a batch across two tasks' rows (one task's events sent as the other's)",
+    guarantee: 'G3',
+    edits: [{ file: relay, find: '      if (row.run_id !== first!.run_id || row.task !== first!.task || row.attempt !== first!.attempt) break;', replace: '      if (row.run_id !== first!.run_id || row.attempt !== first!.attempt) break;' }],
+    caughtBy: [{ file: multiTask, name: 'in one outbox file' }],
+  },
+  {
+    what: "a trigger's rebuild on a fresh file restoring its arrivals but not its firings (a re-run's newer event fires a partition again)",
+    guarantee: 'G22',
+    edits: [
+      {
+        file: 'src/consumer/triggers.ts',
+        find: '    s.saveFiring.run({ ...at, fired: firing, lastCursor: event.cursor, now: Date.now() });',
+        replace: '    if (!context.replay) s.saveFiring.run({ ...at, fired: firing, lastCursor: event.cursor, now: Date.now() });',
+      },
+    ],
+    caughtBy: [{ file: triggerTest, name: 'remembers its firings through a rebuild' }, { file: 'test/fault/trigger-crash.test.ts', name: 'before the handler of a completing event' }],
+  },
+  {
+    what: "a trigger's rebuild running the handler again for the partitions it replays",
+    guarantee: 'G22',
+    edits: [{ file: 'src/consumer/triggers.ts', find: '    if (!context.replay) {', replace: '    if (context.replay || !context.replay) {' }],
+    caughtBy: [{ file: triggerTest, name: 'remembers its firings through a rebuild' }],
+  },
+  {
+    what: 'every firing of a partition counted as its first (a refresh reuses the first firing\'s keys and is lost as a duplicate)',
+    guarantee: 'G22',
+    edits: [{ file: 'src/consumer/triggers.ts', find: '    const firing = fired + 1;', replace: '    const firing = 1;' }],
+    caughtBy: [{ file: triggerTest, name: 'fires a refresh, never a first firing again' }],
+  },
+  {
+    what: "PostgreSQL raising the epoch of every task of a run (one task's retry fences the other task)",
+    guarantee: 'G10, G13',
+    postgres: true,
+    edits: [
+      {
+        file: postgresStatements,
+        find: "      db.updateTable('streams').set({ epoch: epoch.epoch, updated_at: epoch.ts }).where((eb) => eb.and(where(epoch))).compile(),",
+        replace: "      db.updateTable('streams').set({ epoch: epoch.epoch, updated_at: epoch.ts }).where((eb) => eb.and({ producer: epoch.producer, run_id: epoch.runId })).compile(),",
+      },
+    ],
+    caughtBy: [{ file: cluster, name: 'keeps two tasks of one run apart across instances' }],
+  },
+  {
+    what: "a refusal's field repeating the client's keys whole (stored, and answered again to every retry)",
+    guarantee: 'G8',
+    edits: [
+      { file: 'src/dedupe/json-body.ts', find: '    const found = reservedKeyPath(value[key], `${path}.${echo(key)}`);', replace: '    const found = reservedKeyPath(value[key], `${path}.${key}`);' },
+      { file: ingestPlan, find: '  return { detail: echo(item.detail, MAX_REFUSAL_DETAIL), field: echo(item.field, MAX_REFUSAL_FIELD) };', replace: '  return { detail: item.detail, field: item.field };' },
+    ],
+    caughtBy: [{ file: conformance, name: 'refuses an item with a __proto__ key on its own' }],
   },
 ];
 

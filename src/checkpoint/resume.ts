@@ -39,7 +39,7 @@ export interface ResumeOptions {
 export async function resumeFromServer(options: ResumeOptions): Promise<StreamState | undefined> {
   const { file, run, policy, lastWriter } = options;
   if (policy === 'never' || run.attempt === 1) return undefined;
-  const fresh = lastWriter === undefined && file.statements.anyCheckpoint.get() === undefined;
+  const fresh = lastWriter === undefined && file.statements.runHasCheckpoint.get({ runId: run.runId, task: run.task ?? '' }) === undefined;
   if (!fresh && policy === 'fresh-file') return undefined;
 
   const state = await fetchStreamState(options);
@@ -49,7 +49,7 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
   file.db
     .transaction(() => {
       for (const [name, value] of Object.entries(state.checkpoints)) {
-        file.statements.setCheckpoint.run({ name, value: JSON.stringify(value), now });
+        file.statements.setCheckpoint.run({ runId: run.runId, task: run.task ?? '', name, value: JSON.stringify(value), now });
       }
       // What the lost file held for the run's success comes back with the checkpoints.
       restoreHeld(file, run, state.checkpoints[HELD_CHECKPOINT], now);

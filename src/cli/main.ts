@@ -19,7 +19,7 @@ const COMMAND_USAGE: Record<string, string> = {
                  [--durability full|normal] [--schema oncebox] [--dedupe-retention-days 30] [--event-retention-days N] [--stream-retention-days 30]
                  [--request-timeout-ms 30000] [--headers-timeout-ms 10000] [--keep-alive-timeout-ms 5000]
                  [--max-connections 512] [--max-waiters 256] [--max-waiters-per-token 32] [--max-attempt-step 1000] [--rate-limit 1000/10000|off]
-                 [--new-streams-per-minute 1200]`,
+                 [--new-streams-per-minute 1200] [--trust-proxy ADDRESS,CIDR…]`,
   relay: '  oncebox relay  --db FILE --server URL [--server URL2 …] [--token-file FILE] [--drain]',
   status: '  oncebox status FILE [--json]',
   events: '  oncebox events --server URL [--server URL2 …] [--asset A] [--after CURSOR] [--follow] [--json] [--token-file FILE]',
@@ -107,6 +107,7 @@ async function serve(args: string[]): Promise<number> {
       'max-waiters-per-token': { type: 'string' },
       'max-attempt-step': { type: 'string' },
       'rate-limit': { type: 'string' },
+      'trust-proxy': { type: 'string' },
     },
   });
   if (!values.db) throw new UsageError("server: --db is required: a SQLite file, or a postgres:// URL");
@@ -131,6 +132,7 @@ async function serve(args: string[]): Promise<number> {
     ...wholeNumber(values['max-waiters-per-token'], 'max-waiters-per-token', 'maxWaitersPerToken'),
     ...wholeNumber(values['max-attempt-step'], 'max-attempt-step', 'maxAttemptStep'),
     ...(values['rate-limit'] === undefined ? {} : { rateLimit: rateLimitFrom(values['rate-limit']) }),
+    ...(values['trust-proxy'] === undefined ? {} : { trustProxy: trustProxyFrom(values['trust-proxy']) }),
   });
   const url = await server.listen({ port, host: values.host });
   console.log(JSON.stringify({ event: 'listening', url, db: withoutPassword(values.db), assets: await server.store.listAssets() }));
@@ -295,6 +297,13 @@ function rateLimitFrom(text: string): false | { max: number; windowMs: number } 
   const match = /^(\d+)(?:\/(\d+))?$/.exec(text);
   if (!match || Number(match[1]) < 1) throw new UsageError(`server: --rate-limit must be MAX or MAX/WINDOW_MS (such as 1000/10000), or off (got ${text})`);
   return { max: Number(match[1]), windowMs: match[2] === undefined ? 10_000 : Number(match[2]) };
+}
+
+/** --trust-proxy: the proxies' addresses and CIDRs, comma-separated. */
+function trustProxyFrom(text: string): string[] {
+  const proxies = text.split(',').map((part) => part.trim());
+  if (proxies.some((part) => part === '')) throw new UsageError(`server: --trust-proxy must be the proxies' addresses or CIDRs, comma-separated (got ${text})`);
+  return proxies;
 }
 
 /** The --db value as it may be printed: a PostgreSQL URL loses its password. */

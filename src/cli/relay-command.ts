@@ -40,6 +40,9 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
   });
   // The relay watches the file for the job's commits itself (another connection's, seen by data_version).
   relay.start();
+  // The relay's timers are unref'd, so as not to hold a job's process open once its work is done; this
+  // process exists for the relay, and lives until it is told to stop.
+  const keepAlive = setInterval(() => undefined, 60_000);
   const counts = (): DrainCounts => {
     const status = readStatus(file, relay);
     return { pending: status.pending + status.pendingCheckpoints, delivered: status.delivered, dead: status.dead };
@@ -55,6 +58,7 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
       await new Promise<void>((resolve) => options.signal.addEventListener('abort', () => resolve(), { once: true }));
     }
   } finally {
+    clearInterval(keepAlive);
     await relay.stop();
   }
   const failure = relay.failure;

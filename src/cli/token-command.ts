@@ -61,7 +61,7 @@ export async function createToken(options: CreateTokenOptions): Promise<number> 
     if (options.json) {
       console.log(JSON.stringify({ ...info, ...shown }));
     } else {
-      console.log(`created token ${info.id}: ${describeGrant(info)}`);
+      console.log(`created token ${info.id}: ${describeGrant(info, Number.POSITIVE_INFINITY)}`);
       console.log(
         options.out === undefined
           ? `${token}\nThis is the only time the token is shown: keep it in a file only its user can read, and pass it with --token-file.`
@@ -101,7 +101,7 @@ export async function revokeToken(id: string, options: TokenCommandOptions): Pro
 function describeToken(token: TokenInfo): string {
   const state = token.revokedAt === null ? 'live' : `revoked ${token.revokedAt}`;
   const note = token.note === '' ? '' : ` (${token.note})`;
-  return `${token.id}  ${state}  created ${token.createdAt}  ${describeGrant(token)}${note}`;
+  return `${token.id}  ${state}  created ${token.createdAt}  ${describeGrant(token, Number.POSITIVE_INFINITY)}${note}`;
 }
 
 async function withStore(options: TokenCommandOptions, work: (store: DedupeStore) => Promise<number>): Promise<number> {

@@ -1,7 +1,8 @@
-import { createServer as createHttpServer, STATUS_CODES, type RequestListener, type Server } from 'node:http';
+import { createServer as createHttpServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { assetNameSchema, describeFirstIssue } from '../protocol/emission.js';
 import { ProblemCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
@@ -10,12 +11,13 @@ import {
   eventQuerySchema,
   PROBLEM_CONTENT_TYPE,
   streamParamsSchema,
-  attemptClaimSchema,
+  exactAttemptClaimSchema,
+  nextAttemptClaimSchema,
   type ClaimedAttempt,
   streamQuerySchema,
   type EmissionBatchResponse,
 } from '../protocol/wire.js';
-import { echo } from '../protocol/text.js';
+import { echo, nameList } from '../protocol/text.js';
 import type { OtelApi } from '../protocol/trace.js';
 import { packageVersion } from '../protocol/version.js';
 import { boundedPage, waitedPage } from './event-page.js';
@@ -25,6 +27,7 @@ import { forbidden, useAuth, type Authenticator, type UnauthorizedLimit } from '
 import { checkItem, refuseOutOfScope } from './item-check.js';
 import { checkLifecycleEvent } from './lifecycle-check.js';
 import { useJsonBodyParser } from './json-body.js';
+import { malformedQueryNumber } from './query-numbers.js';
 import { problem, RequestProblem, sendProblem } from './problem.js';
 import type { ServerMetrics } from './metrics.js';
 import { openApiDocument } from './openapi.js';
@@ -41,6 +44,8 @@ export interface HttpAppOptions {
   otel?: OtelApi | undefined;
   /** Requests one token may make per window; false for no limit. A server without tokens has none. */
   rateLimit: RateLimit | false;
+  /** The proxies whose X-Forwarded-For names the client (`request.ip`); none by default. */
+  trustProxy?: string[] | undefined;
   bodyLimit: number;
   maxBatchItems: number;
   /** Bytes of JSON in one page of `GET /v1/events`; a page stops early, and `next` says where to go on. */
@@ -71,10 +76,7 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
   const app = Fastify({
     logger: options.logger,
     bodyLimit: options.bodyLimit,
-    // The JSON parser refuses `__proto__` keys (prototype poisoning); the producer refuses them at commit.
-    onProtoPoisoning: 'error',
-    // `constructor.prototype` is harmless here: no request body is ever merged into another object.
-    onConstructorPoisoning: 'ignore',
+    ...(options.trustProxy === undefined ? {} : { trustProxy: options.trustProxy }),
     // Closing is answered below, as problem+json like every other refusal.
     return503OnClosing: false,
     serverFactory: (handler) => limitedServer(handler, options.connections),
@@ -155,9 +157,8 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     return sendProblem(reply, problem(500, ProblemCode.Internal, 'the server failed to handle this request; retry it'));
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, problem(404, ProblemCode.NotFound, `no route for ${request.method} ${echo(request.url.split('?')[0]!)}`)),
-  );
+  const notFound = (request: FastifyRequest, reply: FastifyReply) =>
+    sendProblem(reply, problem(404, ProblemCode.NotFound, `no route for ${request.method} ${echo(request.url.split('?')[0]!)}`));
 
   // Requests without a live token count against their source address, with the same allowance as a token.
   let unauthorized: UnauthorizedLimit | undefined;
@@ -166,7 +167,8 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     options.metrics.answered(request.method, request.is404 ? undefined : request.routeOptions.url, reply.statusCode, reply.elapsedTime / 1000);
   });
   const limit = options.rateLimit;
-  if (limit !== false) {
+  if (limit === false) app.setNotFoundHandler(notFound);
+  else {
     // Counted per token after the auth hook (the plugin hooks each route, and route hooks run after the
     // app's): a token's burst never slows another token's producers down.
     void app.register(rateLimit, {
@@ -181,6 +183,9 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
         ),
     });
     app.after(() => {
+      // An unknown path costs a token its allowance like a route does: no route of its own, so the
+      // plugin hooks it here.
+      app.setNotFoundHandler({ preHandler: app.rateLimit() }, notFound);
       const check = app.createRateLimit({ max: limit.max, timeWindow: limit.windowMs, keyGenerator: (request) => `unauthorized:${request.ip}`, allowList: () => false });
       unauthorized = {
         refused: async (request) => {
@@ -220,7 +225,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     if (!producerAllowed(grant, stream.producer)) {
       return sendProblem(
         reply,
-        forbidden(`stream.producer: this token publishes only as producers matching "${grant.producers}", not as "${echo(stream.producer)}"`, 'stream.producer'),
+        forbidden(`stream.producer: this token publishes only as producers matching "${echo(grant.producers)}", not as "${echo(stream.producer)}"`, 'stream.producer'),
       );
     }
     if (items.length > options.maxBatchItems) {
@@ -234,13 +239,17 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
         ),
       );
     }
-    const allowed = grant.assets?.join(', ') ?? '';
+    const allowed = nameList(grant.assets ?? []);
     // Lifecycle events need no place in the token's list: they are checked to be about this stream instead.
     const checked = items.map((item, index) =>
       refuseOutOfScope(checkLifecycleEvent(checkItem(item, index), stream), (asset) => isLifecycleAsset(asset) || assetAllowed(grant, asset), allowed),
     );
     const started = performance.now();
-    const scope = { mayCite: (asset: string) => causeAllowed(grant, asset), openStream: () => newStreams.take(request.principal) };
+    const scope = {
+      mayCite: (asset: string) => causeAllowed(grant, asset),
+      citesNothing: grant.consumes !== null && grant.consumes.length === 0,
+      openStream: () => newStreams.take(request.principal),
+    };
     const results = await tracedIngest(options.otel, request.headers, stream, checked, () => store.ingest(stream, checked, scope));
     options.metrics.ingested(results, (performance.now() - started) / 1000);
     const body: EmissionBatchResponse = { results };
@@ -248,6 +257,8 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   });
 
   app.get('/v1/events', { config: { access: 'events' } }, async (request, reply) => {
+    const malformed = malformedQueryNumber(request.query, { whole: ['after', 'limit'], decimal: ['wait'] });
+    if (malformed) return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, malformed.message, malformed.field));
     const parsed = eventQuerySchema.safeParse(request.query);
     if (!parsed.success) {
       const { field, message } = describeFirstIssue(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit', 'wait'] });
@@ -256,7 +267,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     const { asset } = parsed.data;
     const { grant } = request;
     if (grant.assets !== null && (asset === undefined || !assetAllowed(grant, asset))) {
-      return sendProblem(reply, forbidden(`asset: this token reads only the events of ${grant.assets.join(', ')}; ask for one of them with ?asset=`, 'asset'));
+      return sendProblem(reply, forbidden(`asset: this token reads only the events of ${nameList(grant.assets)}; ask for one of them with ?asset=`, 'asset'));
     }
     const { wait, ...query } = parsed.data;
     if (wait === 0) return boundedPage(store, query, options.maxPageBytes);
@@ -289,12 +300,12 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     }
     const { producer, runId } = params.data;
     if (!producerAllowed(request.grant, producer)) {
-      return sendProblem(reply, forbidden(`producer: this token reads only the streams of producers matching "${request.grant.producers}"`, 'producer'));
+      return sendProblem(reply, forbidden(`producer: this token reads only the streams of producers matching "${echo(request.grant.producers)}"`, 'producer'));
     }
     const state = await store.streamState(producer, runId, parsed.data.task ?? null);
     if (!state) {
-      const task = parsed.data.task === undefined ? '' : ` task ${parsed.data.task}`;
-      return sendProblem(reply, problem(404, ProblemCode.NotFound, `no stream ${producer}/${runId}${task} has delivered to this server`));
+      const task = parsed.data.task === undefined ? '' : ` task ${echo(parsed.data.task)}`;
+      return sendProblem(reply, problem(404, ProblemCode.NotFound, `no stream ${echo(producer)}/${echo(runId)}${task} has delivered to this server`));
     }
     return state;
   });
@@ -311,14 +322,17 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     if (typeof given === 'object' && given !== null && 'atLeast' in given && 'exactly' in given) {
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, 'exactly: give atLeast (the next attempt, at least this) or exactly (this attempt or none), not both', 'exactly'));
     }
-    const body = attemptClaimSchema.safeParse(given);
+    // Checked against the shape the body chose, so that a bad `exactly` is told as such, not as a field
+    // the other shape does not know.
+    const chosen = typeof given === 'object' && given !== null && 'exactly' in given ? exactAttemptClaimSchema : nextAttemptClaimSchema;
+    const body = chosen.safeParse(given);
     if (!body.success) {
       const { field, message } = describeFirstIssue(body.error, { input: given, knownKeys: ['task', 'atLeast', 'exactly'] });
       return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
     }
     const { producer, runId } = params.data;
     if (!producerAllowed(request.grant, producer)) {
-      return sendProblem(reply, forbidden(`producer: this token publishes only as producers matching "${request.grant.producers}", not as "${echo(producer)}"`, 'producer'));
+      return sendProblem(reply, forbidden(`producer: this token publishes only as producers matching "${echo(request.grant.producers)}", not as "${echo(producer)}"`, 'producer'));
     }
     const { task } = body.data;
     const claim = 'exactly' in body.data ? { exactly: body.data.exactly } : { atLeast: body.data.atLeast ?? 1 };
@@ -383,8 +397,13 @@ const CLIENT_ERRORS: Record<string, [number, string, string]> = {
 
 function answerClientError(error: Error & { code?: string }, socket: Socket): void {
   const [status, code, detail] = CLIENT_ERRORS[error.code ?? ''] ?? [400, ProblemCode.InvalidRequest, 'the request is not valid HTTP/1.1'];
+  answerOnSocket(socket, status, code, detail);
+}
+
+/** Writes a problem+json answer straight to the socket, then closes it: for requests no route sees. */
+function answerOnSocket(socket: Socket | Duplex, status: number, code: string, detail: string): void {
   // Only when nothing was written yet: a half-written answer must not get a second one.
-  if (socket.writable && socket.bytesWritten === 0) {
+  if (socket.writable && (!('bytesWritten' in socket) || socket.bytesWritten === 0)) {
     const body = JSON.stringify(problem(status, code, detail));
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}; charset=utf-8\r\n` +
@@ -410,5 +429,15 @@ function limitedServer(handler: RequestListener, limits: ConnectionLimits): Serv
     handler,
   );
   server.maxConnections = limits.maxConnections;
+  // Node hands these to listeners of their own, never to the routes; unheard, CONNECT would be a socket
+  // closed without an answer, and a strange Expect a 417 without a body.
+  server.on('connect', (request: IncomingMessage, socket: Duplex) =>
+    answerOnSocket(socket, 405, ProblemCode.MethodNotAllowed, 'CONNECT is not a method of this server: it is no proxy'),
+  );
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const body = JSON.stringify(problem(417, ProblemCode.ExpectationFailed, `expect: ${echo(String(request.headers.expect))} is not met here; send no Expect header, or 100-continue`));
+    response.writeHead(417, { 'content-type': `${PROBLEM_CONTENT_TYPE}; charset=utf-8`, 'content-length': Buffer.byteLength(body), connection: 'close' });
+    response.end(body);
+  });
   return server;
 }

@@ -4,7 +4,9 @@ import { describeFirstIssue, emissionPayloadSchema, type EmissionPayload } from 
 import { RejectionCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
 import { traceContextSchema, type TraceContext } from '../protocol/trace.js';
+import { echo } from '../protocol/text.js';
 import { checkpointItemFieldsSchema, eventCauseSchema, itemPositionSchema, type EventCause } from '../protocol/wire.js';
+import { RESERVED_KEY_PATH } from './json-body.js';
 
 /** An event item that is well formed: it may still be refused by the store (unknown asset, conflict, gap). */
 export interface CheckedEvent {
@@ -57,15 +59,19 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
     return { valid: false, seq: null, key: null, field: where, detail: `${where}: must be an object` };
   }
+  const reserved = (raw as { [RESERVED_KEY_PATH]?: string })[RESERVED_KEY_PATH];
   const { seq, key, kind, ...fields } = raw as Record<string, unknown>;
   const position = itemPositionSchema.safeParse({ seq, key });
   if (!position.success) {
+    if (reserved !== undefined) return { valid: false, seq: null, key: null, field: reserved, detail: `${echo(reserved)}: is a reserved key; rename it` };
     const problem = describeFirstIssue(position.error, { input: { seq, key }, prefix: where });
     return { valid: false, seq: null, key: null, field: problem.field, detail: problem.message };
   }
   // A UUID's hex digits may come in either case; one spelling per key keeps the dedupe key exact.
   const placed = { seq: position.data.seq, key: position.data.key.toLowerCase() };
   const invalid = (field: string, detail: string): InvalidItem => ({ valid: false, ...placed, field, detail });
+  // The producer refuses such a key at commit; the body parser put this item's place and the key's path here.
+  if (reserved !== undefined) return invalid(reserved, `${echo(reserved)}: is a reserved key; rename it`);
   // Only an event carries a trace context; on a checkpoint item `trace` is an unknown field.
   if (kind === 'checkpoint') return checkCheckpoint(fields, where, placed, invalid);
   if (kind !== 'event') return invalid(`${where}.kind`, `${where}.kind: must be "event" or "checkpoint"`);
@@ -133,6 +139,6 @@ export function refuseOutOfScope(item: CheckedItem | InvalidItem, mayPublishTo: 
     key: item.key,
     field: 'asset',
     code: RejectionCode.Forbidden,
-    detail: `asset: this token may not publish to "${asset}" (it may publish to ${allowed}); give the job a token that lists "${asset}", then send the dead row again: oncebox dead retry <outbox file> --all`,
+    detail: `asset: this token may not publish to "${echo(asset)}" (it may publish to ${allowed}); give the job a token that lists "${echo(asset)}", then send the dead row again: oncebox dead retry <outbox file> --all`,
   };
 }

@@ -171,6 +171,14 @@ const refusals = {
   '429': problemResponse("The token's rate limit, or its share of waiting reads or of new streams; see Retry-After."),
   '408': problemResponse('The request took longer than requestTimeoutMs to arrive.'),
   '431': problemResponse('The request line and headers exceed what Node takes (16 KiB).'),
+  '417': problemResponse('An Expect header other than 100-continue.'),
+  '503': problemResponse('The instance is shutting down, or holds as many waiting reads as it takes; retry on another instance or after Retry-After.'),
+};
+
+/** What a route that reads a body may answer besides: the body's size and type. */
+const bodyRefusals = {
+  '413': problemResponse('The body or the batch is too large.'),
+  '415': problemResponse('Not application/json in UTF-8.'),
 };
 
 function queryParameters(schema: z.ZodObject) {
@@ -213,8 +221,7 @@ export function openApiDocument(version: string): Record<string, unknown> {
           responses: {
             '200': json(batchResponseSchema, 'One result per item.'),
             ...refusals,
-            '413': problemResponse('The body or the batch is too large.'),
-            '415': problemResponse('Not application/json in UTF-8.'),
+            ...bodyRefusals,
           },
         },
       },
@@ -244,6 +251,7 @@ export function openApiDocument(version: string): Record<string, unknown> {
           responses: {
             '201': json(claimedAttemptSchema, 'The claimed attempt.'),
             ...refusals,
+            ...bodyRefusals,
             '409': problemResponse('attempt_taken: the `exactly` attempt is not above the epoch (the problem\'s `epoch` says where it is); attempt_too_high: more than the server\'s maxAttemptStep above the epoch, or past the last attempt.'),
           },
         },
@@ -265,7 +273,7 @@ export function openApiDocument(version: string): Record<string, unknown> {
         post: {
           summary: 'Create a scoped token (admin); the secret is in this answer only',
           requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(tokenRequestSchema, 'input') } } },
-          responses: { '201': json(tokenInfoSchema.extend({ token: z.string(), allows: z.string() }), 'The token, with its secret.'), ...refusals },
+          responses: { '201': json(tokenInfoSchema.extend({ token: z.string(), allows: z.string() }), 'The token, with its secret.'), ...refusals, ...bodyRefusals },
         },
       },
       '/v1/tokens/{id}': {

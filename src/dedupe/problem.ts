@@ -16,6 +16,7 @@ const TITLES: Record<string, string> = {
   [ProblemCode.AttemptTaken]: 'Attempt taken',
   [ProblemCode.AttemptTooHigh]: 'Attempt too high',
   [ProblemCode.RequestTimeout]: 'Request timeout',
+  [ProblemCode.ExpectationFailed]: 'Expectation failed',
   [ProblemCode.Overloaded]: 'Overloaded',
   [ProblemCode.ShuttingDown]: 'Shutting down',
   [ProblemCode.Internal]: 'Internal server error',

@@ -40,6 +40,13 @@ const serverOptionsSchema = z.strictObject({
   rateLimit: z
     .union([z.literal(false), z.strictObject({ max: z.number().int().min(1), windowMs: z.number().int().min(100) })])
     .default({ max: 1000, windowMs: 10_000 }),
+  /**
+   * The proxies in front of the server, by address or CIDR, whose
+   * X-Forwarded-For names the client: requests without a live token are then counted per client, not
+   * per proxy. Unset, the peer's own address counts, and every client behind a proxy shares one
+   * allowance. Never trust a header any client could send: name the proxies. @defaultValue unset
+   */
+  trustProxy: z.array(z.string().min(1)).min(1).optional(),
   /** @defaultValue 'full': every acknowledged batch survives a power cut. */
   durability: z.enum(['full', 'normal']).default('full'),
   /** @defaultValue 8 MiB */
@@ -123,6 +130,11 @@ export interface ServerOptions {
   tokenCacheMs?: number | undefined;
   /** Requests one token may make per window (429 with Retry-After beyond), or false for no limit. @defaultValue { max: 1000, windowMs: 10000 } */
   rateLimit?: false | { max: number; windowMs: number } | undefined;
+  /**
+   * The proxies in front of the server (addresses or CIDRs) whose X-Forwarded-For names
+   * the client, so that requests without a live token are counted per client. @defaultValue unset: the peer's address
+   */
+  trustProxy?: string[] | undefined;
   /** 'full': every acknowledged batch survives a power cut (SQLite store). @defaultValue 'full' */
   durability?: 'full' | 'normal' | undefined;
   /** Bytes of one request body (413 beyond). @defaultValue 8 MiB */
@@ -206,6 +218,7 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
     store,
     auth: new Authenticator({ legacyToken: resolved.token, tokens: store.tokens, cacheMs: resolved.tokenCacheMs }),
     rateLimit: resolved.rateLimit,
+    trustProxy: resolved.trustProxy,
     metrics,
     otel: await loadOtel(),
     bodyLimit: resolved.bodyLimit,

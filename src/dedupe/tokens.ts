@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { assetNameSchema } from '../protocol/emission.js';
 import { Limits } from '../protocol/limits.js';
 import type { Same } from '../protocol/same-type.js';
-import { isPlainText, plainText, PLAIN_TEXT_RULE } from '../protocol/text.js';
+import { echo, isPlainText, MAX_LISTED, nameList, plainText, PLAIN_TEXT_RULE } from '../protocol/text.js';
 
 /**
  * Scoped access tokens. A token is `obx_<id>_<secret>`; the store keeps its id, its grant and a SHA-256
@@ -51,7 +51,7 @@ const TOKEN_SHAPE = /^obx_([0-9a-f]{16})_[A-Za-z0-9_-]{43}$/;
 const producerPattern = (missing = 'is required') =>
   z
     .string({ error: (issue) => (issue.input === undefined ? missing : 'must be a string') })
-    .min(1)
+    .min(1, { error: 'must not be empty: give a producer name, a prefix ending in * (such as "ingest-*"), or * for every producer' })
     .max(Limits.maxNameLength, { error: `must be at most ${Limits.maxNameLength} characters` })
     .refine(isPlainText, { error: PLAIN_TEXT_RULE })
     .refine((pattern) => !pattern.slice(0, -1).includes('*'), {
@@ -174,18 +174,23 @@ export function causeAllowed(grant: TokenGrant, asset: string): boolean {
   return grant.consumes === null || grant.consumes.includes(asset);
 }
 
-/** One line that says what a grant allows, for refusals and `token list`. */
-export function describeGrant(grant: TokenGrant): string {
-  const assets = grant.assets === null ? 'every asset' : `assets ${grant.assets.join(', ')}`;
+/**
+ * One line that says what a grant allows, for refusals and `token list`: at most `most` names of each
+ * list (a refusal repeats a few; the CLI, for the operator, all of them).
+ */
+export function describeGrant(grant: TokenGrant, most = MAX_LISTED): string {
+  const assets = grant.assets === null ? 'every asset' : `assets ${nameList(grant.assets, most)}`;
+  // A refusal cuts the pattern like any name it repeats; the CLI (every name) shows it whole.
+  const producers = most === Number.POSITIVE_INFINITY ? grant.producers : echo(grant.producers);
   switch (grant.scope) {
     case 'admin':
       return 'admin: everything';
     case 'publish': {
-      const causes = grant.consumes === null || grant.consumes.length > 0 ? `, naming events of ${grant.consumes?.join(', ') ?? 'every asset'} as causes` : '';
-      return `publish as producers matching "${grant.producers}", to ${assets}${causes}`;
+      const causes = grant.consumes === null || grant.consumes.length > 0 ? `, naming events of ${grant.consumes === null ? 'every asset' : nameList(grant.consumes, most)} as causes` : '';
+      return `publish as producers matching "${producers}", to ${assets}${causes}`;
     }
     case 'read': {
-      const parts = [grant.reads.includes('events') ? `events of ${assets}` : undefined, grant.reads.includes('streams') ? `streams of producers matching "${grant.producers}"` : undefined];
+      const parts = [grant.reads.includes('events') ? `events of ${assets}` : undefined, grant.reads.includes('streams') ? `streams of producers matching "${producers}"` : undefined];
       const what = parts.filter((part) => part !== undefined).join('; ');
       return `read ${grant.reads.join(' and ')}${what === '' ? '' : ` (${what})`}`;
     }

@@ -249,13 +249,13 @@ export class CommitTransaction {
     const { file, producer, run } = this.context;
     const s = file.statements;
     // max() always returns one row; its value is null while the stream has none.
-    let nextSeq = (s.lastSeq.get({ runId: run.runId, task: run.task ?? '', attempt: run.attempt })!.last ?? 0) + 1;
-    for (const [name, value] of this.checkpoints) s.setCheckpoint.run({ name, value, now });
+    const task = run.task ?? '';
+    let nextSeq = (s.lastSeq.get({ runId: run.runId, task, attempt: run.attempt })!.last ?? 0) + 1;
+    for (const [name, value] of this.checkpoints) s.setCheckpoint.run({ runId: run.runId, task, name, value, now });
     // Needed only by an emission without a partition key, so computed only for one.
     let position: string | null | undefined;
     const positionOfCommit = () => (position ??= this.checkpoints.size === 0 ? null : canonicalJson(Object.fromEntries(this.checkpoints)));
     const occurrences = new Map<string, number>();
-    const task = run.task ?? '';
     // What a failure for good discards, read before it is marked: the server's copy keeps it, discarded.
     const failsForGood = this.terminal?.outcome === 'failed' && !this.terminal.willRetry;
     const discarding = failsForGood ? file.lifecycle.heldOfRun.all({ runId: run.runId, task }) : [];
@@ -352,7 +352,7 @@ export class CommitTransaction {
     const settlesHeld = this.terminal !== undefined && !(this.terminal.outcome === 'failed' && this.terminal.willRetry);
     if (heldWritten || settlesHeld) {
       const value = failsForGood ? heldMirror(discarding, true) : settlesHeld ? '[]' : heldMirror(file.lifecycle.heldOfRun.all({ runId: run.runId, task }));
-      s.setCheckpoint.run({ name: HELD_CHECKPOINT, value, now });
+      s.setCheckpoint.run({ runId: run.runId, task, name: HELD_CHECKPOINT, value, now });
       this.checkpoints.set(HELD_CHECKPOINT, value);
     }
     // Checkpoint updates follow the commit's emissions in the stream, so the server's copy of a

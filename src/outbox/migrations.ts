@@ -280,4 +280,27 @@ export const outboxMigrations: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 11,
+    name: '011_checkpoints_by_run',
+    sql: `
+      -- Checkpoints belong to a run's task, as the server's copy does: several runs and tasks may share a
+      -- file, and none reads another's progress (a new run on the file of yesterday's starts from
+      -- scratch, not from yesterday's last batch). The file's checkpoints of before go to the run that
+      -- committed last, which is the one a retry on this file resumes.
+      CREATE TABLE checkpoints_by_run (
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (run_id, task, name)
+      ) WITHOUT ROWID;
+      INSERT INTO checkpoints_by_run (run_id, task, name, value, updated_at)
+        SELECT last.run_id, last.task, checkpoints.name, checkpoints.value, checkpoints.updated_at
+        FROM checkpoints, (SELECT run_id, task FROM outbox ORDER BY id DESC LIMIT 1) AS last;
+      DROP TABLE checkpoints;
+      ALTER TABLE checkpoints_by_run RENAME TO checkpoints;
+    `,
+  },
 ];

@@ -43,7 +43,7 @@ export interface OutboxSchema {
     revision: Generated<number>;
     cause_cursor: number | null;
   };
-  checkpoints: { name: string; value: string; updated_at: number };
+  checkpoints: { run_id: string; task: string; name: string; value: string; updated_at: number };
   lease: { id: number; owner: string; pid: number; host: string; expires_at: number };
   runs: { run_id: string; task: string; opened_by: number; fenced_by: Generated<number> };
   consumed: { event_id: string; cursor: number; consumed_at: number };
@@ -270,7 +270,8 @@ function prepareStatements(db: Database.Database) {
     // over (renumbered it) in the meantime delivers it again as its own.
     delivered: params<SentRow & { eventId: string | null; timestamp: string | null; duplicate: number | null; now: number }>(),
     dead: params<SentRow & { code: string; reason: string; now: number }>(),
-    checkpoint: params<{ name: string; value: string; now: number }>(),
+    checkpointOf: params<OfRun & { name: string }>(),
+    checkpoint: params<OfRun & { name: string; value: string; now: number }>(),
     lease: params<{ owner: string; pid: number; host: string; expiresAt: number }>(),
     renewal: params<{ owner: string; expiresAt: number }>(),
     owner: params<{ owner: string }>(),
@@ -380,14 +381,22 @@ function prepareStatements(db: Database.Database) {
         .where((eb) => eb.and(sentRow))
         .where('state', '=', sql.lit('pending')),
     ),
-    getCheckpoint: prepare(db, p.name, q.selectFrom('checkpoints').select('value').where('name', '=', p.name.name)),
+    // A run's task has checkpoints of its own: several runs and tasks may share a file (outbox migration 011).
+    getCheckpoint: prepare(
+      db,
+      p.checkpointOf,
+      q
+        .selectFrom('checkpoints')
+        .select('value')
+        .where((eb) => eb.and({ run_id: p.checkpointOf.runId, task: p.checkpointOf.task, name: p.checkpointOf.name })),
+    ),
     setCheckpoint: prepare(
       db,
       p.checkpoint,
       q
         .insertInto('checkpoints')
-        .values({ name: p.checkpoint.name, value: p.checkpoint.value, updated_at: p.checkpoint.now })
-        .onConflict((oc) => oc.column('name').doUpdateSet({ value: p.checkpoint.value, updated_at: p.checkpoint.now })),
+        .values({ run_id: p.checkpoint.runId, task: p.checkpoint.task, name: p.checkpoint.name, value: p.checkpoint.value, updated_at: p.checkpoint.now })
+        .onConflict((oc) => oc.columns(['run_id', 'task', 'name']).doUpdateSet({ value: p.checkpoint.value, updated_at: p.checkpoint.now })),
     ),
     countByState: prepareConstant(
       db,
@@ -533,7 +542,7 @@ function prepareStatements(db: Database.Database) {
         .where('id', '=', p.revise.id)
         .where('state', '=', sql.lit('pending')),
     ),
-    anyCheckpoint: prepareConstant(db, q.selectFrom('checkpoints').select('name').limit(sql.lit(1))),
+    runHasCheckpoint: prepare(db, run, q.selectFrom('checkpoints').select('name').where((eb) => eb.and(ofRun)).limit(sql.lit(1))),
   };
 }
 

@@ -11,6 +11,7 @@ import {
   ResumeUnavailableError,
   RunEndedError,
 } from '../protocol/errors.js';
+import { Limits } from '../protocol/limits.js';
 import { activeTraceContext, loadOtel, type OtelApi } from '../protocol/trace.js';
 import { nameSchema, type AttemptClaim, type Receipt, type StreamState } from '../protocol/wire.js';
 import { CommitTransaction, type CommitContext, type Emission, type EmissionInput, type Terminal } from './commit.js';
@@ -111,6 +112,8 @@ export class Outbox {
   /** The highest attempt of this run whose rows the file held when this one opened it. */
   private readonly lastWriter: number | undefined;
   private closed = false;
+  /** The checkpoint names this job defined: the server keeps at most Limits.maxCheckpointNames per run. */
+  private readonly checkpointNames = new Set<string>();
   private closing: Promise<CloseResult> | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   /** The server's stream state this retry resumed from, when it did (a fresh machine). */
@@ -248,8 +251,17 @@ export class Outbox {
       const { message } = describeFirstIssue(parsed.error, { input: name, prefix: 'checkpoint name' });
       throw new OptionsError('name', message);
     }
+    // One name is the producer's own (the held emissions' mirror, oncebox.held).
+    if (!this.checkpointNames.has(parsed.data) && this.checkpointNames.size >= Limits.maxCheckpointNames - 1) {
+      throw new OptionsError(
+        'name',
+        `checkpoint name: a run keeps at most ${Limits.maxCheckpointNames - 1} checkpoints, and this job defined them all; keep several values in one checkpoint (an object) rather than a checkpoint each`,
+      );
+    }
+    this.checkpointNames.add(parsed.data);
     return new Checkpoint(parsed.data, schema as z.ZodType<z.output<Schema>>, {
-      read: (checkpointName) => this.file.statements.getCheckpoint.get({ name: checkpointName })?.value,
+      // Without a run there is no progress to read: such an outbox commits nothing either.
+      read: (checkpointName) => (this.runKey === undefined ? undefined : this.file.statements.getCheckpoint.get({ ...this.runKey, name: checkpointName })?.value),
     });
   }
 

@@ -143,7 +143,7 @@ export function describeFirstIssue(
   const field = base || 'body';
   // zod's own wording for a missing field ("Invalid input: expected …") says less than "is required"; a
   // schema's own message for it says more, and is kept.
-  if (issue.code === 'invalid_type' && issue.path.length > 0 && valueAt(input, issue.path) === undefined && issue.message.startsWith('Invalid input')) {
+  if (issue.code === 'invalid_type' && valueAt(input, issue.path) === undefined && issue.message.startsWith('Invalid input')) {
     return { field, message: `${field}: is required` };
   }
   return { field, message: `${field}: ${issue.message}` };

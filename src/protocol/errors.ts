@@ -44,6 +44,8 @@ export const RejectionCode = {
   FeedbackLoop: 'feedback_loop',
   /** The event is more emissions deep than the server allows for its asset. */
   LineageTooDeep: 'lineage_too_deep',
+  /** A checkpoint of a new name, in a stream that holds Limits.maxCheckpointNames names already. */
+  TooManyCheckpoints: 'too_many_checkpoints',
 } as const;
 export type RejectionCode = (typeof RejectionCode)[keyof typeof RejectionCode];
 
@@ -66,6 +68,8 @@ export const ProblemCode = {
   /** A claim that would move the epoch further than the server allows (maxAttemptStep, or the last attempt). */
   AttemptTooHigh: 'attempt_too_high',
   RequestTimeout: 'request_timeout',
+  /** An Expect header other than 100-continue, which is all this server meets. */
+  ExpectationFailed: 'expectation_failed',
   /** The instance holds as much as it takes (waiting reads): retry after the Retry-After. */
   Overloaded: 'overloaded',
   ShuttingDown: 'shutting_down',

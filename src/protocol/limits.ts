@@ -11,6 +11,11 @@ export const Limits = {
   maxBatchItems: 1000,
   /** Deepest nesting of a request body: extra's own 32 levels inside the envelope, with room to spare. */
   maxBodyDepth: 64,
+  /**
+   * Checkpoint names of one stream (a run's task), the producer's own `oncebox.held` included: what a
+   * stream's state answers stays small, and one value per name is all a resume reads.
+   */
+  maxCheckpointNames: 64,
   /** Bytes of one request body. Must fit maxBatchItems items of ordinary size. */
   maxBodyBytes: 8 * 1024 * 1024,
 } as const;

@@ -31,12 +31,32 @@ export const MAX_ECHO = 64;
  * or value cannot make the answer huge too, and with NUL and unpaired surrogates shown as U+FFFD, so that
  * the answer (which the server records for a retry) is plain text itself.
  */
-export function echo(text: string): string {
-  const shown = text.length <= MAX_ECHO ? text : `${text.slice(0, MAX_ECHO)}… (${text.length} characters)`;
+export function echo(text: string, most = MAX_ECHO): string {
+  const shown = text.length <= most ? text : `${text.slice(0, most)}… (${text.length} characters)`;
   return shown.replace(NOT_PLAIN_ALL, '\uFFFD');
 }
 
 const NOT_PLAIN_ALL = /[\p{Cs}\u0000]/gu;
+
+/**
+ * Most characters of an item's refusal: its `field` (a path of the client's own keys, each cut by
+ * echo(), up to the nesting limit) and its `detail`. The store records them for a retry, so each is
+ * bounded whatever the item held.
+ */
+export const MAX_REFUSAL_FIELD = 256;
+export const MAX_REFUSAL_DETAIL = 1024;
+
+/** Most names of a list an answer repeats (a token's assets, say); the rest are counted. */
+export const MAX_LISTED = 8;
+
+/**
+ * A list of names as an answer repeats it: the first `most`, each cut by echo(), then how many more, so
+ * that a token with a thousand assets does not make every refusal of it a thousand names long.
+ */
+export function nameList(names: readonly string[], most = MAX_LISTED): string {
+  const shown = names.slice(0, most).map(echo).join(', ');
+  return names.length <= most ? shown : `${shown} and ${names.length - most} more`;
+}
 
 /** A string schema that keeps the rule: checked by `isPlainText`, and documented by PLAIN_TEXT_PATTERN. */
 export function plainText(schema: z.ZodString, pattern = PLAIN_TEXT_PATTERN): z.ZodString {

@@ -40,7 +40,8 @@ export const itemPositionSchema = z.object({
 export const checkpointItemFieldsSchema = z.strictObject({
   name: nameSchema,
   value: z.unknown(),
-  revision: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+  // Both stores keep it as a 32-bit integer; the producer raises it once per coalesced commit.
+  revision: z.number().int().min(1).max(2 ** 31 - 1).optional(),
 });
 
 /** The query of `GET /v1/events`. */
@@ -60,11 +61,16 @@ export const eventQuerySchema = z.strictObject({
  * arrives late can never fence a later one.
  */
 const claimTask = nameSchema.nullable().default(null);
-const claimNumber = z.number().int().min(1).max(MAX_ATTEMPT);
-export const attemptClaimSchema = z.union([
-  z.strictObject({ task: claimTask, atLeast: claimNumber.optional() }),
-  z.strictObject({ task: claimTask, exactly: claimNumber }),
-]);
+const claimNumber = z
+  .number({ error: 'must be a number' })
+  .int({ error: 'must be a whole number' })
+  .min(1, { error: 'must be at least 1' })
+  .max(MAX_ATTEMPT, { error: `must be at most ${MAX_ATTEMPT}` });
+/** A claim of the run's next attempt. */
+export const nextAttemptClaimSchema = z.strictObject({ task: claimTask, atLeast: claimNumber.optional() });
+/** A claim of exactly one attempt. */
+export const exactAttemptClaimSchema = z.strictObject({ task: claimTask, exactly: claimNumber });
+export const attemptClaimSchema = z.union([nextAttemptClaimSchema, exactAttemptClaimSchema]);
 export type AttemptClaimRequest = z.input<typeof attemptClaimSchema>;
 
 /** What a claim asks for: the run's next attempt (at least a number), or exactly one number. */

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainProblem, runChain, seedDropping } from '../../scripts/airflow/chain.js';
 import { REPO, type RunningAirflow } from '../../scripts/airflow/harness.js';
 import { createServer, type OnceboxServer } from '../../src/dedupe/index.js';
-import { airflowAvailable, airflowForTests, airflowSkipReason } from '../support/airflow.js';
+import { airflowAvailable, airflowForTests, stopAirflowsForTests, airflowSkipReason } from '../support/airflow.js';
 
 let airflow: RunningAirflow;
 let server: OnceboxServer;
@@ -25,8 +25,9 @@ beforeAll(async () => {
 }, 240_000);
 
 afterAll(async () => {
+  await stopAirflowsForTests();
   await server?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  if (dir) rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
 });
 
 describe.skipIf(!airflowAvailable)(`the chain from an Airflow task to a partitioned DAG downstream${airflowSkipReason}`, () => {

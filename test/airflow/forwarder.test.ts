@@ -7,13 +7,15 @@ import { forwardedKey, openAirflowForwarder, type AirflowForwarderOptions } from
 import { openOutbox } from '../../src/outbox/index.js';
 import { seededRandom, seedDropping } from '../../scripts/airflow/chain.js';
 import { freePort, type RunningAirflow } from '../../scripts/airflow/harness.js';
-import { airflowAvailable, airflowForTests, airflowSkipReason } from '../support/airflow.js';
+import { airflowAvailable, airflowForTests, stopAirflowsForTests, airflowSkipReason } from '../support/airflow.js';
 import { startScript } from '../support/child.js';
 import { startFaultProxy, type Fault } from '../support/fault-proxy.js';
 import { startServer, type RunningServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
+/** The longest test of this file; its forwarders live as long, and are killed after the test in any case. */
+const FORWARDER_LIMIT_MS = 400_000;
 const ASSET = 'oncebox_batches';
 const DOWNSTREAM = 'oncebox_partition_consumer';
 
@@ -27,8 +29,9 @@ beforeAll(async () => {
   airflow = await airflowForTests({ name: `fwd_${process.pid}`, dir: home, tokenLifetimeSeconds: 8 });
 }, 240_000);
 
-afterAll(() => {
-  if (home) rmSync(home, { recursive: true, force: true });
+afterAll(async () => {
+  await stopAirflowsForTests();
+  if (home) rmSync(home, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
 });
 
 /** A forwarder in `dir` of `server`'s events into this file's Airflow, as the user it signs in as; `options` changes any of that. */
@@ -60,6 +63,8 @@ function forwarder(server: RunningServer, airflowUrl: string, db: string, env: R
     'src/cli/main.ts',
     ['forward', 'airflow', '--server', server.url, '--airflow', airflowUrl, '--map', map, '--db', db, '--settle-ms', '200', ...extra],
     { ONCEBOX_AIRFLOW_USERNAME: airflow.username, ONCEBOX_AIRFLOW_PASSWORD: airflow.password, ...env },
+    // A forwarder through lost answers on a loaded machine may take minutes: the test's timeout is the limit.
+    { timeoutMs: FORWARDER_LIMIT_MS },
   );
 }
 
@@ -87,7 +92,7 @@ async function runsPerPartition(prefix: string, partitions: number): Promise<Map
 }
 
 describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow${airflowSkipReason}`, () => {
-  it('forwards each event exactly once through lost answers, SIGKILLs and a fresh file, with one downstream run per partition', { timeout: 400_000 }, async () => {
+  it('forwards each event exactly once through lost answers, SIGKILLs and a fresh file, with one downstream run per partition', { timeout: FORWARDER_LIMIT_MS }, async () => {
     // A seed whose draws drop a third of the first 45 answers, so that at least a fifth of all are dropped.
     const seed = Number(process.env.ONCEBOX_SEED ?? seedDropping(Date.now() % 1_000_000, 45, 0.33, 15));
     const dir = tempDir();

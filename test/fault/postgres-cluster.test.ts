@@ -49,6 +49,43 @@ describe.skipIf(!pgAvailable)(`several server instances on one PostgreSQL${pgSki
     expect((await allEvents(a.url)).map((e) => e.key).sort()).toEqual([...keys].sort());
   });
 
+  it('never answers 5xx to clients claiming the same keys in opposite orders (no deadlock reaches a client)', async () => {
+    const [a, b] = await twoInstances();
+    for (let round = 0; round < 3; round++) {
+      const keys = Array.from({ length: 1000 }, () => newKey());
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, client) => {
+          const ordered = client % 2 ? [...keys].reverse() : keys;
+          const stream = { ...STREAM, runId: `round-${round}-client-${client}` };
+          return post(`${(client % 2 ? a : b).url}/v1/emissions`, JSON.stringify({ stream, items: ordered.map((key, i) => item(i + 1, key, { partitionKey: key })) }));
+        }),
+      );
+      expect(answers.map((answer) => answer.status)).toEqual(Array(8).fill(200));
+      const accepted = answers.flatMap((answer) => answer.json.results.filter((r: { status: string }) => r.status === 'accepted').map((r: { key: string }) => r.key));
+      expect(accepted.sort()).toEqual([...keys].sort());
+    }
+  });
+
+  it("keeps two tasks of one run apart across instances: one task's retry fences its own zombie, never the other task", async () => {
+    const [a, b] = await twoInstances();
+    const stream = (task: string, attempt: number) => ({ ...STREAM, runId: 'dag-run', task, attempt });
+    const send = (instance: Instance, task: string, attempt: number, seq: number, partitionKey: string) =>
+      post(`${instance.url}/v1/emissions`, JSON.stringify({ stream: stream(task, attempt), items: [item(seq, newKey(), { partitionKey })] }));
+    const statusOf = async (answer: Promise<{ json: { results: { status: string }[] } }>) => (await answer).json.results[0]!.status;
+    // Interleaved across the instances, each task at its own positions.
+    expect(await statusOf(send(a, 'extract', 1, 1, 'extract-1'))).toBe('accepted');
+    expect(await statusOf(send(b, 'load', 1, 1, 'load-1'))).toBe('accepted');
+    expect(await statusOf(send(b, 'extract', 1, 2, 'extract-2'))).toBe('accepted');
+    expect(await statusOf(send(a, 'load', 1, 2, 'load-2'))).toBe('accepted');
+    // extract's retry delivers through b: extract's attempt 1 is fenced on a, load's attempt 1 goes on there.
+    expect(await statusOf(send(b, 'extract', 2, 1, 'extract-3'))).toBe('accepted');
+    expect(await statusOf(send(a, 'extract', 1, 3, 'extract-zombie'))).toBe('fenced');
+    expect(await statusOf(send(a, 'load', 1, 3, 'load-3'))).toBe('accepted');
+    const stored = (await allEvents(a.url)).map((e) => `${e.task}/${e.partitionKey}@${e.attempt}`);
+    expect(stored.filter((e) => e.startsWith('extract/'))).toEqual(['extract/extract-1@1', 'extract/extract-2@1', 'extract/extract-3@2']);
+    expect(stored.filter((e) => e.startsWith('load/'))).toEqual(['load/load-1@1', 'load/load-2@1', 'load/load-3@1']);
+  });
+
   it('keeps a stream exact while the relay fails over between instances on every other request', async () => {
     const [a, b] = await twoInstances();
     const proxies = await Promise.all([startFaultProxy(a.url), startFaultProxy(b.url)]);

@@ -66,9 +66,9 @@ describe('a zombie and its retry on one outbox file, in real processes', () => {
       const second = await retry!;
       if (second.signal === 'SIGKILL') {
         const third = await runScript(JOB, args(3, 0));
-        expect(third.code, `${context}: attempt 3 ${third.stderr}`).toBe(0);
+        expect(third.code, `${context}: attempt 3 ${JSON.stringify(third.lines.slice(-3))} ${third.stderr}`).toBe(0);
       } else {
-        expect(second.code, `${context}: attempt 2 ${second.stderr}`).toBe(0);
+        expect(second.code, `${context}: attempt 2 ${JSON.stringify(second.lines.slice(-3))} ${second.stderr}`).toBe(0);
       }
       relay?.signal('SIGTERM');
       expect((await relay?.done)?.code ?? 0, `${context}: relay ${(await relay?.done)?.stderr}`).toBe(0);

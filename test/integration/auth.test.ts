@@ -116,4 +116,17 @@ describe('requests without a live token', () => {
     await new Promise((resolve) => setTimeout(resolve, 3500));
     expect((await fetch(`${running.url}/v1/events`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
   });
+
+  it('count per client behind a trusted proxy (X-Forwarded-For), and per peer when the proxy is not trusted', async () => {
+    const from = (url: string, client: string) => fetch(`${url}/v1/events`, { headers: { authorization: `Bearer obx_${'0'.repeat(16)}_${'A'.repeat(43)}`, 'x-forwarded-for': client } });
+    for (const [trustProxy, otherClient] of [[['127.0.0.1'], 401], [undefined, 429]] as const) {
+      const running = await startServer({ rateLimit: { max: 3, windowMs: 60_000 }, ...(trustProxy ? { trustProxy: [...trustProxy] } : {}) });
+      await running.server.store.tokens.create({ scope: 'read' });
+      const statuses: number[] = [];
+      for (let i = 0; i < 6; i++) statuses.push((await from(running.url, '203.0.113.7')).status);
+      expect(statuses.slice(4)).toEqual([429, 429]);
+      // Another client behind the same proxy: its own allowance only when the proxy is trusted.
+      expect({ trustProxy, status: (await from(running.url, '198.51.100.9')).status }).toEqual({ trustProxy, status: otherClient });
+    }
+  });
 });

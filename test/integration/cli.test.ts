@@ -58,6 +58,22 @@ describe('the oncebox command', () => {
     expect((await server.done).code).toBe(0);
   });
 
+  it('runs as a relay until stopped, idle or not: commits made after a quiet spell are delivered, and SIGTERM ends it with 0', async () => {
+    const server = await startServer();
+    const path = join(tempDir(), 'outbox.db');
+    const box = await openOutbox({ path, producer: 'orders-ingest', run: RUN, relay: 'external' });
+    const relay = startScript(CLI, ['relay', '--db', path, '--server', server.url], { ONCEBOX_LOG_LEVEL: 'warn' });
+    // Idle for longer than any of the relay's timers tick: a relay whose timers are all unref'd would exit here.
+    const idle = await Promise.race([relay.done, new Promise((resolve) => setTimeout(resolve, 1500))]);
+    expect(idle, 'the relay exited while idle').toBeUndefined();
+    const receipt = box.asset('batch_ready').emit({ partitionKey: 'after-a-quiet-spell' });
+    expect((await receipt).duplicate).toBe(false);
+    expect((await server.events()).map((event) => event.partitionKey)).toEqual(['after-a-quiet-spell']);
+    relay.signal('SIGTERM');
+    expect((await relay.done).code).toBe(0);
+    await box.close();
+  });
+
   it('refuses unknown flags and commands with the usage', async () => {
     const unknown = await runScript(CLI, ['server', '--dbb', 'x']);
     expect(unknown.code).toBe(2);

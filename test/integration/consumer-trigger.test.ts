@@ -84,4 +84,44 @@ describe('a per-partition trigger', () => {
       { numRuns: 12, seed, endOnFailure: true },
     );
   });
+
+  for (const onNewer of ['ignore', 'refresh'] as const) {
+    it(`remembers its firings through a rebuild on a fresh file: a re-run's newer event then ${onNewer === 'ignore' ? 'fires nothing' : 'fires a refresh, never a first firing again'}`, async () => {
+      const server = await startServer({ assets: [...ASSETS, 'daily_summary'] });
+      const dir = tempDir();
+      const calls: string[] = [];
+      const open = async (file: string) => {
+        const consumer = await openConsumer({ path: join(dir, file), server: server.url, group: 'joiner', assets: [...ASSETS], logger: quiet, waitSeconds: 0.2 });
+        consumer.trigger({ when: [...ASSETS], onNewer }, (partition, _events, ctx) => {
+          calls.push(`${file} ${partition} firing ${ctx.firing}${ctx.refresh ? ' refresh' : ''}`);
+          ctx.tx.emit('daily_summary', { partitionKey: partition, extra: { firing: ctx.firing } });
+        });
+        const stop = new AbortController();
+        return { consumer, stop, running: consumer.run({ signal: stop.signal }) };
+      };
+      const until = async (consumer: Consumer, cursor: number) => {
+        const deadline = Date.now() + 10_000;
+        while (consumer.cursor < cursor && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+        expect(consumer.cursor).toBeGreaterThanOrEqual(cursor);
+      };
+      const first = await open('first.db');
+      await emit(server, dir, 'orders_ready', 1, 1);
+      await emit(server, dir, 'payments_ready', 1, 1);
+      await until(first.consumer, 2);
+      first.stop.abort();
+      await first.running;
+      // Closed with its emissions and cursor delivered; then the machine is gone.
+      await first.consumer.close({ timeoutMs: 10_000 });
+      const fresh = await open('fresh.db');
+      // A re-run of the orders job emits day-1 again: a newer event for a partition that fired.
+      await emit(server, dir, 'orders_ready', 1, 2);
+      await until(fresh.consumer, 3);
+      fresh.stop.abort();
+      await fresh.running;
+      await fresh.consumer.close({ timeoutMs: 10_000 });
+      expect(calls).toEqual(['first.db day-1 firing 1', ...(onNewer === 'refresh' ? ['fresh.db day-1 firing 2 refresh'] : [])]);
+      const summaries = await server.events({ asset: 'daily_summary' });
+      expect(summaries.map((event) => (event.extra as { firing: number }).firing)).toEqual(onNewer === 'refresh' ? [1, 2] : [1]);
+    });
+  }
 });

@@ -80,13 +80,19 @@ for (const backend of BACKENDS) {
       const before = await allEvents(running.url, {}, admin);
       const answer = await send(running.url, mallory, { stream: stream('A'), items: [event(1, 'X', 'x1', secret), event(2, 'X', 'x2', secret + 1000)] });
       expect(answer.status).toBe(200);
-      expect(answer.json.results.map((r: { status: string; code?: string }) => r.code ?? r.status)).toEqual(['forbidden', 'accepted']);
+      // Mallory's token consumes nothing: a held cause and a missing one are refused alike.
+      expect(answer.json.results.map((r: { status: string; code?: string }) => r.code ?? r.status)).toEqual(['forbidden', 'forbidden']);
       expect(answer.json.results[0].field).toBe('cause');
       for (const secretPart of ['B_asset', 'secret-pk-4711', before[0]!.eventId]) expect(answer.text).not.toContain(secretPart);
-      // The refused item left no event; the cause that is not there made a root, with no lineage of B's.
+      // A token that consumes X, naming B's event: refused the same; naming a cursor that holds nothing: a root.
+      const consumingX = await tokenFor(running, { scope: 'publish', producers: 'A2', assets: ['X'], consumes: ['X'] });
+      const second = await send(running.url, consumingX, { stream: stream('A2'), items: [event(1, 'X', 'x1', secret), event(2, 'X', 'x2', secret + 1000)] });
+      expect(second.json.results.map((r: { status: string; code?: string }) => r.code ?? r.status)).toEqual(['forbidden', 'accepted']);
+      for (const secretPart of ['B_asset', 'secret-pk-4711', before[0]!.eventId]) expect(second.text).not.toContain(secretPart);
+      // The refused items left no event; the cause that is not there made a root, with no lineage of B's.
       const after = await allEvents(running.url, {}, admin);
       expect(after.filter((e) => e.producer === 'B')).toEqual(before);
-      expect(after.filter((e) => e.producer === 'A').map((e) => [e.partitionKey, e.causedBy, e.depth])).toEqual([['x2', null, 0]]);
+      expect(after.filter((e) => e.producer.startsWith('A')).map((e) => [e.partitionKey, e.causedBy, e.depth])).toEqual([['x2', null, 0]]);
     });
 
     it("cannot poison a consumer's lineage: only a token that consumes an asset names its events as causes", async () => {
@@ -113,6 +119,30 @@ for (const backend of BACKENDS) {
       // A token that consumes nothing names no cause; one that consumes X names X's events only.
       const plain = await tokenFor(running, { scope: 'publish', producers: 'plain' });
       expect((await send(running.url, plain, { stream: stream('plain'), items: [event(1, 'Y', 'p', x1)] })).json.results[0].code).toBe('forbidden');
+      // Alike for a cursor that holds no event: its answer tells nothing of which cursors hold events.
+      const nothing = await send(running.url, plain, { stream: stream('plain'), items: [event(2, 'Y', 'p', x1 + 100_000)] });
+      expect(nothing.json.results[0]).toMatchObject({ status: 'rejected', code: 'forbidden' });
+      expect(nothing.json.results[0].detail).toBe((await send(running.url, plain, { stream: stream('plain'), items: [event(3, 'Y', 'q', x1)] })).json.results[0].detail.replace(String(x1), String(x1 + 100_000)));
+    });
+
+    it('answers a caused event sent again as it was stored, however its cause would be judged today', async () => {
+      const running = await startServer({ backend, assets: ['X', 'Y'] });
+      const admin = await tokenFor(running, { scope: 'admin' });
+      const source = await tokenFor(running, { scope: 'publish', producers: 'A', assets: ['X'] });
+      expect((await send(running.url, source, { stream: stream('A'), items: [event(1, 'X', 'day-1')] })).status).toBe(200);
+      const x1 = await cursorOf(running, admin, 'day-1');
+      const consumer = await tokenFor(running, { scope: 'publish', producers: 'summariser', assets: ['Y'], consumes: ['X'] });
+      const response = event(1, 'Y', 'day-1', x1);
+      const first = await send(running.url, consumer, { stream: stream('summariser'), items: [response] });
+      expect(first.json.results[0].status).toBe('accepted');
+      // The operator narrows the consumer's token; a retry of the run on a fresh machine sends the event again.
+      const narrowed = await tokenFor(running, { scope: 'publish', producers: 'summariser', assets: ['Y'] });
+      const again = await send(running.url, narrowed, { stream: { ...stream('summariser'), attempt: 2 }, items: [response] });
+      expect(again.json.results[0]).toMatchObject({ status: 'duplicate', eventId: first.json.results[0].eventId });
+      // A new event with that cause is judged, and refused.
+      const fresh = await send(running.url, narrowed, { stream: { ...stream('summariser'), attempt: 2 }, items: [{ ...response, seq: 2, key: newKey(), partitionKey: 'day-1b' }] });
+      expect(fresh.json.results[0]).toMatchObject({ status: 'rejected', code: 'forbidden' });
+      expect((await allEvents(running.url, { asset: 'Y' }, admin)).map((e) => e.partitionKey)).toEqual(['day-1']);
     });
 
     it('bounds what lineage stores and answers per event, for long chains and allowed cycles alike', async () => {

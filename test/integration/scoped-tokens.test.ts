@@ -154,6 +154,18 @@ for (const backend of BACKENDS) {
       const again = await call(running.url, 'POST', '/v1/emissions', token, body);
       expect(again.json.results.map((r: { status: string; code?: string }) => r.code ?? r.status)).toEqual(['duplicate', 'forbidden', 'duplicate']);
       expect((await running.server.store.listEvents({ after: 0, limit: 10 })).events.map((e) => e.seq)).toEqual([1, 3]);
+      // A token of many assets is named in refusals by its first eight and a count, however many it lists.
+      const many = Array.from({ length: 300 }, (_, i) => `asset_${String(i).padStart(3, '0')}_${'x'.repeat(100)}`);
+      const wide = await tokenFor(running, { scope: 'publish', producers: 'victim', assets: many, consumes: many });
+      const refused = await call(running.url, 'POST', '/v1/emissions', wide, { stream: { ...VICTIM, runId: 'r2' }, items: [item(1, newKey(), { asset: 'run_done' })] });
+      expect(refused.json.results[0].detail).toMatch(/\(it may publish to asset_000_x+… \(\d+ characters\), .* and 292 more\)/);
+      expect(refused.json.results[0].detail.length).toBeLessThan(1200);
+      const reader = await tokenFor(running, { scope: 'read', reads: ['events'], assets: many });
+      const wrongAsset = await call(running.url, 'GET', '/v1/events?asset=run_done', reader);
+      expect({ status: wrongAsset.status, long: wrongAsset.json.detail.length > 1200 }).toEqual({ status: 403, long: false });
+      expect(wrongAsset.json.detail).toContain('and 292 more');
+      const outOfScope = await call(running.url, 'GET', '/v1/tokens', wide);
+      expect({ status: outOfScope.status, long: outOfScope.json.detail.length > 2000 }).toEqual({ status: 403, long: false });
     });
 
     it("takes a lifecycle event outside the token's asset list only when it tells exactly its own stream's outcome", async () => {
@@ -290,6 +302,10 @@ describe('tokens across instances and requests', () => {
     expect(Number(response.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(await response.json()).toMatchObject({ status: 429, code: 'rate_limited' });
     expect((await call(running.url, 'GET', '/v1/events', second)).status).toBe(200);
+    // Paths that are no route count too: a token cannot spend the server's time on 404s past its limit.
+    const lost = [];
+    for (let i = 0; i < 3; i++) lost.push((await call(running.url, 'GET', `/v1/nothing-${i}`, second)).status);
+    expect(lost).toEqual([404, 404, 429]);
   });
 
   it('counts nothing on a server without tokens, where there is no one to count against', async () => {

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -287,7 +288,9 @@ for (const backend of BACKENDS) {
       const { url } = await startServer({ backend, bodyLimit: 4096, maxBatchItems: 3 });
       const cases: [string, Record<string, string>, number, string][] = [
         ['{"stream":', { 'content-type': 'application/json' }, 400, 'malformed_json'],
-        ['{"__proto__":{"x":1}}', { 'content-type': 'application/json' }, 400, 'malformed_json'],
+        ['{"__proto__":{"x":1}}', { 'content-type': 'application/json' }, 400, 'invalid_request'],
+        ['{"stream":{"\\u005f_proto__":{}},"items":[]}', { 'content-type': 'application/json' }, 400, 'invalid_request'],
+        ['', { 'content-type': 'application/json' }, 400, 'invalid_request'],
         ['hello', { 'content-type': 'text/plain' }, 415, 'unsupported_media_type'],
         [JSON.stringify({ stream: STREAM, items: [{}, {}, {}, {}] }), { 'content-type': 'application/json' }, 413, 'batch_too_large'],
         [JSON.stringify({ stream: STREAM, items: ['x'.repeat(5000)] }), { 'content-type': 'application/json' }, 413, 'body_too_large'],
@@ -310,6 +313,92 @@ for (const backend of BACKENDS) {
       const notFound = await fetch(`${url}/v2/nothing`);
       expect(notFound.status).toBe(404);
       expect(await notFound.json()).toMatchObject({ code: 'not_found', detail: 'no route for GET /v2/nothing' });
+    });
+
+    it('takes a checkpoint revision up to what both stores keep (2^31 - 1), and refuses a higher one per item', async () => {
+      const { url } = await startServer({ backend });
+      const answer = await send(url, [
+        { seq: 1, key: newKey(), kind: 'checkpoint', name: 'progress', value: 1, revision: 2 ** 31 - 1 },
+        { seq: 2, key: newKey(), kind: 'checkpoint', name: 'other', value: 1, revision: 2 ** 31 },
+        item(3, newKey()),
+      ]);
+      expect(answer.status).toBe(200);
+      expect(answer.json.results.map((r: { status: string; field?: string }) => [r.status, r.field])).toEqual([
+        ['checkpointed', undefined],
+        ['rejected', 'items[1].revision'],
+        ['accepted', undefined],
+      ]);
+    });
+
+    it('keeps at most 64 checkpoint names per stream: a new name past them is refused at its position, updates go on', async () => {
+      const { url } = await startServer({ backend });
+      const checkpoint = (seq: number, name: string, value: unknown) => ({ seq, key: newKey(), kind: 'checkpoint', name, value });
+      const first = await send(url, Array.from({ length: 60 }, (_, i) => checkpoint(i + 1, `n${i}`, i)));
+      expect(new Set(first.json.results.map((r: { status: string }) => r.status))).toEqual(new Set(['checkpointed']));
+      const past = [checkpoint(61, 'n0', 'updated'), ...Array.from({ length: 5 }, (_, i) => checkpoint(62 + i, `m${i}`, i)), item(67, newKey())];
+      const second = await send(url, past);
+      expect(second.json.results.map((r: { status: string; code?: string }) => r.code ?? r.status)).toEqual([
+        'checkpointed',
+        'checkpointed',
+        'checkpointed',
+        'checkpointed',
+        'checkpointed',
+        'too_many_checkpoints',
+        'accepted',
+      ]);
+      expect(second.json.results[5]).toMatchObject({ seq: 66, field: 'name', detail: expect.stringContaining('holds 64 checkpoint names already') });
+      // A retry gets the same answers; the stream's state holds the 64, the update among them.
+      expect((await send(url, past)).json.results.map((r: { status: string; code?: string }) => r.code ?? r.status)[5]).toBe('too_many_checkpoints');
+      const state = (await (await fetch(`${url}/v1/streams/${STREAM.producer}/${STREAM.runId}`)).json()) as { checkpoints: Record<string, unknown> };
+      expect(Object.keys(state.checkpoints)).toHaveLength(64);
+      expect(state.checkpoints.n0).toBe('updated');
+      expect(state.checkpoints.m4).toBeUndefined();
+    });
+
+    it('keeps and answers a checkpoint named like an Object property (__proto__, constructor) as any other', async () => {
+      const { url } = await startServer({ backend });
+      const names = ['__proto__', 'constructor', 'toString'];
+      const answer = await send(url, names.map((name, i) => ({ seq: i + 1, key: newKey(), kind: 'checkpoint', name, value: { at: i } })));
+      expect(answer.json.results.map((r: { status: string }) => r.status)).toEqual(['checkpointed', 'checkpointed', 'checkpointed']);
+      const state = await fetch(`${url}/v1/streams/${STREAM.producer}/${STREAM.runId}`);
+      const text = await state.text();
+      expect(text).toContain('"__proto__":{"at":0}');
+      const checkpoints = JSON.parse(text).checkpoints;
+      expect(Object.keys(checkpoints).sort()).toEqual([...names].sort());
+    });
+
+    it('refuses an item with a __proto__ key on its own, however spelt, and a body that is not UTF-8 as a whole', async () => {
+      const { url } = await startServer({ backend });
+      const keys = [newKey(), newKey(), newKey(), newKey()];
+      const body = JSON.stringify({ stream: STREAM, items: [item(1, keys[0]!), item(2, keys[1]!, { extra: { nested: [{ polluted: true }] } }), item(3, keys[2]!), item(4, keys[3]!)] })
+        .replace('{"polluted":true}', '{"__proto__":{"polluted":true}}')
+        .replace(`"seq":3,`, '"seq":3,"\\u005f_pr\\u006fto__":1,');
+      const answer = await post(emissions(url), body);
+      expect(answer.status).toBe(200);
+      expect(answer.json.results.map((r: { status: string; seq: number | null; field?: string; detail?: string }) => [r.status, r.seq, r.field, r.detail])).toEqual([
+        ['accepted', 1, undefined, undefined],
+        ['rejected', 2, 'items[1].extra.nested[0].__proto__', 'items[1].extra.nested[0].__proto__: is a reserved key; rename it'],
+        ['rejected', 3, 'items[2].__proto__', 'items[2].__proto__: is a reserved key; rename it'],
+        ['accepted', 4, undefined, undefined],
+      ]);
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+      expect((await allEvents(url)).map((event) => event.seq)).toEqual([1, 4]);
+      // However long the keys on the way to it, the refusal (which the store records for a retry) stays small.
+      const huge = 'k'.repeat(100_000);
+      const deep = JSON.stringify({ stream: STREAM, items: [item(5, newKey(), { extra: { [huge]: { [huge]: { polluted: 1 } } } }), item(6, newKey(), { [huge]: 1 })] }).replace(
+        '{"polluted":1}',
+        '{"__proto__":1}',
+      );
+      for (let round = 0; round < 2; round++) {
+        const bounded = await post(emissions(url), deep);
+        expect(bounded.json.results.map((r: { status: string }) => r.status)).toEqual(['rejected', 'rejected']);
+        for (const result of bounded.json.results) expect({ field: result.field.length < 400, detail: result.detail.length < 1200 }).toEqual({ field: true, detail: true });
+        expect(bounded.text.length).toBeLessThan(3000);
+      }
+      // Latin-1 bytes sent as UTF-8 would be stored as U+FFFD: the request is refused instead.
+      const latin1 = Buffer.concat([Buffer.from(JSON.stringify({ stream: STREAM, items: [item(5, newKey(), { partitionKey: 'caf' })] }).replace('"caf"', '"caf')), Buffer.from([0xe9]), Buffer.from('"}]}')]);
+      const refused = await fetch(emissions(url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: latin1 });
+      expect({ status: refused.status, json: await refused.json() }).toMatchObject({ status: 400, json: { code: 'malformed_json', detail: 'the body is not valid UTF-8; send JSON encoded as UTF-8' } });
     });
 
     it('requires the token when one is set', async () => {
@@ -449,6 +538,22 @@ for (const backend of BACKENDS) {
       }
       // An unknown path is still asked for a token first.
       expect((await rawRequest(running.url, 'TRACE', '/v1/nothing')).status).toBe(401);
+      // Node hands CONNECT and an unmet Expect to no route: they are answered as problem+json all the same.
+      const { hostname, port } = new URL(running.url);
+      const connected = await new Promise<string>((resolve, reject) => {
+        let text = '';
+        const socket = connect(Number(port), hostname, () => socket.write(`CONNECT ${hostname}:1 HTTP/1.1\r\nHost: ${hostname}:1\r\n\r\n`));
+        socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+        socket.on('close', () => resolve(text));
+        socket.on('error', reject);
+      });
+      expect(connected).toMatch(/^HTTP\/1\.1 405 [^]*application\/problem\+json[^]*"code":"method_not_allowed"/);
+      const expectation = await rawRequest(running.url, 'POST', '/v1/emissions', '{}', { expect: 'the-impossible', 'content-type': 'application/json' });
+      expect({ status: expectation.status, type: expectation.type, code: expectation.json?.code }).toEqual({
+        status: 417,
+        type: 'application/problem+json; charset=utf-8',
+        code: 'expectation_failed',
+      });
     });
 
     it('pages events by cursor, optionally for one asset', async () => {
@@ -463,6 +568,12 @@ for (const backend of BACKENDS) {
       const bad = await fetch(`${url}/v1/events?limit=5000`);
       expect(bad.status).toBe(400);
       expect(await bad.json()).toMatchObject({ code: 'invalid_request', field: 'limit' });
+      // Numbers as the protocol writes them: a typo never reads as another cursor.
+      for (const [query, field] of [['after=', 'after'], ['after=0x10', 'after'], ['limit=1e2', 'limit'], ['after=%205', 'after'], ['limit=3.0', 'limit'], ['wait=1e1', 'wait']]) {
+        const refused = await fetch(`${url}/v1/events?${query}`);
+        expect({ query, status: refused.status, json: await refused.json() }).toMatchObject({ query, status: 400, json: { code: 'invalid_request', field, detail: expect.stringContaining('plain digits') } });
+      }
+      expect((await fetch(`${url}/v1/events?after=2&limit=1&wait=0.5`)).status).toBe(200);
     });
 
     it('gives cursors that keep growing across writes and reads', async () => {
@@ -527,6 +638,30 @@ for (const backend of BACKENDS) {
         { status: 'fenced', seq: 2, key: keys[1], code: 'fenced', epoch: 2, detail: 'fenced by attempt 2: attempt 1 of this run may deliver nothing more' },
       ]);
       expect((await allEvents(url)).map((e) => [e.key, e.attempt])).toEqual([[keys[0], 1], [keys[1], 1], [keys[2], 2]]);
+    });
+
+    it.each([
+      ['only duplicates of what its predecessor delivered', 'duplicates'],
+      ['only a checkpoint update', 'checkpoint'],
+      ['only an item refused for good', 'refused'],
+    ] as const)('fences the zombie once a retry delivered a first request holding %s', async (_what, kind) => {
+      const { url } = await startServer({ backend });
+      const keys = [newKey(), newKey()];
+      await send(url, [item(1, keys[0]!), item(2, keys[1]!, { partitionKey: 'batch-2' })], attempt(1));
+      const first =
+        kind === 'duplicates'
+          ? [item(1, keys[0]!), item(2, keys[1]!, { partitionKey: 'batch-2' })]
+          : kind === 'checkpoint'
+            ? [{ seq: 1, key: newKey(), kind: 'checkpoint', name: 'backlog', value: { batch: 2 } }]
+            : [item(1, newKey(), { asset: 'never_registered' })];
+      const retried = await send(url, first, attempt(2));
+      expect(retried.json.results.map((r: { status: string }) => r.status)).toEqual(
+        kind === 'duplicates' ? ['duplicate', 'duplicate'] : kind === 'checkpoint' ? ['checkpointed'] : ['rejected'],
+      );
+      // The zombie's next batch, sent after the retry's first request was answered: fenced, not stored.
+      const zombie = await send(url, [item(3, newKey(), { partitionKey: 'batch-3' })], attempt(1));
+      expect(zombie.json.results).toEqual([expect.objectContaining({ status: 'fenced', seq: 3, epoch: 2 })]);
+      expect((await allEvents(url)).map((e) => e.partitionKey)).toEqual(['batch-1', 'batch-2']);
     });
 
     it('fences a request of an older attempt that holds only checkpoint updates: the mirror never goes back', async () => {
@@ -594,7 +729,9 @@ for (const backend of BACKENDS) {
       expect((await claim({ task: 'load' })).json).toEqual({ attempt: 1 });
       const bad = await claim({ atLeast: 0 });
       expect(bad.status).toBe(400);
-      expect(bad.json).toMatchObject({ code: 'invalid_request', field: 'atLeast' });
+      expect(bad.json).toMatchObject({ code: 'invalid_request', field: 'atLeast', detail: 'atLeast: must be at least 1' });
+      // A bad `exactly` is told as such, not as a field the other shape of claim does not know.
+      expect((await claim({ exactly: 1.5 })).json).toMatchObject({ code: 'invalid_request', field: 'exactly', detail: 'exactly: must be a whole number' });
     });
 
     it('claims exactly an attempt above the epoch, refuses one the epoch has reached as taken, and moves no epoch past maxAttemptStep', async () => {

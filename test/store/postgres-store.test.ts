@@ -3,6 +3,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { PostgresDedupeStore } from '../../src/dedupe/index.js';
 import { checkItem } from '../../src/dedupe/item-check.js';
+import { createPool, inTransaction } from '../../src/dedupe/postgres/connection.js';
 import { item, newKey, post, STREAM } from '../support/http.js';
 import { PG_URL, pgAvailable, pgSkipReason, testSchema } from '../support/postgres.js';
 import { startServer } from '../support/server.js';
@@ -34,6 +35,70 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
     await plain.end();
     await store.close();
     expect(rows[0].big).toBe('9007199254740993');
+  });
+
+  it('never deadlocks two ingests claiming the same keys in opposite orders', async () => {
+    const schema = testSchema();
+    const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
+    await store.registerAsset('batch_ready');
+    const deadlocksBefore = async () => {
+      const client = new pg.Client({ connectionString: PG_URL });
+      await client.connect();
+      const { rows } = await client.query('SELECT deadlocks::int AS n FROM pg_stat_database WHERE datname = current_database()');
+      await client.end();
+      return rows[0].n as number;
+    };
+    const before = await deadlocksBefore();
+    try {
+      for (let round = 0; round < 4; round++) {
+        const keys = Array.from({ length: 3000 }, () => randomUUID());
+        const answers = await Promise.all(
+          [keys, [...keys].reverse(), keys, [...keys].reverse()].map((ordered, client) =>
+            store.ingest(
+              { producer: 'p', workflow: 'w', runId: `round-${round}-${client}`, task: null, attempt: 1 },
+              ordered.map((key, i) => checkItem({ seq: i + 1, key, kind: 'event', asset: 'batch_ready', partitionKey: key }, i)),
+            ),
+          ),
+        );
+        const accepted = answers.flatMap((results) => results.filter((r) => r.status === 'accepted').map((r) => r.key));
+        expect(accepted.sort()).toEqual([...keys].sort());
+      }
+    } finally {
+      await store.close();
+    }
+    // PostgreSQL reports its statistics within a second or so of a transaction's end.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(await deadlocksBefore()).toBe(before);
+  });
+
+  it('runs a transaction that PostgreSQL aborted for a deadlock again, rather than failing the request', async () => {
+    const pool = createPool({ connectionString: PG_URL, max: 4 });
+    const table = `deadlock_${process.pid}_${Date.now()}`;
+    try {
+      await pool.query(`CREATE TABLE ${table} (id int PRIMARY KEY, n int NOT NULL); INSERT INTO ${table} VALUES (1, 0), (2, 0)`);
+      // Each takes one row, waits until the other holds its own, then asks for the other's: a real deadlock,
+      // which PostgreSQL breaks after deadlock_timeout by aborting one of the two (40P01).
+      let held = 0;
+      let tries = 0;
+      const bothHold = async () => {
+        held++;
+        while (held < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+      };
+      const crosswise = (first: number, second: number) =>
+        inTransaction(pool, async (client) => {
+          tries++;
+          await client.query(`UPDATE ${table} SET n = n + 1 WHERE id = $1`, [first]);
+          if (tries <= 2) await bothHold();
+          await client.query(`UPDATE ${table} SET n = n + 1 WHERE id = $1`, [second]);
+        });
+      await Promise.all([crosswise(1, 2), crosswise(2, 1)]);
+      expect(tries).toBe(3);
+      const { rows } = await pool.query(`SELECT n FROM ${table} ORDER BY id`);
+      expect(rows.map((row) => row.n)).toEqual([2, 2]);
+    } finally {
+      await pool.query(`DROP TABLE IF EXISTS ${table}`);
+      await pool.end();
+    }
   });
 
   it('bounds attempt jumps at 1000 when opened without the option, and at the step it is given', async () => {

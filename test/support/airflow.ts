@@ -20,6 +20,13 @@ export async function airflowForTests(options: AirflowOptions): Promise<RunningA
   return airflow;
 }
 
-afterAll(async () => {
+/**
+ * Stops this file's Airflows; idempotent. A file that removes Airflow's folder calls it first: hooks run
+ * in reverse order, so this module's own afterAll would stop Airflow only after the folder was removed
+ * under it (ENOTEMPTY while Airflow still wrote its logs).
+ */
+export async function stopAirflowsForTests(): Promise<void> {
   for (const airflow of running.splice(0)) await airflow.stop();
-});
+}
+
+afterAll(stopAirflowsForTests);

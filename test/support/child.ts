@@ -20,14 +20,18 @@ export interface StartedScript {
   done: Promise<ChildResult>;
 }
 
-/** Starts a long-running script (a server, a relay) and lets the test wait for its output lines. */
-export function startScript(script: string, args: string[], env: Record<string, string> = {}): StartedScript {
+/**
+ * Starts a long-running script (a server, a relay) and lets the test wait for its output lines. It is
+ * killed after `timeoutMs` (a safety net; a test that runs longer passes its own timeout, so that its
+ * test timeout, not this one, is the limit) and after the test in any case.
+ */
+export function startScript(script: string, args: string[], env: Record<string, string> = {}, { timeoutMs = 120_000 }: { timeoutMs?: number } = {}): StartedScript {
   const waiters: { match: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }[] = [];
   const seen: Record<string, unknown>[] = [];
   let killer: (() => void) | undefined;
   const done = runScript(script, args, {
     env,
-    timeoutMs: 120_000,
+    timeoutMs,
     onLine: (line, kill) => {
       killer = kill;
       seen.push(line);

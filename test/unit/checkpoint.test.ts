@@ -22,6 +22,17 @@ describe('checkpoints', () => {
     await second.close();
   });
 
+  it('are at most 63 names per job (the server keeps 64 per run, one of them the producer\'s own), refused with the fix named', async () => {
+    const box = await testOutbox();
+    const names = Array.from({ length: 63 }, (_, i) => `part_${i}`);
+    for (const name of names) box.checkpoint(name, z.number());
+    // A name defined again is the same checkpoint, not a new one.
+    expect(box.checkpoint('part_0', z.number()).name).toBe('part_0');
+    expect(() => box.checkpoint('part_63', z.number())).toThrow(
+      expect.objectContaining({ code: 'invalid_option', field: 'name', message: expect.stringContaining('at most 63 checkpoints') }),
+    );
+  });
+
   it('keep the last value set in one commit', async () => {
     const box = await testOutbox();
     const progress = box.checkpoint('backlog', z.object({ batch: z.number() }));

@@ -58,6 +58,32 @@ describe('migrations', () => {
     ).rejects.toMatchObject({ code: 'fenced', fencedBy: 2 });
   });
 
+  it("give the file's checkpoints of before 011 to the run that committed last, and none to another run", async () => {
+    const dir = tempDir();
+    const path = join(dir, 'old.db');
+    const old = new Database(path);
+    migrateSqlite(old, outboxMigrations.slice(0, 10), tooNew);
+    const row = (id: number, runId: string, task: string) =>
+      old
+        .prepare(
+          `INSERT INTO outbox (id, key, workflow, run_id, task, attempt, seq, kind, asset, partition_key, committed_at, state, key_scope, fingerprint)
+           VALUES (?, ?, 'w', ?, ?, 1, 1, 'event', 'batch_ready', ?, 0, 'delivered', 'file', 'f')`,
+        )
+        .run(id, `00000000-0000-4000-8000-00000000000${id}`, runId, task, `p-${id}`);
+    row(1, 'yesterday', 'ingest');
+    row(2, RUN.runId, RUN.task);
+    old.prepare("INSERT INTO checkpoints (name, value, updated_at) VALUES ('progress', '{\"batch\":7}', 0)").run();
+    old.close();
+    const progress = z.object({ batch: z.number() });
+    const open = (runId: string) => openOutbox({ path, producer: 'p', run: { ...RUN, runId }, server: 'http://127.0.0.1:9', relay: 'manual', resume: 'never' });
+    const owner = await open(RUN.runId);
+    expect(owner.checkpoint('progress', progress).get()).toEqual({ batch: 7 });
+    await owner.close();
+    const other = await open('yesterday');
+    expect(other.checkpoint('progress', progress).get()).toBeUndefined();
+    await other.close();
+  });
+
   it('carry rows from before 007 over: a re-commit of any of them is still caught, whatever its key was derived from', async () => {
     const dir = tempDir();
     const progress = z.object({ batch: z.number() });
@@ -81,7 +107,7 @@ describe('migrations', () => {
     old.exec(`ATTACH '${join(dir, 'source.db')}' AS source`);
     const columns = (old.prepare("SELECT name FROM pragma_table_info('outbox')").pluck().all() as string[]).join(', ');
     old.exec(`INSERT INTO outbox (${columns}) SELECT ${columns} FROM source.outbox; INSERT INTO meta SELECT * FROM source.meta;
-              INSERT INTO runs SELECT * FROM source.runs; INSERT INTO checkpoints SELECT * FROM source.checkpoints`);
+              INSERT INTO runs SELECT * FROM source.runs; INSERT INTO checkpoints SELECT name, value, updated_at FROM source.checkpoints`);
     old.exec('DETACH source');
     old.close();
 

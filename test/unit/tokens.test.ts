@@ -45,6 +45,7 @@ describe('token grants', () => {
   it.each([
     [{ scope: 'publish' }, 'producers', 'a publish token needs the producer it publishes as'],
     [{ scope: 'publish', producers: 'a*b' }, 'producers', 'a prefix ending in *'],
+    [{ scope: 'publish', producers: '' }, 'producers', 'must not be empty'],
     [{ scope: 'publish', producers: 'p', reads: ['events'] }, 'reads', 'only a read token has reads'],
     [{ scope: 'admin', assets: ['a'] }, 'assets', 'takes no producers or assets'],
     [{ scope: 'read', assets: [] }, 'assets', 'at least one asset'],

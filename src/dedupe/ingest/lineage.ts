@@ -61,6 +61,11 @@ export function causesNeeded(plan: IngestPlan): number[] {
   return [...cursors];
 }
 
+/** The keys of the plan's new events that name a cause. */
+export function causedEventKeys(plan: IngestPlan): string[] {
+  return plan.placements.flatMap((placement) => (placement.type === 'event' && placement.item.cause ? [placement.item.key] : []));
+}
+
 /**
  * Places each new event in its lineage, and refuses, at the position it took:
  * - one whose cause is an event of an asset its token may not name as a cause (`forbidden`): a cause
@@ -69,29 +74,43 @@ export function causesNeeded(plan: IngestPlan): number[] {
  * - one deeper than its limit.
  * A refusal names only what the publisher sent and the cause it named, never the cause's own lineage. A
  * cause the store does not hold (compacted, or never there) starts a new lineage: the event is a root.
+ * An event whose key is already recorded is not judged: it is answered as it was stored (a duplicate, or
+ * a conflict), however the cause or the token has changed since.
  *
  * @param mayCite whether the request's token may name an event of this asset as a cause.
+ * @param recorded the keys of the plan that the store already has a dedupe record of.
+ * @param citesNothing whether the token may name no cause at all (it consumes nothing).
  */
-export function placeInLineage(plan: IngestPlan, causes: ReadonlyMap<number, CauseEvent>, policy: LineagePolicy, mayCite: (asset: string) => boolean): IngestPlan {
+export function placeInLineage(
+  plan: IngestPlan,
+  causes: ReadonlyMap<number, CauseEvent>,
+  policy: LineagePolicy,
+  mayCite: (asset: string) => boolean,
+  recorded: ReadonlySet<string> = new Set(),
+  citesNothing = false,
+): IngestPlan {
   const placements = plan.placements.map((placement): Placement => {
     if (placement.type !== 'event' || !placement.item.cause) return placement;
     const { cursor } = placement.item.cause;
     const cause = causes.get(cursor);
-    if (!cause) return placement;
     const { item } = placement;
-    const { asset } = item.payload;
-    const partitionKey = item.payload.partitionKey ?? null;
+    if (recorded.has(item.key)) return placement;
     const refuse = (code: RejectionCode, detail: string): Placement => ({
       type: 'refused',
       result: { status: 'rejected', seq: item.seq, key: item.key, code, detail, field: 'cause' },
     });
-    if (!mayCite(cause.asset)) {
+    // A token that consumes nothing is refused every cause alike, held or not: its answer tells nothing of
+    // which cursors hold events.
+    if (!cause ? citesNothing : !mayCite(cause.asset)) {
       return refuse(
         RejectionCode.Forbidden,
         `cause: event ${cursor} is not one this token may name as a cause; a cause must be an event of an asset the token consumes ` +
           '(oncebox token create --scope publish --producers … --consumes ASSET)',
       );
     }
+    if (!cause) return placement;
+    const { asset } = item.payload;
+    const partitionKey = item.payload.partitionKey ?? null;
     const ancestors = [...cause.ancestors, ancestorOf(cause.asset, cause.partitionKey)].slice(-LINEAGE_KEPT);
     const depth = cause.depth + 1;
     const cycleLimit = policy.cycles.get(asset);

@@ -5,6 +5,7 @@ import type { ItemResult } from '../../protocol/wire.js';
 import type { CheckedCheckpoint, CheckedEvent, CheckedItem, InvalidItem } from '../item-check.js';
 import type { EventLineage } from './lineage.js';
 import { isLifecycleAsset } from '../../protocol/lifecycle.js';
+import { echo, MAX_REFUSAL_DETAIL, MAX_REFUSAL_FIELD } from '../../protocol/text.js';
 
 /**
  * What to do with each item of a batch, decided from the stream's last sequence number alone, before
@@ -41,7 +42,7 @@ export function planIngest(
       // Without a readable seq the item cannot take a place in the stream; the items after it will gap.
       return {
         type: 'final',
-        result: { status: 'rejected', seq: null, key: null, code: RejectionCode.InvalidItem, detail: item.detail, field: item.field },
+        result: { status: 'rejected', seq: null, key: null, code: RejectionCode.InvalidItem, ...refusalText(item) },
       };
     }
     const { seq, key } = item;
@@ -51,7 +52,7 @@ export function planIngest(
     if (!item.valid) {
       return {
         type: 'refused',
-        result: { status: 'rejected', seq, key, code: item.code ?? RejectionCode.InvalidItem, detail: item.detail, field: item.field },
+        result: { status: 'rejected', seq, key, code: item.code ?? RejectionCode.InvalidItem, ...refusalText(item) },
       };
     }
     if (item.kind === 'checkpoint') return { type: 'checkpoint', item };
@@ -65,7 +66,7 @@ export function planIngest(
           seq,
           key,
           code: RejectionCode.UnknownAsset,
-          detail: `asset: "${asset}" is not registered on this server; register it (oncebox server --assets FILE, or PUT /v1/assets/${asset} with an admin token), then send the dead row again: oncebox dead retry <outbox file> --all`,
+          detail: `asset: "${echo(asset)}" is not registered on this server; register it (oncebox server --assets FILE, or PUT /v1/assets/${echo(asset)} with an admin token), then send the dead row again: oncebox dead retry <outbox file> --all`,
           field: 'asset',
         },
       };
@@ -73,6 +74,44 @@ export function planIngest(
     return { type: 'event', item };
   });
   return { placements, lastSeq };
+}
+
+/** Whether the plan updates any checkpoint: only then are the stream's checkpoint names read. */
+export function updatesCheckpoints(plan: IngestPlan): boolean {
+  return plan.placements.some((placement) => placement.type === 'checkpoint');
+}
+
+/**
+ * Refuses, at the position it took, each checkpoint of a new name once the stream holds `most` names
+ * (those it held before and those this batch added), so that a stream's state stays bounded.
+ */
+export function capCheckpointNames(plan: IngestPlan, held: ReadonlySet<string>, most: number): IngestPlan {
+  const names = new Set(held);
+  const placements = plan.placements.map((placement): Placement => {
+    if (placement.type !== 'checkpoint' || names.has(placement.item.name)) return placement;
+    const { item } = placement;
+    if (names.size < most) {
+      names.add(item.name);
+      return placement;
+    }
+    return {
+      type: 'refused',
+      result: {
+        status: 'rejected',
+        seq: item.seq,
+        key: item.key,
+        code: RejectionCode.TooManyCheckpoints,
+        detail: `name: this stream holds ${most} checkpoint names already, the most it may; keep several values in one checkpoint (an object) rather than a checkpoint each`,
+        field: 'name',
+      },
+    };
+  });
+  return { ...plan, placements };
+}
+
+/** An invalid item's field and detail as a refusal answers and records them: bounded, whatever the item held. */
+function refusalText(item: InvalidItem): { detail: string; field: string } {
+  return { detail: echo(item.detail, MAX_REFUSAL_DETAIL), field: echo(item.field, MAX_REFUSAL_FIELD) };
 }
 
 /**

@@ -1,8 +1,9 @@
+import { Limits } from '../../protocol/limits.js';
 import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { DEFAULT_MAX_ATTEMPT_STEP } from '../store.js';
-import { causesNeeded, DEFAULT_LINEAGE_POLICY, placeInLineage, type CauseEvent, type LineagePolicy } from './lineage.js';
-import { newEventIds, planIngest, refuseAttempt } from './plan.js';
+import { causedEventKeys, causesNeeded, DEFAULT_LINEAGE_POLICY, placeInLineage, type CauseEvent, type LineagePolicy } from './lineage.js';
+import { capCheckpointNames, newEventIds, planIngest, refuseAttempt, updatesCheckpoints } from './plan.js';
 import { keyClaims, readsNeeded, resolveIngest, type DedupeRecord, type IngestWrites, type KeyClaim, type RecordedOutcome } from './resolve.js';
 
 /** The time a request is stamped with: an ISO timestamp for receipts, milliseconds for retention. */
@@ -23,6 +24,8 @@ export type IngestStep =
   | { op: 'position'; clock: IngestClock }
   /** Read the stored events that new events name as their cause, by cursor. */
   | { op: 'causes'; cursors: readonly number[] }
+  /** Read the names of the checkpoints the stream holds (at most Limits.maxCheckpointNames). */
+  | { op: 'checkpointNames' }
   /** Insert a dedupe record for each key where none exists; answer with the keys inserted. */
   | { op: 'claim'; claims: readonly KeyClaim[]; clock: IngestClock }
   /** Read the outcomes at these positions of the attempt, and the dedupe records of these keys. */
@@ -33,6 +36,7 @@ export type IngestStep =
 export interface StepAnswers {
   position: { epoch: number; lastSeq: number; fresh: boolean };
   causes: ReadonlyMap<number, CauseEvent>;
+  checkpointNames: ReadonlySet<string>;
   claim: ReadonlySet<string>;
   read: { outcomes: ReadonlyMap<number, RecordedOutcome>; records: ReadonlyMap<string, DedupeRecord> };
   write: void;
@@ -58,6 +62,8 @@ export interface IngestRequest {
  */
 export interface IngestScope {
   mayCite(asset: string): boolean;
+  /** The token may name no cause at all: every cause is refused, whether the store holds it or not. */
+  citesNothing?: boolean;
   /**
    * Called when the request is the first of a stream new to the store, before anything is written: it
    * throws to refuse the whole request (the token opened streams faster than it may).
@@ -93,9 +99,16 @@ export function* ingestSteps(request: IngestRequest): IngestSteps {
   if (refusal) return refusal;
   const placed = planIngest(items, lastSeqBefore, request.isRegistered);
   const cursors = causesNeeded(placed);
-  // Before any key is claimed: an event refused for its lineage must not leave a dedupe record behind.
-  const plan =
-    cursors.length === 0 ? placed : placeInLineage(placed, (yield { op: 'causes', cursors }) as StepAnswers['causes'], request.lineage, (asset) => request.scope.mayCite(asset));
+  let plan = placed;
+  if (cursors.length > 0) {
+    // An event already stored (sent again, by a retry on a fresh machine say) is answered as it was stored,
+    // whatever its lineage would say today: its records are read first, so that only new events are judged.
+    const { records } = (yield { op: 'read', seqs: [], keys: causedEventKeys(placed) }) as StepAnswers['read'];
+    const causes = (yield { op: 'causes', cursors }) as StepAnswers['causes'];
+    // Before any key is claimed: an event refused for its lineage must not leave a dedupe record behind.
+    plan = placeInLineage(placed, causes, request.lineage, (asset) => request.scope.mayCite(asset), new Set(records.keys()), request.scope.citesNothing === true);
+  }
+  if (updatesCheckpoints(plan)) plan = capCheckpointNames(plan, (yield { op: 'checkpointNames' }) as StepAnswers['checkpointNames'], Limits.maxCheckpointNames);
   const claims = keyClaims(plan, newEventIds);
   // Insert first: the unique key decides who is first, with no window between a check and an insert.
   // Stryker disable next-line ConditionalExpression: an empty claim or read asks the store for nothing; skipping it saves a round trip

@@ -1,5 +1,6 @@
 import { sql, type CompiledQuery, type RawBuilder } from 'kysely';
 import pg from 'pg';
+import pRetry from 'p-retry';
 import { InternalError } from '../../protocol/errors.js';
 
 /**
@@ -70,6 +71,22 @@ export function createPool(config: pg.PoolConfig): pg.Pool {
  * is discarded rather than handed to the next request in an unknown state.
  */
 export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  // A deadlock or a serialization failure rolls the whole transaction back, having changed nothing: it
+  // is run again from the start (a few times, after a short random pause) rather than answered as a 500.
+  return pRetry(() => inOneTransaction(pool, work), {
+    retries: TRANSIENT_RETRIES,
+    minTimeout: 5,
+    maxTimeout: 50,
+    randomize: true,
+    shouldRetry: ({ error }) => TRANSIENT_CODES.has((error as { code?: unknown }).code as string),
+  });
+}
+
+/** SQLSTATEs of a transaction that PostgreSQL rolled back for its timing alone: deadlock_detected, serialization_failure. */
+const TRANSIENT_CODES = new Set(['40P01', '40001']);
+const TRANSIENT_RETRIES = 4;
+
+async function inOneTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {

@@ -195,6 +195,15 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         .onConflict((oc) => oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet({ last_seq: lastSeq.lastSeq }))
         .compile(),
     ),
+    checkpointNames: pgStatement(
+      'checkpointNames',
+      streamKey,
+      db
+        .selectFrom('stream_checkpoints')
+        .select('name')
+        .where((eb) => eb.and(where(streamKey)))
+        .compile(),
+    ),
     causeEvents: pgStatement(
       'causeEvents',
       cursors,

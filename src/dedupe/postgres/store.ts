@@ -131,12 +131,19 @@ export class PostgresDedupeStore implements DedupeStore {
         const rows = await runStatement(client, run.causeEvents, { cursors: [...cursors] });
         return new Map(rows.map((row) => [Number(row.cursor), toCauseEvent(row)]));
       },
+      checkpointNames: async () => {
+        const rows = await runStatement(client, run.checkpointNames, { producer, runId: stream.runId, task: ofAttempt.task });
+        return new Set(rows.map((row) => row.name));
+      },
       claim: async ({ claims, clock }) => {
+        // In key order, so that two requests claiming the same keys take their locks in the same order and
+        // one waits for the other rather than both for each other (a deadlock).
+        const sorted = [...claims].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
         const rows = await runStatement(client, run.claimKeys, {
           producer,
-          keys: claims.map((c) => c.key),
-          fingerprints: claims.map((c) => c.fingerprint),
-          eventIds: claims.map((c) => c.eventId),
+          keys: sorted.map((c) => c.key),
+          fingerprints: sorted.map((c) => c.fingerprint),
+          eventIds: sorted.map((c) => c.eventId),
           ts: clock.ts,
           createdAt: clock.ms,
         });
@@ -282,8 +289,8 @@ export class PostgresDedupeStore implements DedupeStore {
       .where((eb) => eb.and(where))
       .orderBy('name')
       .execute();
-    const checkpoints: Record<string, unknown> = {};
-    for (const row of rows) checkpoints[row.name] = JSON.parse(row.value);
+    // Built from entries, not by assignment: a checkpoint named __proto__ is an entry like any other.
+    const checkpoints: Record<string, unknown> = Object.fromEntries(rows.map((row) => [row.name, JSON.parse(row.value)]));
     return {
       producer,
       runId,

@@ -253,6 +253,7 @@ export function serverStatements(db: Database.Database) {
         )
         .where('revision', '<', p.checkpoint.revision),
     ),
+    streamCheckpointNames: prepare(db, stream, q.selectFrom('stream_checkpoints').select('name').where((eb) => eb.and(ofStream))),
     streamCheckpoints: prepare(db, stream, q.selectFrom('stream_checkpoints').select(['name', 'value']).where((eb) => eb.and(ofStream)).orderBy('name')),
     streamAttempts: prepare(db, stream, q.selectFrom('stream_seqs').select(['attempt', 'last_seq']).where((eb) => eb.and(ofStream)).orderBy('attempt')),
   };

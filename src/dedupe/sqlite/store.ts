@@ -101,6 +101,7 @@ export class SqliteDedupeStore implements DedupeStore {
         }
         return causes;
       },
+      checkpointNames: () => new Set(s.streamCheckpointNames.all({ producer, runId: stream.runId, task: ofAttempt.task }).map((row) => row.name)),
       claim: ({ claims, clock }) =>
         new Set(
           claims
@@ -164,8 +165,8 @@ export class SqliteDedupeStore implements DedupeStore {
     const params = { producer, runId, task: task ?? '' };
     const attempts = this.statements.streamAttempts.all(params).map((row) => ({ attempt: row.attempt, lastSeq: row.last_seq }));
     if (attempts.length === 0) return undefined;
-    const checkpoints: Record<string, unknown> = {};
-    for (const row of this.statements.streamCheckpoints.all(params)) checkpoints[row.name] = JSON.parse(row.value);
+    // Built from entries, not by assignment: a checkpoint named __proto__ is an entry like any other.
+    const checkpoints: Record<string, unknown> = Object.fromEntries(this.statements.streamCheckpoints.all(params).map((row) => [row.name, JSON.parse(row.value)]));
     // A stream that took positions has its epoch row: the first delivery of an attempt writes both.
     return { producer, runId, task, epoch: this.statements.epoch.get(params)!.epoch, attempts, checkpoints };
   }

@@ -1,0 +1,162 @@
+import type { FastifyInstance } from 'fastify';
+import { describe, expect, it } from 'vitest';
+import type { TokenRequest } from '../../src/dedupe/tokens.js';
+import { item, newKey, rawRequest } from '../support/http.js';
+import { pgAvailable, pgSkipReason } from '../support/postgres.js';
+import { startServer, type Backend, type RunningServer } from '../support/server.js';
+
+/**
+ * Every authenticated route of the server, taken from fastify's own route table, against every kind of
+ * caller that must not reach the victim's data: a route added without a row here fails the first test,
+ * so no route can skip the matrix. Each refused call must be 401 or 403 problem+json and leave everything
+ * the victim has (stream state, events, assets, tokens) as it was; each route's rightful caller is let in,
+ * so that a row never passes by aiming at nothing.
+ */
+
+const PROBLEM = 'application/problem+json; charset=utf-8';
+const VICTIM = { producer: 'victim', workflow: 'w', runId: 'r1', task: null, attempt: 1 };
+const PUBLIC_ROUTES = ['GET /healthz', 'GET /openapi.json'];
+
+const CALLERS = {
+  admin: { scope: 'admin' },
+  /** The victim's own job. */
+  victim: { scope: 'publish', producers: 'victim' },
+  /** Another tenant's job. */
+  mallory: { scope: 'publish', producers: 'mallory' },
+  /** A reader of everything: events, every producer's streams, metrics. */
+  reader: { scope: 'read', reads: ['events', 'streams', 'metrics'] },
+  /** A reader of another asset's events only (the default for a read token limited to assets). */
+  otherReader: { scope: 'read', assets: ['other_asset'] },
+} satisfies Record<string, TokenRequest>;
+type Caller = keyof typeof CALLERS | 'none';
+
+interface RouteRow {
+  /** The call, aimed at the victim's data. */
+  target: (ctx: { victimTokenId: string }) => { method: string; path: string; body?: unknown };
+  /** Who gets in, with the status they get; everyone else must be refused. */
+  allowed: Partial<Record<Caller, number>>;
+}
+
+let seq = 100;
+const ROUTES: Record<string, RouteRow> = {
+  'POST /v1/emissions': {
+    target: () => ({ method: 'POST', path: '/v1/emissions', body: { stream: VICTIM, items: [item(++seq, newKey(), { asset: 'victim_asset' })] } }),
+    allowed: { admin: 200, victim: 200 },
+  },
+  'POST /v1/streams/:producer/:runId/attempts': {
+    target: () => ({ method: 'POST', path: '/v1/streams/victim/r1/attempts', body: {} }),
+    allowed: { admin: 201, victim: 201 },
+  },
+  'GET /v1/streams/:producer/:runId': { target: () => ({ method: 'GET', path: '/v1/streams/victim/r1' }), allowed: { admin: 200, victim: 200, reader: 200 } },
+  'GET /v1/events': { target: () => ({ method: 'GET', path: '/v1/events?asset=victim_asset' }), allowed: { admin: 200, reader: 200 } },
+  // A reader of other assets is shown those only: checked on its own below.
+  'GET /v1/assets': { target: () => ({ method: 'GET', path: '/v1/assets' }), allowed: { admin: 200, reader: 200, otherReader: 200 } },
+  'PUT /v1/assets/:name': { target: () => ({ method: 'PUT', path: `/v1/assets/squat_${++seq}` }), allowed: { admin: 201 } },
+  'GET /v1/tokens': { target: () => ({ method: 'GET', path: '/v1/tokens' }), allowed: { admin: 200 } },
+  'POST /v1/tokens': { target: () => ({ method: 'POST', path: '/v1/tokens', body: { scope: 'publish', producers: 'victim' } }), allowed: { admin: 201 } },
+  // The admin's own call revokes the victim's token: it runs last (see below).
+  'DELETE /v1/tokens/:id': { target: ({ victimTokenId }) => ({ method: 'DELETE', path: `/v1/tokens/${victimTokenId}` }), allowed: { admin: 200 } },
+  'GET /metrics': { target: () => ({ method: 'GET', path: '/metrics' }), allowed: { admin: 200, reader: 200 } },
+};
+
+/** The routes fastify serves, as "METHOD /path", HEAD left out (it follows GET), from its route table. */
+function routesOf(app: FastifyInstance): string[] {
+  const routes: string[] = [];
+  const prefixes: string[] = [];
+  for (const line of app.printRoutes({ commonPrefix: false }).split('\n')) {
+    const at = line.indexOf('── ');
+    if (at < 0) continue;
+    const depth = Math.round(at / 4);
+    const match = /^(\S+) \(([^)]+)\)$/.exec(line.slice(at + 3).trim());
+    if (!match) throw new Error(`cannot read fastify's route table line: ${line}`);
+    prefixes[depth] = `${depth === 0 ? '' : prefixes[depth - 1]}${match[1]}`;
+    for (const method of match[2]!.split(', ')) if (method !== 'HEAD') routes.push(`${method} ${prefixes[depth]}`);
+  }
+  return routes.sort();
+}
+
+async function everythingOfTheVictim(running: RunningServer) {
+  const { store } = running.server;
+  return {
+    state: await store.streamState('victim', 'r1', null),
+    events: (await store.listEvents({ after: 0, limit: 1000 })).events.filter((event) => event.producer === 'victim'),
+    assets: await store.listAssets(),
+    tokens: (await store.tokens.list()).map((token) => `${token.id} ${token.scope} ${token.producers} ${token.revokedAt ?? 'live'}`),
+  };
+}
+
+const BACKENDS: Backend[] = ['sqlite', 'postgres'];
+
+describe('the route scope matrix', () => {
+  it("holds a row for every authenticated route in fastify's route table, and only those", async () => {
+    const running = await startServer();
+    await running.server.app.ready();
+    const served = routesOf(running.server.app);
+    expect(served.filter((route) => !PUBLIC_ROUTES.includes(route))).toEqual(Object.keys(ROUTES).sort());
+    // The public ones answer without a token even once tokens exist; every other one asks for one.
+    await running.server.store.tokens.create({ scope: 'admin' });
+    for (const route of PUBLIC_ROUTES) {
+      const [method, path] = route.split(' ');
+      expect({ route, status: (await rawRequest(running.url, method!, path!)).status }).toEqual({ route, status: 200 });
+    }
+  });
+
+  for (const backend of BACKENDS) {
+    it.skipIf(backend === 'postgres' && !pgAvailable)(
+      `refuses every caller outside a route's scope on every route, and leaves the victim as it was: ${backend}${backend === 'postgres' ? pgSkipReason : ''}`,
+      async () => {
+        const running = await startServer({ backend, assets: ['victim_asset', 'other_asset'] });
+        const tokens: Record<string, string> = {};
+        let victimTokenId = '';
+        for (const [name, request] of Object.entries(CALLERS)) {
+          const created = await running.server.store.tokens.create(request);
+          tokens[name] = created.token;
+          if (name === 'victim') victimTokenId = created.info.id;
+        }
+        const call = (caller: Caller, target: { method: string; path: string; body?: unknown }) =>
+          rawRequest(
+            running.url,
+            target.method,
+            target.path,
+            target.body === undefined ? undefined : JSON.stringify(target.body),
+            {
+              ...(caller === 'none' ? {} : { authorization: `Bearer ${tokens[caller]}` }),
+              ...(target.body === undefined ? {} : { 'content-type': 'application/json' }),
+            },
+          );
+        // The victim has a stream, a checkpoint and an event to lose.
+        const seeded = await call('victim', {
+          method: 'POST',
+          path: '/v1/emissions',
+          body: { stream: VICTIM, items: [item(1, newKey(), { asset: 'victim_asset' }), { seq: 2, key: newKey(), kind: 'checkpoint', name: 'progress', value: 1 }] },
+        });
+        expect(seeded.json.results.map((r: { status: string }) => r.status)).toEqual(['accepted', 'checkpointed']);
+
+        const refusals: { call: string; status: number; type: string; code: unknown }[] = [];
+        const expected: typeof refusals = [];
+        for (const [route, row] of Object.entries(ROUTES)) {
+          for (const caller of ['none', ...Object.keys(CALLERS)] as Caller[]) {
+            if (row.allowed[caller] !== undefined) continue;
+            const before = await everythingOfTheVictim(running);
+            const answer = await call(caller, row.target({ victimTokenId }));
+            refusals.push({ call: `${route} by ${caller}`, status: answer.status, type: answer.type, code: answer.json?.code });
+            const status = caller === 'none' ? 401 : 403;
+            expected.push({ call: `${route} by ${caller}`, status, type: PROBLEM, code: status === 401 ? 'unauthorized' : 'forbidden' });
+            expect({ call: `${route} by ${caller}`, victim: await everythingOfTheVictim(running) }).toEqual({ call: `${route} by ${caller}`, victim: before });
+          }
+        }
+        // Every refusal first, then one comparison: a failure shows the whole matrix.
+        expect(refusals).toEqual(expected);
+
+        // Each rightful caller gets in: no row aims at nothing. The admin's revocation of the victim's token goes last.
+        const allowedCalls = Object.entries(ROUTES).flatMap(([route, row]) => Object.entries(row.allowed).map(([caller, status]) => ({ route, row, caller: caller as Caller, status })));
+        allowedCalls.sort((a, b) => Number(a.route.startsWith('DELETE')) - Number(b.route.startsWith('DELETE')));
+        for (const { route, row, caller, status } of allowedCalls) {
+          const answer = await call(caller, row.target({ victimTokenId }));
+          expect({ call: `${route} by ${caller}`, status: answer.status }).toEqual({ call: `${route} by ${caller}`, status });
+          if (route === 'GET /v1/assets' && caller === 'otherReader') expect(answer.json.assets).toEqual(['other_asset']);
+        }
+      },
+    );
+  }
+});
