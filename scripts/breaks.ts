@@ -283,7 +283,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G12',
     edits: [
       {
-        file: outboxFile,
+        file: 'src/outbox/run-attempts.ts',
         find: "eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit('fenced'))])]),",
         replace: "eb('state', '=', sql.lit('pending')),",
       },
@@ -669,7 +669,7 @@ export const BREAKS: Break[] = [
   {
     what: "a retry on a fresh machine that does not get back what the lost file held",
     guarantee: 'G25',
-    edits: [{ file: 'src/checkpoint/resume.ts', find: '      restoreHeld(file, run, state.checkpoints[HELD_CHECKPOINT], now);', replace: '      void restoreHeld;' }],
+    edits: [{ file: 'src/outbox/resume.ts', find: '      restoreHeld(file, run, state.checkpoints[HELD_CHECKPOINT], now);', replace: '      void restoreHeld;' }],
     caughtBy: [{ file: lifecycle, name: 'fresh machine the emissions' }],
   },
   {
@@ -765,7 +765,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a run that failed for good and is tried again after all does not hold what its failure discarded',
     guarantee: 'G25',
-    edits: [{ file: 'src/outbox/run-attempts.ts', find: '        this.file.lifecycle.holdDiscardedAgain.run({ ...run });\n', replace: '' }],
+    edits: [{ file: 'src/outbox/run-attempts.ts', find: '        this.lifecycle.holdDiscardedAgain.run({ ...run });\n', replace: '' }],
     caughtBy: [{ file: lifecycle, name: 'tried again after all (the same file)' }],
   },
   {
@@ -876,7 +876,7 @@ export const BREAKS: Break[] = [
   {
     what: "refusals naming every asset of the token's list, however long",
     guarantee: 'G17',
-    edits: [{ file: 'src/protocol/text.ts', find: '  const shown = names.slice(0, most).map(echo).join', replace: '  const shown = names.map(echo).join' }],
+    edits: [{ file: 'src/protocol/text.ts', find: '  const shown = names.slice(0, most).map((name) => echo(name)).join', replace: '  const shown = names.map((name) => echo(name)).join' }],
     caughtBy: [{ file: scopedTokens, name: 'refuses, item by item, an event to an asset' }],
   },
   {
@@ -1106,7 +1106,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G11',
     edits: [
       {
-        file: 'src/checkpoint/resume.ts',
+        file: 'src/outbox/resume.ts',
         find: "file.statements.runHasCheckpoint.get({ runId: run.runId, task: run.task ?? '' }) === undefined;",
         replace: "file.db.prepare('SELECT 1 FROM checkpoints LIMIT 1').get() === undefined;",
       },
@@ -1176,6 +1176,36 @@ export const BREAKS: Break[] = [
       { file: ingestPlan, find: '  return { detail: echo(item.detail, MAX_REFUSAL_DETAIL), field: echo(item.field, MAX_REFUSAL_FIELD) };', replace: '  return { detail: item.detail, field: item.field };' },
     ],
     caughtBy: [{ file: conformance, name: 'refuses an item with a __proto__ key on its own' }],
+  },
+  {
+    what: 'a type-only import cycle (the run attempts typed by the file that builds them)',
+    guarantee: 'layers',
+    edits: [
+      {
+        file: 'src/outbox/run-attempts.ts',
+        find: "import type { LifecycleStatements } from './lifecycle-statements.js';",
+        replace: "import type { LifecycleStatements } from './lifecycle-statements.js';\nimport type { OutboxFile } from './outbox-file.js';\nexport type RunsOf = OutboxFile['runs'];",
+      },
+    ],
+    caughtBy: [{ file: 'test/unit/layers.test.ts' }],
+  },
+  {
+    what: "the producer importing the server's types",
+    guarantee: 'layers',
+    edits: [{ file: 'src/outbox/status.ts', find: "import type { OutboxFile } from './outbox-file.js';", replace: "import type { OutboxFile } from './outbox-file.js';\nimport type { DedupeStore } from '../dedupe/store.js';\nexport type StatusStore = DedupeStore;" }],
+    caughtBy: [{ file: 'test/unit/layers.test.ts' }],
+  },
+  {
+    what: 'the typed checkpoint importing the producer (no longer a leaf)',
+    guarantee: 'layers',
+    edits: [
+      {
+        file: 'src/checkpoint/checkpoint.ts',
+        find: "import { CheckpointValidationError } from '../protocol/errors.js';",
+        replace: "import { CheckpointValidationError } from '../protocol/errors.js';\nimport type { OutboxFile } from '../outbox/outbox-file.js';\nexport type CheckpointFile = OutboxFile;",
+      },
+    ],
+    caughtBy: [{ file: 'test/unit/layers.test.ts' }],
   },
 ];
 

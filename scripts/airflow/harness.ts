@@ -151,12 +151,23 @@ export class AirflowAdmin {
 
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
     for (let attempt = 0; ; attempt++) {
-      const response = await fetch(`${this.url}/${path}`, {
-        method,
-        headers: { authorization: `Bearer ${await this.bearer()}`, 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(30_000),
-      });
+      let response: Response;
+      try {
+        response = await fetch(`${this.url}/${path}`, {
+          method,
+          headers: { authorization: `Bearer ${await this.bearer()}`, 'content-type': 'application/json' },
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(30_000),
+        });
+      } catch (error) {
+        // A kept-alive connection the API server closed as the request went out (ECONNRESET): a read is
+        // sent again, like the 500s below; a write is not, since it may have been taken.
+        if (method === 'GET' && attempt < 5) {
+          await new Promise((resolve) => setTimeout(resolve, 500 * (attempt + 1)));
+          continue;
+        }
+        throw error;
+      }
       if (response.status === 401 && attempt === 0) {
         this.token = undefined;
         continue;

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { AirflowError, AirflowErrorCode } from './errors.js';
-import type { AssetEventBody } from './event-body.js';
+import type { AirflowAssetEvent, AssetEventBody } from './event-body.js';
+
+export type { AirflowAssetEvent } from './event-body.js';
 
 /** How the forwarder signs in to Airflow: a user of its auth manager, or a token issued elsewhere (not renewed). */
 export type AirflowCredentials = { username: string; password: string } | { token: string };
@@ -16,15 +18,6 @@ export interface AirflowClientOptions {
   now?: () => number;
 }
 
-/** An asset event as Airflow answers it (the fields the forwarder reads). */
-export interface AirflowAssetEvent {
-  id: number;
-  asset_id: number;
-  partition_key?: string | null;
-  extra?: Record<string, unknown> | null;
-  created_dagruns: { dag_id: string; run_id: string }[];
-  timestamp: string;
-}
 
 export interface AirflowAsset {
   id: number;

@@ -1,5 +1,4 @@
 import type { StoredEvent } from '../protocol/wire.js';
-import type { AirflowAssetEvent } from './airflow-client.js';
 
 /** The body of `POST /api/v2/assets/events` for one oncebox event. */
 export interface AssetEventBody {
@@ -57,4 +56,14 @@ export function forwardedKey(event: Pick<AirflowAssetEvent, 'extra'>): string | 
   if (typeof oncebox !== 'object' || oncebox === null) return undefined;
   const key = (oncebox as Record<string, unknown>).key;
   return typeof key === 'string' ? key : undefined;
+}
+
+/** An asset event as Airflow answers it (the fields the forwarder reads). */
+export interface AirflowAssetEvent {
+  id: number;
+  asset_id: number;
+  partition_key?: string | null;
+  extra?: Record<string, unknown> | null;
+  created_dagruns: { dag_id: string; run_id: string }[];
+  timestamp: string;
 }

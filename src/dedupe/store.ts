@@ -5,8 +5,7 @@ import type { EventSignal } from './event-signal.js';
 import type { IngestScope } from './ingest/steps.js';
 import type { TokenRegistry } from './tokens.js';
 
-/** How far above a stream's epoch a new attempt may be, unless told otherwise. */
-export const DEFAULT_MAX_ATTEMPT_STEP = 1000;
+export { DEFAULT_MAX_ATTEMPT_STEP } from './ingest/steps.js';
 
 export interface EventQuery {
   asset?: string | undefined;

@@ -1,7 +1,7 @@
 import { FencedError, StreamStateLostError } from '../protocol/errors.js';
 import type { ItemResult, StreamIdentity } from '../protocol/wire.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
-import type { SettledRow } from './relay.js';
+import type { SettledRow } from './relay-events.js';
 import type { Fence } from './run-attempts.js';
 import { DeliveryError } from './server-client.js';
 

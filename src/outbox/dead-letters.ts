@@ -144,7 +144,7 @@ export class DeadLetters {
         continue;
       }
       const run = { runId: row.run_id, task: row.task };
-      const attempt = this.file.statements.getRun.get(run)?.opened_by ?? row.attempt;
+      const attempt = this.file.runs.stateOf(run)?.opened_by ?? row.attempt;
       const seq = (this.file.statements.lastSeq.get({ ...run, attempt })?.last ?? 0) + 1;
       const moved = this.statements.moveToEnd.get({ id: row.id, attempt, seq })!;
       this.recordAction(row, 'retried', note);
@@ -161,7 +161,7 @@ export class DeadLetters {
     if (row.dead_code === 'key_conflict') {
       return 'the server holds another payload under its key; sending it again would conflict again. Emit the event anew with another key';
     }
-    const runState = this.file.statements.getRun.get({ runId: row.run_id, task: row.task });
+    const runState = this.file.runs.stateOf({ runId: row.run_id, task: row.task });
     if (row.dead_code === 'fenced' || (runState && runState.fenced_by > runState.opened_by)) {
       return `attempt ${runState?.opened_by ?? row.attempt} of run ${row.run_id} is fenced by a later attempt, which delivers the run now; start the run's next attempt on this file, which takes the parked rows over`;
     }

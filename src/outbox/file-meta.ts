@@ -1,4 +1,4 @@
-import type { RunContext } from './options.js';
+import type { RunContext } from './run.js';
 import type { RelayError } from './relay-events.js';
 
 /** What an outbox file keeps about itself, in its `meta` table, by name. */

@@ -4,7 +4,8 @@ import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
 import type { Same } from '../protocol/same-type.js';
 import { nameSchema } from '../protocol/wire.js';
-import { RELAY_DEFAULTS } from './relay.js';
+import { RELAY_DEFAULTS } from './relay-defaults.js';
+import type { RunContext } from './run.js';
 import type { OutboxLogger } from './relay-events.js';
 
 export const runContextSchema = z.strictObject({
@@ -27,17 +28,7 @@ export const runContextSchema = z.strictObject({
       .max(1_000_000, { error: 'must be at most 1000000' }),
   ]),
 });
-/** Who is emitting: one attempt of one task of one workflow run. */
-export interface RunContext {
-  /** The workflow (DAG, flow) this run belongs to. */
-  workflow: string;
-  /** One execution of the workflow; a retry keeps the same runId. */
-  runId: string;
-  /** The step within the run; leave it out for a workflow-level emission (a run callback). */
-  task?: string | undefined;
-  /** The try number, from 1; a retry of the same run has a higher attempt. */
-  attempt: number;
-}
+export type { RunContext } from './run.js';
 
 /**
  * An ordered source of attempt numbers kept outside oncebox, such as a job queue's counter raised under

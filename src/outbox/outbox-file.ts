@@ -1,140 +1,18 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
-import { sql, type Generated, type Selectable } from 'kysely';
+import { sql } from 'kysely';
 import { OutboxFileError, SchemaTooNewError, WrongOutboxFileError } from '../protocol/errors.js';
 import { migrateSqlite } from '../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../sqlite/open.js';
 import { params, prepare, prepareConstant, queryBuilder } from '../sqlite/statements.js';
 import { FileMeta } from './file-meta.js';
+import type { KeyScope, NewRow, OfAttempt, OfRun, OutboxSchema, RowKind, RowState, SentRow } from './file-schema.js';
 import { lifecycleStatements, type LifecycleStatements } from './lifecycle-statements.js';
 import { outboxMigrations } from './migrations.js';
 import { RunAttempts } from './run-attempts.js';
 
-/** @internal The outbox file's tables, as kysely sees them. */
-export interface OutboxSchema {
-  meta: { name: string; value: string };
-  outbox: {
-    id: Generated<number>;
-    key: string;
-    key_scope: Generated<KeyScope>;
-    fingerprint: string;
-    workflow: string;
-    run_id: string;
-    task: string;
-    attempt: number;
-    seq: number;
-    kind: RowKind;
-    asset: string;
-    partition_key: string | null;
-    partition_date: string | null;
-    extra: string | null;
-    committed_at: number;
-    state: Generated<RowState>;
-    event_id: string | null;
-    event_ts: string | null;
-    duplicate: number | null;
-    settled_at: number | null;
-    dead_code: string | null;
-    dead_reason: string | null;
-    checkpoint_name: string | null;
-    checkpoint_value: string | null;
-    trace_context: string | null;
-    revision: Generated<number>;
-    cause_cursor: number | null;
-  };
-  checkpoints: { run_id: string; task: string; name: string; value: string; updated_at: number };
-  lease: { id: number; owner: string; pid: number; host: string; expires_at: number };
-  runs: { run_id: string; task: string; opened_by: number; fenced_by: Generated<number> };
-  consumed: { event_id: string; cursor: number; consumed_at: number };
-  trigger_arrivals: { trigger: string; partition_key: string; asset: string; event: string };
-  trigger_firings: { trigger: string; partition_key: string; fired: number; last_cursor: number; fired_at: number };
-  trigger_rebuild: { id: number; up_to: number; done_through: number };
-  held_emissions: {
-    id: Generated<number>;
-    run_id: string;
-    task: string;
-    attempt: number;
-    key: string;
-    key_scope: 'partition' | 'file';
-    fingerprint: string;
-    asset: string;
-    partition_key: string | null;
-    partition_date: string | null;
-    extra: string | null;
-    trace_context: string | null;
-    committed_at: number;
-    state: 'held' | 'released' | 'discarded';
-    settled_at: number | null;
-    reason: string | null;
-  };
-  run_outcomes: { run_id: string; task: string; attempt: number; outcome: 'succeeded' | 'failed'; reason: string | null; at: number };
-  dead_letter_actions: {
-    id: Generated<number>;
-    row_key: string;
-    action: 'retried' | 'discarded';
-    at: number;
-    dead_code: string | null;
-    dead_reason: string | null;
-    note: string;
-    row: string;
-  };
-}
-
-export type RowState = 'pending' | 'delivered' | 'dead';
-
-/** An emission, or a checkpoint update that travels in stream order with them. */
-export type RowKind = 'event' | 'checkpoint';
-
-/**
- * Where a row's key is unique, and so which index finds it again: see outbox migration 007.
- * - partition: derived from a partition key; unique per run, task, asset and partition;
- * - file: explicit, or derived from the commit's position; unique in the whole file;
- * - stream: a checkpoint update's, unique by its stream position;
- * - legacy: written before keys had scopes; found by either index.
- */
-export type KeyScope = 'partition' | 'file' | 'stream' | 'legacy';
-
-/** @internal An outbox row as the relay reads it: the table's columns, as kysely types them. */
-export type OutboxRow = Selectable<OutboxSchema['outbox']>;
-
-/** @internal A stream of this file: a run's task (\'\' for none). */
-export interface OfRun {
-  runId: string;
-  task: string;
-}
-
-/** @internal One attempt of a run's task. */
-export interface OfAttempt extends OfRun {
-  attempt: number;
-}
-
-/** Where the relay sent a row from, and which revision: it is marked only if it is still that row. */
-interface SentRow {
-  id: number;
-  attempt: number;
-  seq: number;
-  revision: number;
-}
-
-/** @internal The values of a new outbox row. */
-export interface NewRow extends OfAttempt {
-  key: string;
-  keyScope: Exclude<KeyScope, 'legacy'>;
-  fingerprint: string;
-  workflow: string;
-  seq: number;
-  kind: RowKind;
-  asset: string;
-  partitionKey: string | null;
-  partitionDate: string | null;
-  extra: string | null;
-  committedAt: number;
-  checkpointName: string | null;
-  checkpointValue: string | null;
-  traceContext: string | null;
-  causeCursor: number | null;
-}
+export type { KeyScope, NewRow, OfAttempt, OfRun, OutboxRow, OutboxSchema, RowKind, RowState } from './file-schema.js';
 
 /**
  * A tool pointed at the server's database, or at another SQLite file, says so, instead of reporting a
@@ -193,7 +71,7 @@ export class OutboxFile {
       this.db.close();
       throw error instanceof SchemaTooNewError ? error : new OutboxFileError(path, error);
     }
-    this.runs = new RunAttempts(this);
+    this.runs = new RunAttempts(this.db, this.lifecycle, this.statements.lastSeq);
     const s = this.statements;
     this.meta = new FileMeta({ read: (name) => s.getMeta.get({ name })?.value, write: (name, value) => s.setMeta.run({ name, value }) });
   }
@@ -276,8 +154,6 @@ function prepareStatements(db: Database.Database) {
     renewal: params<{ owner: string; expiresAt: number }>(),
     owner: params<{ owner: string }>(),
     park: params<OfAttempt & { code: string; reason: string; now: number }>(),
-    fence: params<OfRun & { by: number }>(),
-    adopt: params<{ id: number; attempt: number; seq: number }>(),
     prune: params<{ cutoff: number; limit: number }>(),
     coalesce: params<OfAttempt & { name: string }>(),
     revise: params<{ id: number; value: string }>(),
@@ -434,53 +310,6 @@ function prepareStatements(db: Database.Database) {
         .where('state', '=', sql.lit('pending'))
         .where((eb) => eb.and(ofAttempt))
         .returning('id'),
-    ),
-    highestAttemptWithRows: prepare(db, run, q.selectFrom('outbox').select((eb) => eb.fn.max('attempt').as('attempt')).where((eb) => eb.and(ofRun))),
-    getRun: prepare(db, run, q.selectFrom('runs').select(['opened_by', 'fenced_by']).where((eb) => eb.and(ofRun))),
-    openRun: prepare(
-      db,
-      attempt,
-      q
-        .insertInto('runs')
-        .values({ ...ofRun, opened_by: attempt.attempt })
-        .onConflict((oc) => oc.columns(['run_id', 'task']).doUpdateSet({ opened_by: attempt.attempt })),
-    ),
-    fenceRun: prepare(
-      db,
-      p.fence,
-      q
-        .insertInto('runs')
-        .values({ ...ofRun, opened_by: sql.lit(0), fenced_by: p.fence.by })
-        .onConflict((oc) => oc.columns(['run_id', 'task']).doUpdateSet({ fenced_by: sql<number>`max(fenced_by, ${p.fence.by})` })),
-    ),
-    // In commit order: a newer attempt takes them over, renumbered in this order.
-    undeliveredOfOlderAttempts: prepare(
-      db,
-      attempt,
-      q
-        .selectFrom('outbox')
-        .select('id')
-        .where((eb) => eb.and(ofRun))
-        .where('attempt', '<', attempt.attempt)
-        .where((eb) =>
-          eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit('fenced'))])]),
-        )
-        .orderBy('id'),
-    ),
-    adoptRow: prepare(
-      db,
-      p.adopt,
-      q
-        .updateTable('outbox')
-        .set({
-          attempt: p.adopt.attempt,
-          seq: p.adopt.seq,
-          state: sql.lit('pending'),
-          dead_code: sql.lit(null),
-          dead_reason: sql.lit(null),
-          settled_at: sql.lit(null),
-        })
-        .where('id', '=', p.adopt.id),
     ),
     // The newest row of each stream stays: a reopened attempt numbers its next rows from it.
     pruneDelivered: prepare(

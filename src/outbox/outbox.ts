@@ -23,7 +23,7 @@ import { Relay, waitUntilDrained } from './relay.js';
 import { assertSyncCallback, refusePromise } from './sync-callback.js';
 import type { OutboxEventMap, OutboxLogger, RelayError } from './relay-events.js';
 import type { Fence, RunKey } from './run-attempts.js';
-import { resumeFromServer } from '../checkpoint/resume.js';
+import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
 import { OutboxMetrics } from './metrics.js';
 import { defaultLogger, Reporter } from './reporter.js';
@@ -457,7 +457,7 @@ const SOURCE_CLAIM_TRIES = 10;
 async function claimAttempt(options: ResolvedOutboxOptions & { servers: string[] }, file: OutboxFile): Promise<ClaimedOptions> {
   const { run } = options;
   if (run === undefined || typeof run.attempt === 'number') return options as ClaimedOptions;
-  const row = file.statements.getRun.get({ runId: run.runId, task: run.task ?? '' });
+  const row = file.runs.stateOf({ runId: run.runId, task: run.task ?? '' });
   const seen = Math.max(row?.opened_by ?? 0, row?.fenced_by ?? 0);
   const client = new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: options.requestTimeoutMs });
   const claim = async (wanted: AttemptClaim) => {

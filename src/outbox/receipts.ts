@@ -1,7 +1,7 @@
 import { FencedError, RejectedError } from '../protocol/errors.js';
 import type { Receipt } from '../protocol/wire.js';
-import type { OutboxRow } from './outbox-file.js';
-import type { SettledRow } from './relay.js';
+import type { OutboxRow } from './file-schema.js';
+import type { SettledRow } from './relay-events.js';
 import type { Fence } from './run-attempts.js';
 
 interface Waiter {

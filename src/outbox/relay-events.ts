@@ -1,4 +1,5 @@
 /** What the relay tells: the public types of its logs, events and errors. */
+import type { Fence } from './run.js';
 
 /** The relay's last delivery error, as `status()` and `close()` report it. */
 export interface RelayError {
@@ -57,3 +58,8 @@ export interface OutboxEventMap {
   fenced: [fence: FencedNotice];
   error: [problem: DeliveryProblem];
 }
+
+/** A row the relay settled with the server's answer: delivered with its receipt, or dead with the reason. */
+export type SettledRow =
+  | { id: number; state: 'delivered'; key: string; eventId: string; timestamp: string; duplicate: boolean; committedAt?: number }
+  | { id: number; state: 'dead'; key: string; code: string; reason: string; fence?: Fence };

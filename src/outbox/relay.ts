@@ -10,9 +10,10 @@ import { failpoint } from './failpoints.js';
 import { RelayLease } from './lease.js';
 import type { OutboxFile, OutboxRow } from './outbox-file.js';
 import type { Fence } from './run-attempts.js';
-import type { RelayError } from './relay-events.js';
+import type { RelayError, SettledRow } from './relay-events.js';
 import type { Reporter } from './reporter.js';
 import { DeliveryError, type ServerClient } from './server-client.js';
+import { RELAY_DEFAULTS } from './relay-defaults.js';
 
 /** @internal */
 export interface RelayOptions {
@@ -40,28 +41,12 @@ export interface RelayOptions {
   reporter?: Reporter;
 }
 
-export type SettledRow =
-  | { id: number; state: 'delivered'; key: string; eventId: string; timestamp: string; duplicate: boolean; committedAt?: number }
-  | { id: number; state: 'dead'; key: string; code: string; reason: string; fence?: Fence };
+export type { SettledRow };
 
 
 const ROW_OVERHEAD_BYTES = 256;
 
-/** The relay's settings when nobody says otherwise; `openOutbox` and `oncebox relay` share them. */
-export const RELAY_DEFAULTS = {
-  batchMaxRows: 500,
-  batchMaxBytes: 1024 * 1024,
-  maxInFlight: 4,
-  requestTimeoutMs: 10_000,
-  retryMinDelayMs: 100,
-  retryMaxDelayMs: 5_000,
-  leaseTtlMs: 15_000,
-  pruneDeliveredAfterMs: 7 * 24 * 60 * 60 * 1000,
-  /** How long delivery may fail before it is logged and reported. */
-  reportAfterMs: 5000,
-  /** One cause is logged again at most this often. */
-  logRepeatMs: 60_000,
-} as const;
+export { RELAY_DEFAULTS };
 
 /** How often a relay standing by looks whether the lease holder has stopped or died. */
 const STANDBY_CHECK_MS = 250;

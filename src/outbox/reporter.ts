@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { pino } from 'pino';
 import type { OnceboxError } from '../protocol/errors.js';
-import type { SettledRow } from './relay.js';
+import type { SettledRow } from './relay-events.js';
 import type { DeadNotice, DeliveredNotice, DeliveryProblem, FencedNotice, OutboxEventMap, OutboxLogger } from './relay-events.js';
 
 export interface ReporterOptions {

@@ -54,7 +54,7 @@ export const MAX_LISTED = 8;
  * that a token with a thousand assets does not make every refusal of it a thousand names long.
  */
 export function nameList(names: readonly string[], most = MAX_LISTED): string {
-  const shown = names.slice(0, most).map(echo).join(', ');
+  const shown = names.slice(0, most).map((name) => echo(name)).join(', ');
   return names.length <= most ? shown : `${shown} and ${names.length - most} more`;
 }
 

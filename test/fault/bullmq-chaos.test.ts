@@ -104,6 +104,18 @@ function supervise(name: string, server: RunningServer, layout: 'one machine' | 
   };
 }
 
+/** Waits until `read` answers the same for `stableMs` (or `timeoutMs` has passed: the assertions then tell). */
+async function quiescent(read: () => Promise<string>, stableMs: number, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  let last = await read();
+  let since = Date.now();
+  while (Date.now() < until && Date.now() - since < stableMs) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const now = await read();
+    if (now !== last) [last, since] = [now, Date.now()];
+  }
+}
+
 async function settled(queue: Queue, ids: string[], timeoutMs: number): Promise<Map<string, { state: string; attemptsMade: number }>> {
   const until = Date.now() + timeoutMs;
   for (;;) {
@@ -149,8 +161,15 @@ describe.skipIf(!redisAvailable)(`BullMQ workers misbehaving at random, against 
           for (const file of pool.files()) console.log(file, JSON.stringify((await runScript('src/cli/main.ts', ['status', file, '--json'])).lines));
           throw error;
         });
-        // The last relays deliver what their jobs committed before the jobs settled.
-        await new Promise((resolve) => setTimeout(resolve, 1500));
+        // The last relays deliver what their jobs committed before the jobs settled (a terminal commit's
+        // checkpoint updates follow its events in the stream): wait until the server's view stops changing,
+        // however loaded the machine, rather than for a fixed time.
+        const view = async () =>
+          JSON.stringify([
+            (await server.events()).length,
+            await Promise.all(ids.map(async (id) => (await fetch(`${server.url}/v1/streams/bullmq-ingest/${encodeURIComponent(runs.get(id)!)}`)).text())),
+          ]);
+        await quiescent(view, 1500, 60_000);
         const events = await server.events();
         if (process.env.CHAOS_DEBUG) console.log(JSON.stringify(jobs), JSON.stringify(pool.workers.flatMap((c) => c.lines())), JSON.stringify([...states]));
         for (const [j, id] of ids.entries()) {

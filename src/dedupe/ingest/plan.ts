@@ -3,7 +3,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { RejectionCode } from '../../protocol/errors.js';
 import type { ItemResult } from '../../protocol/wire.js';
 import type { CheckedCheckpoint, CheckedEvent, CheckedItem, InvalidItem } from '../item-check.js';
-import type { EventLineage } from './lineage.js';
+import type { EventLineage } from './event-lineage.js';
 import { isLifecycleAsset } from '../../protocol/lifecycle.js';
 import { echo, MAX_REFUSAL_DETAIL, MAX_REFUSAL_FIELD } from '../../protocol/text.js';
 

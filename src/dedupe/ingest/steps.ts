@@ -1,7 +1,6 @@
 import { Limits } from '../../protocol/limits.js';
 import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
-import { DEFAULT_MAX_ATTEMPT_STEP } from '../store.js';
 import { causedEventKeys, causesNeeded, DEFAULT_LINEAGE_POLICY, placeInLineage, type CauseEvent, type LineagePolicy } from './lineage.js';
 import { capCheckpointNames, newEventIds, planIngest, refuseAttempt, updatesCheckpoints } from './plan.js';
 import { keyClaims, readsNeeded, resolveIngest, type DedupeRecord, type IngestWrites, type KeyClaim, type RecordedOutcome } from './resolve.js';
@@ -73,6 +72,9 @@ export interface IngestScope {
 
 /** The scope of a caller trusted with everything: tests, tools and the server's own use. */
 export const TRUSTED_SCOPE: IngestScope = { mayCite: () => true };
+
+/** How far above a stream's epoch a new attempt may be, unless told otherwise. */
+export const DEFAULT_MAX_ATTEMPT_STEP = 1000;
 
 /** What a store's settings decide in every ingest: how far an attempt may jump, and the lineage limits. */
 export type IngestPolicy = Pick<IngestRequest, 'maxAttemptStep' | 'lineage'>;

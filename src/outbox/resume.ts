@@ -1,9 +1,9 @@
-import type { OutboxFile } from '../outbox/outbox-file.js';
-import type { RunContext } from '../outbox/options.js';
-import type { ServerClient } from '../outbox/server-client.js';
+import type { OutboxFile } from './outbox-file.js';
+import type { RunContext } from './run.js';
+import type { ServerClient } from './server-client.js';
 import { ResumeUnavailableError } from '../protocol/errors.js';
 import type { StreamState } from '../protocol/wire.js';
-import { HELD_CHECKPOINT, restoreHeld } from '../outbox/held-mirror.js';
+import { HELD_CHECKPOINT, restoreHeld } from './held-mirror.js';
 
 /**
  * When a retry takes the server's copy of its run's checkpoints:

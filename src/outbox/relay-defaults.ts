@@ -1,0 +1,15 @@
+/** The relay's settings when nobody says otherwise; `openOutbox` and `oncebox relay` share them. */
+export const RELAY_DEFAULTS = {
+  batchMaxRows: 500,
+  batchMaxBytes: 1024 * 1024,
+  maxInFlight: 4,
+  requestTimeoutMs: 10_000,
+  retryMinDelayMs: 100,
+  retryMaxDelayMs: 5_000,
+  leaseTtlMs: 15_000,
+  pruneDeliveredAfterMs: 7 * 24 * 60 * 60 * 1000,
+  /** How long delivery may fail before it is logged and reported. */
+  reportAfterMs: 5000,
+  /** One cause is logged again at most this often. */
+  logRepeatMs: 60_000,
+} as const;
