@@ -3,7 +3,7 @@
  * its "batch N is ready" event in one SQLite transaction. The demo and the crash tests run it as a
  * child process and kill it.
  *
- *   tsx examples/batch-ingest.ts --db FILE --server URL --data DIR --run-id ID --attempt N [--batches 50] [--partition-prefix P] [--relay external]
+ *   tsx examples/batch-ingest.ts --db FILE --server URL --data DIR --run-id ID --attempt N [--task ingest] [--batches 50] [--partition-prefix P] [--relay external]
  */
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,6 +20,7 @@ const { values: args } = parseArgs({
     data: { type: 'string' },
     producer: { type: 'string', default: 'orders-ingest' },
     'run-id': { type: 'string', default: '2026-11-30' },
+    task: { type: 'string', default: 'ingest' },
     attempt: { type: 'string', default: '1' },
     batches: { type: 'string', default: '50' },
     /** Put before "batch-NNNN" in partition keys, so that several runs' batches stay apart downstream. */
@@ -52,7 +53,7 @@ const box = await openOutbox({
   path: args.db,
   server: args.server.length === 1 ? args.server[0] : args.server,
   producer: args.producer,
-  run: { workflow: 'orders', runId: args['run-id'], task: 'ingest', attempt: Number(args.attempt) },
+  run: { workflow: 'orders', runId: args['run-id'], task: args.task, attempt: Number(args.attempt) },
   relay: args.relay === 'external' ? 'external' : 'in-process',
 });
 const batchReady = box.asset('batch_ready');

@@ -1099,7 +1099,11 @@ export const BREAKS: Break[] = [
         replace: '        .where((eb) => eb.and({ name: p.checkpointOf.name })),',
       },
     ],
-    caughtBy: [{ file: multiTask, name: 'in one outbox file' }, { file: multiTask, name: 'starts a new run from scratch' }],
+    caughtBy: [
+      { file: multiTask, name: 'in one outbox file' },
+      { file: multiTask, name: 'starts a new run from scratch' },
+      { file: 'test/fault/crash.test.ts', name: 'while another task of the run commits to the same file' },
+    ],
   },
   {
     what: "a file taken as not fresh for a task's retry because another task wrote checkpoints to it (no resume from the server)",

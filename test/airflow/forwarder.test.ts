@@ -14,8 +14,6 @@ import { startServer, type RunningServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
-/** The longest test of this file; its forwarders live as long, and are killed after the test in any case. */
-const FORWARDER_LIMIT_MS = 400_000;
 const ASSET = 'oncebox_batches';
 const DOWNSTREAM = 'oncebox_partition_consumer';
 
@@ -63,8 +61,9 @@ function forwarder(server: RunningServer, airflowUrl: string, db: string, env: R
     'src/cli/main.ts',
     ['forward', 'airflow', '--server', server.url, '--airflow', airflowUrl, '--map', map, '--db', db, '--settle-ms', '200', ...extra],
     { ONCEBOX_AIRFLOW_USERNAME: airflow.username, ONCEBOX_AIRFLOW_PASSWORD: airflow.password, ...env },
-    // A forwarder through lost answers on a loaded machine may take minutes: the test's timeout is the limit.
-    { timeoutMs: FORWARDER_LIMIT_MS },
+    // Killed after 120 s in any case: a stage whose failpoint is never reached would otherwise run on until
+    // the test's own timeout (a flake still under study: issue 22).
+    { timeoutMs: 120_000 },
   );
 }
 
@@ -92,7 +91,7 @@ async function runsPerPartition(prefix: string, partitions: number): Promise<Map
 }
 
 describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow${airflowSkipReason}`, () => {
-  it('forwards each event exactly once through lost answers, SIGKILLs and a fresh file, with one downstream run per partition', { timeout: FORWARDER_LIMIT_MS }, async () => {
+  it('forwards each event exactly once through lost answers, SIGKILLs and a fresh file, with one downstream run per partition', { timeout: 400_000 }, async () => {
     // A seed whose draws drop a third of the first 45 answers, so that at least a fifth of all are dropped.
     const seed = Number(process.env.ONCEBOX_SEED ?? seedDropping(Date.now() % 1_000_000, 45, 0.33, 15));
     const dir = tempDir();
@@ -115,6 +114,7 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
       },
     });
     const context = `seed ${seed} (set ONCEBOX_SEED to replay)`;
+    console.log(`forwarder lost answers: ${context}`);
 
     // Killed right after Airflow committed its 8th post, before the receipts of its batch (up to 20 events)
     // were committed: those events are in Airflow, unrecorded.

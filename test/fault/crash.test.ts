@@ -55,6 +55,29 @@ describe('a job killed with SIGKILL', () => {
     await expectEachBatchOnceInOrder(server);
   });
 
+  it('while another task of the run commits to the same file, is retried from its own checkpoint, and neither task loses or repeats a batch', async () => {
+    const server = await startServer();
+    const dir = tempDir();
+    const task = (name: string, attempt: number, env: Record<string, string> = {}) =>
+      runScript(
+        JOB,
+        ['--db', join(dir, 'outbox.db'), '--server', server.url, '--data', join(dir, name), '--attempt', String(attempt), '--batches', String(BATCHES), '--task', name, '--partition-prefix', `${name}-`, '--pause-ms', '20'],
+        { env },
+      );
+    // Both at once, as two processes on one file: transform is killed after its 5th commit, extract runs on.
+    const [killed, other] = await Promise.all([task('transform', 1, { ONCEBOX_FAILPOINT: 'commit:after-commit@5' }), task('extract', 1)]);
+    expect(killed.signal).toBe('SIGKILL');
+    expect(other.code, other.stderr).toBe(0);
+    const retried = await task('transform', 2);
+    expect(retried.code, retried.stderr).toBe(0);
+    // transform resumes from its own checkpoint (5), not extract's (12).
+    expect(retried.lines[0]).toMatchObject({ event: 'start', resumeFrom: 5 });
+    const events = await server.events();
+    for (const name of ['extract', 'transform']) {
+      expect(events.filter((event) => event.task === name).map((event) => event.partitionKey)).toEqual(Array.from({ length: BATCHES }, (_, i) => `${name}-${partition(i + 1)}`));
+    }
+  });
+
   it('after the server stored a batch but before the relay recorded the receipt, gets the original receipt on retry', async () => {
     const server = await startServer();
     const dir = tempDir();
