@@ -1,6 +1,7 @@
 import { createServer as createHttpServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { ZodError } from 'zod';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { assetNameSchema, describeFirstIssue } from '../protocol/emission.js';
@@ -16,6 +17,7 @@ import {
   type ClaimedAttempt,
   streamQuerySchema,
   type EmissionBatchResponse,
+  type Problem,
 } from '../protocol/wire.js';
 import { echo, nameList } from '../protocol/text.js';
 import type { OtelApi } from '../protocol/trace.js';
@@ -217,8 +219,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   app.post('/v1/emissions', { config: { access: 'publish' } }, async (request, reply) => {
     const parsed = emissionBatchSchema.safeParse(request.body);
     if (!parsed.success) {
-      const { field, message } = describeFirstIssue(parsed.error, { input: request.body, knownKeys: ['stream', 'items'] });
-      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+      return sendProblem(reply, invalidInput(parsed.error, { input: request.body, knownKeys: ['stream', 'items'] }));
     }
     const { stream, items } = parsed.data;
     const { grant } = request;
@@ -261,8 +262,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     if (malformed) return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, malformed.message, malformed.field));
     const parsed = eventQuerySchema.safeParse(request.query);
     if (!parsed.success) {
-      const { field, message } = describeFirstIssue(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit', 'wait'] });
-      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+      return sendProblem(reply, invalidInput(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit', 'wait'] }));
     }
     const { asset } = parsed.data;
     const { grant } = request;
@@ -290,13 +290,11 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   app.get<{ Params: { producer: string; runId: string } }>('/v1/streams/:producer/:runId', { config: { access: 'streams' } }, async (request, reply) => {
     const parsed = streamQuerySchema.safeParse(request.query);
     if (!parsed.success) {
-      const { field, message } = describeFirstIssue(parsed.error, { input: request.query, knownKeys: ['task'] });
-      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+      return sendProblem(reply, invalidInput(parsed.error, { input: request.query, knownKeys: ['task'] }));
     }
     const params = streamParamsSchema.safeParse(request.params);
     if (!params.success) {
-      const { field, message } = describeFirstIssue(params.error, { input: request.params });
-      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+      return sendProblem(reply, invalidInput(params.error, { input: request.params }));
     }
     const { producer, runId } = params.data;
     if (!producerAllowed(request.grant, producer)) {
@@ -314,8 +312,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   app.post<{ Params: { producer: string; runId: string } }>('/v1/streams/:producer/:runId/attempts', { config: { access: 'publish' } }, async (request, reply) => {
     const params = streamParamsSchema.safeParse(request.params);
     if (!params.success) {
-      const { field, message } = describeFirstIssue(params.error, { input: request.params });
-      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+      return sendProblem(reply, invalidInput(params.error, { input: request.params }));
     }
     // No body is an empty claim; a body that is not an object (null, a number) is refused like any.
     const given: unknown = request.body === undefined ? {} : request.body;
@@ -327,8 +324,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
     const chosen = typeof given === 'object' && given !== null && 'exactly' in given ? exactAttemptClaimSchema : nextAttemptClaimSchema;
     const body = chosen.safeParse(given);
     if (!body.success) {
-      const { field, message } = describeFirstIssue(body.error, { input: given, knownKeys: ['task', 'atLeast', 'exactly'] });
-      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+      return sendProblem(reply, invalidInput(body.error, { input: given, knownKeys: ['task', 'atLeast', 'exactly'] }));
     }
     const { producer, runId } = params.data;
     if (!producerAllowed(request.grant, producer)) {
@@ -355,8 +351,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   app.put<{ Params: { name: string } }>('/v1/assets/:name', { config: { access: 'admin' } }, async (request, reply) => {
     const parsed = assetNameSchema.safeParse(request.params.name);
     if (!parsed.success) {
-      const { message } = describeFirstIssue(parsed.error, { input: request.params.name, prefix: 'name' });
-      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, 'name'));
+      return sendProblem(reply, invalidInput(parsed.error, { input: request.params.name, prefix: 'name' }, 'name'));
     }
     const { created } = await store.registerAsset(parsed.data);
     return reply.status(created ? 201 : 200).send({ name: parsed.data, created });
@@ -365,8 +360,7 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   app.post('/v1/tokens', { config: { access: 'admin' } }, async (request, reply) => {
     const parsed = tokenRequestSchema.safeParse(request.body);
     if (!parsed.success) {
-      const { field, message } = describeFirstIssue(parsed.error, { input: request.body, knownKeys: ['scope', 'producers', 'assets', 'reads', 'consumes', 'note'] });
-      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, message, field));
+      return sendProblem(reply, invalidInput(parsed.error, { input: request.body, knownKeys: ['scope', 'producers', 'assets', 'reads', 'consumes', 'note'] }));
     }
     const created = await store.tokens.create(parsed.data);
     return reply.status(201).send({ ...created.info, token: created.token, allows: describeGrant(created.info) });
@@ -389,6 +383,12 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
 const TOKEN_ID = /^[0-9a-f]{16}$/;
 
 /** Node's own refusals, by the code of the parse or timeout error behind them. */
+/** The 400 answer to input a schema refused: its first issue, with the field it names (or `field`). */
+function invalidInput(error: ZodError, described: Parameters<typeof describeFirstIssue>[1], field?: string): Problem {
+  const issue = describeFirstIssue(error, described);
+  return problem(400, ProblemCode.InvalidRequest, issue.message, field ?? issue.field);
+}
+
 const CLIENT_ERRORS: Record<string, [number, string, string]> = {
   HPE_HEADER_OVERFLOW: [431, ProblemCode.InvalidRequest, 'the request headers are too large; send fewer or shorter headers'],
   ERR_HTTP_REQUEST_TIMEOUT: [408, ProblemCode.RequestTimeout, 'the request was not received in time; send it whole, without pauses'],
