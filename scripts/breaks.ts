@@ -1127,13 +1127,49 @@ export const BREAKS: Break[] = [
         replace: "    streamCheckpoints: prepare(db, stream, q.selectFrom('stream_checkpoints').select(['name', 'value']).where((eb) => eb.and({ producer: stream.producer, run_id: stream.runId })).orderBy('name')),",
       },
     ],
-    caughtBy: [{ file: multiTask, name: 'keep their own positions' }],
+    caughtBy: [{ file: multiTask, name: 'keep their own positions' }, { file: model, name: 'per task' }],
   },
   {
     what: "the relay cutting a batch across two tasks' rows (one task's events sent as the other's)",
     guarantee: 'G3',
     edits: [{ file: relay, find: '      if (row.run_id !== first!.run_id || row.task !== first!.task || row.attempt !== first!.attempt) break;', replace: '      if (row.run_id !== first!.run_id || row.attempt !== first!.attempt) break;' }],
     caughtBy: [{ file: multiTask, name: 'in one outbox file' }],
+  },
+  {
+    what: "the embedded store reading a stream's epoch from any task of the run (one task's retry fences the others)",
+    guarantee: 'G10, G13',
+    edits: [
+      {
+        file: sqliteStatements,
+        find: "    epoch: prepare(db, stream, q.selectFrom('streams').select('epoch').where((eb) => eb.and(ofStream))),",
+        replace: "    epoch: prepare(db, stream, q.selectFrom('streams').select('epoch').where((eb) => eb.and({ producer: stream.producer, run_id: stream.runId })).orderBy('epoch', 'desc')),",
+      },
+    ],
+    caughtBy: [{ file: model, name: 'on a file it shares with another task' }],
+  },
+  {
+    what: "the embedded store reading an attempt's last position without its task (one task's sequence taken for another's)",
+    guarantee: 'G3, G10',
+    edits: [
+      {
+        file: sqliteStatements,
+        find: "    lastSeq: prepare(db, attempt, q.selectFrom('stream_seqs').select('last_seq').where((eb) => eb.and(ofAttempt))),",
+        replace: "    lastSeq: prepare(db, attempt, q.selectFrom('stream_seqs').select('last_seq').where((eb) => eb.and({ producer: stream.producer, run_id: stream.runId, attempt: attempt.attempt })).orderBy('last_seq', 'desc')),",
+      },
+    ],
+    caughtBy: [{ file: model, name: 'retries every task of a shared file' }],
+  },
+  {
+    what: "an emission's key derived without its task (another task's event for the same partition answered as a duplicate)",
+    guarantee: 'G3, G4',
+    edits: [{ file: 'src/outbox/keys.ts', find: '      identity.runId,\n      identity.task,\n', replace: '      identity.runId,\n' }],
+    caughtBy: [{ file: multiTask, name: 'its own event for a partition both emit' }],
+  },
+  {
+    what: 'a relay stepped by hand that lost its lease failing every later step instead of asking for the lease again',
+    guarantee: 'G3',
+    edits: [{ file: relay, find: '      if (error instanceof LeaseLostError) this.holding = false;\n', replace: '' }],
+    caughtBy: [{ file: model, name: 'takes it back at its next step' }],
   },
   {
     what: "a trigger's rebuild on a fresh file restoring its arrivals but not its firings (a re-run's newer event fires a partition again)",

@@ -56,12 +56,16 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-/** The first seed from `from` on whose draws drop at least `least` of the first `posts` answers at `rate`: a test's faults that surely happen. */
-export function seedDropping(from: number, posts: number, rate: number, least: number): number {
+/** The first seed from `from` on whose first `count` draws `accept` says yes: a test's faults that surely happen. */
+export function seedWhere(from: number, count: number, accept: (draws: number[]) => boolean): number {
   for (let seed = from; ; seed++) {
-    const chance = seededRandom(seed);
-    if (Array.from({ length: posts }, chance).filter((draw) => draw < rate).length >= least) return seed;
+    if (accept(Array.from({ length: count }, seededRandom(seed)))) return seed;
   }
+}
+
+/** The first seed from `from` on whose draws drop at least `least` of the first `posts` answers at `rate`. */
+export function seedDropping(from: number, posts: number, rate: number, least: number): number {
+  return seedWhere(from, posts, (draws) => draws.filter((draw) => draw < rate).length >= least);
 }
 
 /** A proxy in front of Airflow that drops the answer to a share of the asset-event posts, after Airflow committed them. */

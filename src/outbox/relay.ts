@@ -180,7 +180,14 @@ export class Relay {
    */
   async step(): Promise<number> {
     if (!this.holding) this.acquireOrThrow();
-    return this.deliverWindow(this.nextBatches(1));
+    try {
+      return await this.deliverWindow(this.nextBatches(1));
+    } catch (error) {
+      // Another relay took the lease while this one was away: the next step asks for it again, as the
+      // loop would, rather than fail every step on a lease it no longer holds.
+      if (error instanceof LeaseLostError) this.holding = false;
+      throw error;
+    }
   }
 
   private acquireOrThrow(): void {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { forwardedKey, openAirflowForwarder, type AirflowForwarderOptions } from '../../src/airflow/index.js';
 import { openOutbox } from '../../src/outbox/index.js';
-import { seededRandom, seedDropping } from '../../scripts/airflow/chain.js';
+import { seededRandom, seedWhere } from '../../scripts/airflow/chain.js';
 import { freePort, type RunningAirflow } from '../../scripts/airflow/harness.js';
 import { airflowAvailable, airflowForTests, stopAirflowsForTests, airflowSkipReason } from '../support/airflow.js';
 import { startScript } from '../support/child.js';
@@ -61,8 +61,8 @@ function forwarder(server: RunningServer, airflowUrl: string, db: string, env: R
     'src/cli/main.ts',
     ['forward', 'airflow', '--server', server.url, '--airflow', airflowUrl, '--map', map, '--db', db, '--settle-ms', '200', ...extra],
     { ONCEBOX_AIRFLOW_USERNAME: airflow.username, ONCEBOX_AIRFLOW_PASSWORD: airflow.password, ...env },
-    // Killed after 120 s in any case: a stage whose failpoint is never reached would otherwise run on until
-    // the test's own timeout (a flake still under study: issue 22).
+    // Killed after 120 s in any case: a stage whose failpoint is never reached (a seed that breaks the
+    // test's rule for its draws) would otherwise run on until the test's own timeout.
     { timeoutMs: 120_000 },
   );
 }
@@ -92,12 +92,23 @@ async function runsPerPartition(prefix: string, partitions: number): Promise<Map
 
 describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow${airflowSkipReason}`, () => {
   it('forwards each event exactly once through lost answers, SIGKILLs and a fresh file, with one downstream run per partition', { timeout: 400_000 }, async () => {
-    // A seed whose draws drop a third of the first 45 answers, so that at least a fifth of all are dropped.
-    const seed = Number(process.env.ONCEBOX_SEED ?? seedDropping(Date.now() % 1_000_000, 45, 0.33, 15));
+    const EVENTS = 30;
+    const DROP_RATE = 0.33;
+    // Each event is posted once: an answer lost is found by the lookup, not posted again. So the stages'
+    // failpoints below count posts of new events, and the draws decide where each stage ends: the first
+    // after its 8th answered post, the second after 6 more. The third must still find 4 events to post,
+    // so the 14th answer must come by the 26th post (a seed dropping too many early answers left the
+    // third stage nothing to post: it never reached its failpoint and ran on until killed). And at least
+    // 8 of the 30 posts lose their answer, so that a fifth of all are lost.
+    const stagesReachTheirFailpoints = (draws: number[]) => {
+      const answered = draws.map((draw, post) => (draw >= DROP_RATE ? post + 1 : 0)).filter((post) => post > 0);
+      return (answered[13] ?? Infinity) <= EVENTS - 4 && draws.filter((draw) => draw < DROP_RATE).length >= 8;
+    };
+    const seed = Number(process.env.ONCEBOX_SEED ?? seedWhere(Date.now() % 1_000_000, EVENTS, stagesReachTheirFailpoints));
+    expect(stagesReachTheirFailpoints(Array.from({ length: EVENTS }, seededRandom(seed))), `seed ${seed} drops too many early answers for this test's stages`).toBe(true);
     const dir = tempDir();
     const server = await startServer({ assets: ['batch_ready'] });
     const prefix = `fwd-${seed}/`;
-    const EVENTS = 30;
     await publish(server, dir, prefix, EVENTS);
 
     // Lost answers: about a third of the posts reach Airflow, commit, and their answer never comes back.
@@ -108,7 +119,7 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
       choose: ({ method, url }): Fault | undefined => {
         if (method !== 'POST' || !url.startsWith('/api/v2/assets/events')) return undefined;
         posts++;
-        if (chance() >= 0.33) return undefined;
+        if (chance() >= DROP_RATE) return undefined;
         dropped++;
         return 'drop-response';
       },
@@ -120,17 +131,17 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
     // were committed: those events are in Airflow, unrecorded.
     const first = forwarder(server, proxy.url, join(dir, 'forwarder.db'), { ONCEBOX_FAILPOINT: 'forward:after-post@8' });
     const firstRun = await first.done;
-    expect(firstRun.signal, `${context}: ${firstRun.stderr}`).toBe('SIGKILL');
+    expect({ signal: firstRun.signal, timedOut: firstRun.timedOut }, `${context}: the first stage ends at its failpoint; ${firstRun.stderr}`).toEqual({ signal: 'SIGKILL', timedOut: false });
     // Again on the same file, killed after its 6th post; one receipt per commit, so that its lines show each event.
     const second = forwarder(server, proxy.url, join(dir, 'forwarder.db'), { ONCEBOX_FAILPOINT: 'forward:after-post@6' }, ['--batch-size', '1']);
     const secondRun = await second.done;
-    expect(secondRun.signal, `${context}: ${secondRun.stderr}`).toBe('SIGKILL');
+    expect({ signal: secondRun.signal, timedOut: secondRun.timedOut }, `${context}: the second stage ends at its failpoint; ${secondRun.stderr}`).toEqual({ signal: 'SIGKILL', timedOut: false });
     // The event whose receipt the kill cut off is the first the restarted forwarder handled: found, not posted again.
     expect(secondRun.lines.find((line) => line.event === 'forwarded'), context).toMatchObject({ foundByLookup: true });
     // And once more, killed just before a post: that event is neither in Airflow nor recorded, and must not be lost.
     const third = forwarder(server, proxy.url, join(dir, 'forwarder.db'), { ONCEBOX_FAILPOINT: 'forward:before-post@4' });
     const thirdRun = await third.done;
-    expect(thirdRun.signal, `${context}: ${thirdRun.stderr}`).toBe('SIGKILL');
+    expect({ signal: thirdRun.signal, timedOut: thirdRun.timedOut }, `${context}: the third stage ends at its failpoint; ${thirdRun.stderr}`).toEqual({ signal: 'SIGKILL', timedOut: false });
     // Then on a fresh file, a lost machine: the cursor comes back from the server's mirror, which may lag.
     const last = forwarder(server, proxy.url, join(dir, 'fresh.db'));
     await last.waitFor((line) => line.event === 'forwarded' && line.cursor === EVENTS);

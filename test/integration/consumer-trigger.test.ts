@@ -10,24 +10,37 @@ const quiet = { info() {}, warn() {}, error() {} };
 const ASSETS = ['orders_ready', 'payments_ready'] as const;
 
 /** One step of the scenario: an event arrives, or the consumer crashes and restarts (on its file or a fresh one). */
-type Step = { type: 'event'; asset: 0 | 1; partition: number; run: number } | { type: 'crash'; fresh: boolean };
+type Step = { type: 'event'; asset: 0 | 1; partition: number; run: number; task: number } | { type: 'crash'; fresh: boolean };
+
+/** The tasks a producer's run may have: none (a run of one task), or two of a DAG run, each its own stream. */
+const TASKS = [undefined, 'extract', 'load'] as const;
 
 const stepArb: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ type: fc.constant('event' as const), asset: fc.constantFrom(0 as const, 1 as const), partition: fc.integer({ min: 1, max: 4 }), run: fc.integer({ min: 1, max: 2 }) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      type: fc.constant('event' as const),
+      asset: fc.constantFrom(0 as const, 1 as const),
+      partition: fc.integer({ min: 1, max: 4 }),
+      run: fc.integer({ min: 1, max: 2 }),
+      task: fc.integer({ min: 0, max: TASKS.length - 1 }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ type: fc.constant('crash' as const), fresh: fc.boolean() }) },
 );
 
-async function emit(server: RunningServer, dir: string, asset: string, partition: number, run: number): Promise<void> {
-  // Each run of a producer is its own stream; a re-run's event for a partition is a new event, and the
-  // same run emitting the same partition again is a duplicate the server answers with the first receipt.
+async function emit(server: RunningServer, dir: string, asset: string, partition: number, run: number, task?: string): Promise<void> {
+  // Each task of a producer's run is its own stream; a re-run's (or another task's) event for a partition
+  // is a new event, and the same task emitting the same partition again is a duplicate the server answers
+  // with the first receipt. The tasks of a run share one outbox file.
   const producer = asset === 'orders_ready' ? 'orders' : 'payments';
-  const box = await openOutbox({ path: join(dir, `${producer}-${run}.db`), server: server.url, producer, run: { workflow: 'wf', runId: `run-${run}`, attempt: 1 }, logger: quiet });
+  const box = await openOutbox({ path: join(dir, `${producer}-${run}.db`), server: server.url, producer, run: { workflow: 'wf', runId: `run-${run}`, task, attempt: 1 }, logger: quiet });
   await box.asset(asset).emit({ partitionKey: `day-${partition}` });
   await box.close();
 }
 
 describe('a per-partition trigger', () => {
-  it('fires exactly once per partition, only once both assets have it, across interleaving, duplicates, re-runs and crashes', { timeout: 240_000 }, async () => {
+  it('fires exactly once per partition, only once both assets have it, across interleaving, duplicates, re-runs, tasks of a run and crashes', { timeout: 240_000 }, async () => {
     const seed = Number(process.env.ONCEBOX_SEED ?? Date.now() % 1_000_000);
     console.log(`trigger property: seed ${seed} (ONCEBOX_SEED=${seed} to replay)`);
     await fc.assert(
@@ -55,8 +68,8 @@ describe('a per-partition trigger', () => {
         const seen = new Set<string>();
         for (const step of steps) {
           if (step.type === 'event') {
-            await emit(server, dir, ASSETS[step.asset], step.partition, step.run);
-            const id = `${step.asset}/${step.partition}/${step.run}`;
+            await emit(server, dir, ASSETS[step.asset], step.partition, step.run, TASKS[step.task]);
+            const id = `${step.asset}/${step.partition}/${step.run}/${step.task}`;
             if (!seen.has(id)) emitted++;
             seen.add(id);
           } else {

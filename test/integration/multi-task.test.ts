@@ -107,6 +107,27 @@ describe('a file shared by runs and tasks', () => {
     ]);
   });
 
+  it('gives each task its own event for a partition both emit, and a task emitting it again its first receipt', async () => {
+    // Every task of a DAG run reports day 2026-12-01 done: three events, one per task, never one
+    // taken for another's duplicate.
+    const server = await startServer();
+    const path = join(tempDir(), 'shared.db');
+    const receipts = [];
+    for (const task of ['extract', 'load', 'notify']) {
+      const box = await open(server, path, task, 1);
+      receipts.push(await box.asset('batch_ready').emit({ partitionKey: '2026-12-01' }));
+      await box.close();
+    }
+    expect(receipts.map((receipt) => receipt.duplicate)).toEqual([false, false, false]);
+    expect(new Set(receipts.map((receipt) => receipt.eventId)).size).toBe(3);
+    // A re-run of one task's attempt emitting it again is that task's duplicate.
+    const again = await open(server, path, 'load', 2);
+    const repeat = await again.asset('batch_ready').emit({ partitionKey: '2026-12-01' });
+    await again.close();
+    expect(repeat).toMatchObject({ eventId: receipts[1]!.eventId, duplicate: true });
+    expect((await server.events({ asset: 'batch_ready' })).map((e) => e.task)).toEqual(['extract', 'load', 'notify']);
+  });
+
   it("resumes a task's retry from the server on a file that only another task wrote to", async () => {
     const server = await startServer();
     // load's attempt 1 ran on a machine that is gone; extract wrote to the file that load's retry opens.

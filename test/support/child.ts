@@ -9,6 +9,8 @@ export interface ChildResult {
   signal: NodeJS.Signals | null;
   lines: Record<string, unknown>[];
   stderr: string;
+  /** It ran past its time limit and was killed by it, not by the test or a failpoint. */
+  timedOut: boolean;
 }
 
 export interface StartedScript {
@@ -85,7 +87,11 @@ export function runScript(
   let stderr = '';
   let buffered = '';
   const kill = () => child.kill('SIGKILL');
-  const timer = setTimeout(kill, options.timeoutMs ?? 45_000);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    kill();
+  }, options.timeoutMs ?? 45_000);
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     buffered += chunk;
     let newline;
@@ -107,7 +113,7 @@ export function runScript(
     child.on('error', reject);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      resolve({ code, signal, lines, stderr });
+      resolve({ code, signal, lines, stderr, timedOut });
     });
   });
   pids.set(result, child);
