@@ -1,7 +1,11 @@
 /**
  * The layers of src (../shared/DESIGN.md, docs/README.md "Where the code is"), lowest first: protocol;
- * sqlite and checkpoint; the producer (outbox) and the server (dedupe), which never import each other;
- * the consumer; the adapters (airflow, bullmq); the CLI on top. No import cycle, type-only ones included.
+ * sqlite, checkpoint and client (the HTTP client, failure streaks, failpoints, the logger); the producer
+ * (outbox) and the server (dedupe), which never import each other; the consumer; the adapters (airflow,
+ * bullmq); the CLI on top. Inside the producer, the rooms along the path an emission takes: file/ at the
+ * bottom, commit/ and relay/ beside each other above it, and the public face (outbox.ts, options.ts,
+ * resume.ts, status.ts) on top; the rooms reach up only to the run's identity (run.ts) and the events'
+ * types (events.ts), which import nothing of the producer. No import cycle, type-only ones included.
  * test/unit/layers.test.ts runs these rules on every `npm test`.
  */
 const folder = (name) => `^src/${name}/`;
@@ -16,14 +20,32 @@ const notInto = (name, from, targets, why) => ({
 module.exports = {
   forbidden: [
     { name: 'no-circular', comment: 'an import cycle, type-only ones included', severity: 'error', from: {}, to: { circular: true } },
-    notInto('protocol-is-the-ground-floor', 'protocol', ['sqlite', 'checkpoint', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'protocol is shared by every side and imports none'),
-    notInto('sqlite-above-protocol-only', 'sqlite', ['checkpoint', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'the SQLite plumbing serves producer and server alike'),
-    notInto('checkpoint-is-a-leaf', 'checkpoint', ['sqlite', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'the typed checkpoint is a leaf'),
+    notInto('protocol-is-the-ground-floor', 'protocol', ['sqlite', 'checkpoint', 'client', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'protocol is shared by every side and imports none'),
+    notInto('sqlite-above-protocol-only', 'sqlite', ['checkpoint', 'client', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'the SQLite plumbing serves producer and server alike'),
+    notInto('checkpoint-is-a-leaf', 'checkpoint', ['sqlite', 'client', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'the typed checkpoint is a leaf'),
     notInto('producer-never-imports-the-server', 'outbox', ['dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'the producer meets the server only in protocol, and knows nothing above it'),
-    notInto('server-never-imports-the-producer', 'dedupe', ['outbox', 'checkpoint', 'consumer', 'airflow', 'bullmq', 'cli'], 'the server meets the producer only in protocol'),
+    notInto('client-above-protocol-only', 'client', ['sqlite', 'checkpoint', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'the client side plumbing is shared by producer, consumer and forwarder, and knows none of them'),
+    notInto('server-never-imports-the-producer', 'dedupe', ['client', 'outbox', 'checkpoint', 'consumer', 'airflow', 'bullmq', 'cli'], 'the server meets the producer only in protocol'),
     notInto('consumer-below-the-adapters', 'consumer', ['dedupe', 'airflow', 'bullmq', 'cli'], 'the consumer uses the producer, and is used by the adapters'),
     notInto('adapters-below-the-cli', 'airflow', ['dedupe', 'bullmq', 'cli'], 'an adapter stands on the consumer and the producer'),
     notInto('bullmq-below-the-cli', 'bullmq', ['dedupe', 'consumer', 'airflow', 'cli'], 'an adapter stands on the producer'),
+    notInto('file-room-at-the-bottom', 'outbox/file', ['outbox/commit', 'outbox/relay'], 'the outbox file (tables, rows, runs, meta) knows nothing of committing or relaying'),
+    notInto('commit-room-beside-the-relay', 'outbox/commit', ['outbox/relay'], 'committing writes the file; it never reaches into the relay'),
+    notInto('relay-room-beside-the-commit', 'outbox/relay', ['outbox/commit'], 'the relay reads what was committed from the file, never from the commit code'),
+    {
+      name: 'rooms-below-the-public-face',
+      comment: "the producer's rooms reach up only to the run's identity and the events' types",
+      severity: 'error',
+      from: { path: '^src/outbox/(file|commit|relay)/' },
+      to: { path: '^src/outbox/[^/]+\\.ts$', pathNot: '^src/outbox/(run|events)\\.ts$' },
+    },
+    {
+      name: 'leaves-of-the-producer',
+      comment: "the run's identity and the events' types are leaves every room may import",
+      severity: 'error',
+      from: { path: '^src/outbox/(run|events)\\.ts$' },
+      to: { path: '^src/outbox/', pathNot: '^src/outbox/(run|events)\\.ts$' },
+    },
   ],
   options: {
     tsConfig: { fileName: 'tsconfig.json' },

@@ -1,5 +1,5 @@
 // npm run mutation: StrykerJS mutation testing of the mechanism files (not part of npm test: it runs the
-// tests once per mutant). Narrow a run with `npm run mutation -- --mutate src/outbox/keys.ts`. Scores per
+// tests once per mutant). Narrow a run with `npm run mutation -- --mutate src/outbox/commit/keys.ts`. Scores per
 // file, and why each survivor is harmless, are recorded in docs/guarantees.md.
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
@@ -14,19 +14,19 @@ export default {
     'src/dedupe/postgres/store.ts',
     'src/dedupe/tokens.ts',
     'src/dedupe/auth.ts',
-    'src/outbox/commit.ts',
-    'src/outbox/keys.ts',
-    'src/outbox/answers.ts',
-    'src/outbox/lease.ts',
-    'src/outbox/run-attempts.ts',
-    'src/outbox/sync-callback.ts',
+    'src/outbox/commit/commit.ts',
+    'src/outbox/commit/keys.ts',
+    'src/outbox/relay/answers.ts',
+    'src/outbox/relay/lease.ts',
+    'src/outbox/file/run-attempts.ts',
+    'src/outbox/commit/sync-callback.ts',
     'src/dedupe/ingest/lineage.ts',
     'src/consumer/consumer.ts',
     'src/consumer/consume-transaction.ts',
     'src/consumer/triggers.ts',
     'src/consumer/notifiers.ts',
-    'src/outbox/held-mirror.ts',
-    'src/outbox/failure-streak.ts',
+    'src/outbox/commit/held-mirror.ts',
+    'src/client/failure-streak.ts',
     'src/airflow/event-body.ts',
     'src/airflow/asset-map.ts',
   ],

@@ -3,7 +3,7 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { openOutbox } from '../src/outbox/index.js';
-import { checkpointKey, deriveKey } from '../src/outbox/keys.js';
+import { checkpointKey, deriveKey } from '../src/outbox/commit/keys.js';
 import { rawOutbox } from './raw-outbox.js';
 import { benchDir } from './support.js';
 

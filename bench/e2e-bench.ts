@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { setImmediate as yieldToRelay } from 'node:timers/promises';
 import { v7 as uuidv7 } from 'uuid';
 import { openOutbox, type Outbox } from '../src/outbox/index.js';
-import { deriveKey } from '../src/outbox/keys.js';
+import { deriveKey } from '../src/outbox/commit/keys.js';
 import { rawOutbox } from './raw-outbox.js';
 import { benchDir, percentile, startServerProcess } from './support.js';
 

@@ -34,9 +34,9 @@ const sqliteStore = 'src/dedupe/sqlite/store.ts';
 const postgresStore = 'src/dedupe/postgres/store.ts';
 const postgresStatements = 'src/dedupe/postgres/statements.ts';
 const sqliteStatements = 'src/dedupe/sqlite/statements.ts';
-const relay = 'src/outbox/relay.ts';
-const answers = 'src/outbox/answers.ts';
-const outboxFile = 'src/outbox/outbox-file.ts';
+const relay = 'src/outbox/relay/relay.ts';
+const answers = 'src/outbox/relay/answers.ts';
+const fileRows = 'src/outbox/file/rows.ts';
 const model = 'test/property/outbox-model.test.ts';
 const sameFile = 'test/integration/same-file-retry.test.ts';
 const delivery = 'test/integration/delivery.test.ts';
@@ -85,12 +85,12 @@ export const BREAKS: Break[] = [
     what: 'the local checkpoint written right after COMMIT instead of inside the commit',
     guarantee: 'G1',
     edits: [
-      { file: 'src/outbox/commit.ts', find: '    for (const [name, value] of this.checkpoints) s.setCheckpoint.run({ runId: run.runId, task, name, value, now });\n', replace: '' },
+      { file: 'src/outbox/commit/commit.ts', find: '    for (const [name, value] of this.checkpoints) file.checkpoints.setCheckpoint.run({ runId: run.runId, task, name, value, now });\n', replace: '' },
       {
-        file: 'src/outbox/commit.ts',
+        file: 'src/outbox/commit/commit.ts',
         find: '  committed(): readonly Emission[] {',
         replace:
-          "  committed(): readonly Emission[] {\n    for (const [name, value] of this.checkpoints) this.context.file.statements.setCheckpoint.run({ runId: this.context.run.runId, task: this.context.run.task ?? '', name, value, now: Date.now() });",
+          "  committed(): readonly Emission[] {\n    for (const [name, value] of this.checkpoints) this.context.file.checkpoints.setCheckpoint.run({ runId: this.context.run.runId, task: this.context.run.task ?? '', name, value, now: Date.now() });",
       },
     ],
     caughtBy: [{ file: 'test/unit/commit.test.ts', name: 'whose write to the checkpoint table fails' }, { file: 'test/fault/crash.test.ts', name: 'tight commit loop' }],
@@ -98,7 +98,7 @@ export const BREAKS: Break[] = [
   {
     what: "the relay's lease check removed",
     guarantee: 'G7',
-    edits: [{ file: 'src/outbox/lease.ts', find: 'if (renewed.changes === 0) {', replace: 'if (renewed.changes < 0) {' }],
+    edits: [{ file: 'src/outbox/relay/lease.ts', find: 'if (renewed.changes === 0) {', replace: 'if (renewed.changes < 0) {' }],
     caughtBy: [{ file: delivery, name: 'lets one relay deliver at a time' }],
   },
   {
@@ -132,7 +132,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G3',
     edits: [
       {
-        file: outboxFile,
+        file: fileRows,
         find: "q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('id').limit(p.limit.limit)),",
         replace: "q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('seq').limit(p.limit.limit)),",
       },
@@ -180,7 +180,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G11',
     edits: [
       {
-        file: outboxFile,
+        file: fileRows,
         find: 'const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq, revision: p.delivered.revision };',
         replace: 'const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq };',
       },
@@ -190,7 +190,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a checkpoint-only commit rewriting a waiting update that an emission follows (the value moves past the emission)',
     guarantee: 'G11',
-    edits: [{ file: outboxFile, find: "                .where('later.kind', '<>', sql.lit<RowKind>('checkpoint')),", replace: "                .where('later.kind', '=', sql.lit<RowKind>('nothing' as RowKind))," }],
+    edits: [{ file: fileRows, find: "                .where('later.kind', '<>', sql.lit<RowKind>('checkpoint')),", replace: "                .where('later.kind', '=', sql.lit<RowKind>('nothing' as RowKind))," }],
     caughtBy: [{ file: 'test/unit/commit.test.ts', name: 'coalesces consecutive checkpoint-only commits' }],
   },
   {
@@ -275,7 +275,7 @@ export const BREAKS: Break[] = [
   {
     what: "a retry opening a file does not take over the older attempts' undelivered rows",
     guarantee: 'G12',
-    edits: [{ file: 'src/outbox/run-attempts.ts', find: 'for (const { id } of rows) s.adoptRow.run', replace: 'for (const { id } of rows.slice(rows.length)) s.adoptRow.run' }],
+    edits: [{ file: 'src/outbox/file/run-attempts.ts', find: 'for (const { id } of rows) s.adoptRow.run', replace: 'for (const { id } of rows.slice(rows.length)) s.adoptRow.run' }],
     caughtBy: [{ file: sameFile, name: 'takes over what the zombie committed' }],
   },
   {
@@ -283,7 +283,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G12',
     edits: [
       {
-        file: 'src/outbox/run-attempts.ts',
+        file: 'src/outbox/file/run-attempts.ts',
         find: "eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit('fenced'))])]),",
         replace: "eb('state', '=', sql.lit('pending')),",
       },
@@ -293,7 +293,7 @@ export const BREAKS: Break[] = [
   {
     what: 'the relay marking a row without checking it is still where it was sent from',
     guarantee: 'G7, G12',
-    edits: [{ file: outboxFile, find: 'const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq, revision: p.delivered.revision };', replace: 'const sentRow = { id: p.delivered.id, revision: p.delivered.revision };' }],
+    edits: [{ file: fileRows, find: 'const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq, revision: p.delivered.revision };', replace: 'const sentRow = { id: p.delivered.id, revision: p.delivered.revision };' }],
     caughtBy: [{ file: sameFile, name: 'in flight' }],
   },
   {
@@ -450,7 +450,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G12',
     edits: [
       {
-        file: 'src/outbox/commit.ts',
+        file: 'src/outbox/commit/commit.ts',
         find: '    let nextSeq = (s.lastSeq.get({ runId: run.runId, task, attempt: run.attempt })!.last ?? 0) + 1;',
         replace: '    let nextSeq = ((this.context as { seq?: number }).seq ??= 1);',
       },
@@ -503,7 +503,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a dead row sent again under a new key',
     guarantee: 'G18',
-    edits: [{ file: 'src/outbox/dead-letters.ts', find: "            state: sql.lit('pending'),\n", replace: "            state: sql.lit('pending'),\n            key: sql`lower(hex(randomblob(16)))`,\n" }],
+    edits: [{ file: 'src/outbox/file/dead-letters.ts', find: "            state: sql.lit('pending'),\n", replace: "            state: sql.lit('pending'),\n            key: sql`lower(hex(randomblob(16)))`,\n" }],
     caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'however often it is retried' }],
   },
   {
@@ -515,7 +515,7 @@ export const BREAKS: Break[] = [
   {
     what: 'every failure logged again, however often it repeats',
     guarantee: 'G19',
-    edits: [{ file: 'src/outbox/reporter.ts', find: '    if (seen && now - seen.at < this.options.repeatMs) {', replace: '    if (seen && now - seen.at < 0) {' }],
+    edits: [{ file: 'src/outbox/relay/reporter.ts', find: '    if (seen && now - seen.at < this.options.repeatMs) {', replace: '    if (seen && now - seen.at < 0) {' }],
     caughtBy: [{ file: 'test/integration/never-silent.test.ts', name: 'with the server down' }, { file: 'test/integration/never-silent.test.ts', name: 'unknown asset' }],
   },
   {
@@ -545,7 +545,7 @@ export const BREAKS: Break[] = [
   {
     what: "the emission's trace context left out of the batch the relay sends",
     guarantee: 'G19',
-    edits: [{ file: 'src/outbox/batch-encoding.ts', find: "    const traced = row.trace_context === null ? head : `${head.slice(0, -1)},\"trace\":${row.trace_context}}`;", replace: '    const traced = head;' }],
+    edits: [{ file: 'src/outbox/relay/batch-encoding.ts', find: "    const traced = row.trace_context === null ? head : `${head.slice(0, -1)},\"trace\":${row.trace_context}}`;", replace: '    const traced = head;' }],
     caughtBy: [{ file: 'test/integration/tracing.test.ts', name: 'from the producer, through the server, to readers' }],
   },
   {
@@ -559,7 +559,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G20',
     edits: [
       {
-        file: 'src/outbox/keys.ts',
+        file: 'src/outbox/commit/keys.ts',
         find: "return uuidOf(['oncebox/v1/caused', producer, cause.eventId, cause.scope, asset, partitionKey, occurrence]);",
         replace: "return uuidOf(['oncebox/v1/caused', producer, cause.eventId, cause.scope, asset, partitionKey, occurrence, String(process.hrtime.bigint())]);",
       },
@@ -657,13 +657,13 @@ export const BREAKS: Break[] = [
   {
     what: "a run's success keyed by its attempt, so that every succeeding attempt counts",
     guarantee: 'G25',
-    edits: [{ file: 'src/outbox/keys.ts', find: "outcome === 'succeeded' ? null : attempt]", replace: 'attempt]' }],
+    edits: [{ file: 'src/outbox/commit/keys.ts', find: "outcome === 'succeeded' ? null : attempt]", replace: 'attempt]' }],
     caughtBy: [{ file: lifecycle, name: 'count a run success once' }],
   },
   {
     what: 'a failure that releases the held emissions instead of discarding them',
     guarantee: 'G25',
-    edits: [{ file: 'src/outbox/commit.ts', find: '    if (succeeded) {\n      for (const row of held) {', replace: '    if (succeeded || true) {\n      for (const row of held) {' }],
+    edits: [{ file: 'src/outbox/commit/commit.ts', find: '    if (succeeded) {\n      for (const row of held) {', replace: '    if (succeeded || true) {\n      for (const row of held) {' }],
     caughtBy: [{ file: lifecycle, name: 'discard the held emissions' }],
   },
   {
@@ -765,13 +765,13 @@ export const BREAKS: Break[] = [
   {
     what: 'a run that failed for good and is tried again after all does not hold what its failure discarded',
     guarantee: 'G25',
-    edits: [{ file: 'src/outbox/run-attempts.ts', find: '        this.lifecycle.holdDiscardedAgain.run({ ...run });\n', replace: '' }],
+    edits: [{ file: 'src/outbox/file/run-attempts.ts', find: '        this.lifecycle.holdDiscardedAgain.run({ ...run });\n', replace: '' }],
     caughtBy: [{ file: lifecycle, name: 'tried again after all (the same file)' }],
   },
   {
     what: "a failure for good empties the server's copy of the held emissions (a retry after all on a fresh machine cannot hold them again)",
     guarantee: 'G25',
-    edits: [{ file: 'src/outbox/commit.ts', find: 'const value = failsForGood ? heldMirror(discarding, true) : settlesHeld', replace: 'const value = failsForGood ? \'[]\' : settlesHeld' }],
+    edits: [{ file: 'src/outbox/commit/commit.ts', find: 'const value = failsForGood ? heldMirror(discarding, true) : settlesHeld', replace: 'const value = failsForGood ? \'[]\' : settlesHeld' }],
     caughtBy: [{ file: lifecycle, name: 'tried again after all' }, { file: terminalPaths, name: 'fail for good then a retry on a fresh machine' }],
   },
   {
@@ -992,7 +992,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G5',
     edits: [
       {
-        file: 'src/outbox/commit.ts',
+        file: 'src/outbox/commit/commit.ts',
         find: '      if (existing.fingerprint !== fingerprint) throw keyConflict(existing, handle, emission.userKey);',
         replace: "      if (existing.fingerprint !== fingerprint && existing.state === 'pending') throw keyConflict(existing, handle, emission.userKey);",
       },
@@ -1070,7 +1070,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G25',
     edits: [
       {
-        file: 'src/outbox/commit.ts',
+        file: 'src/outbox/commit/commit.ts',
         find: "    const settlesHeld = this.terminal !== undefined && !(this.terminal.outcome === 'failed' && this.terminal.willRetry);",
         replace: '    const settlesHeld = this.terminal !== undefined;',
       },
@@ -1082,7 +1082,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G25',
     edits: [
       {
-        file: 'src/outbox/commit.ts',
+        file: 'src/outbox/commit/commit.ts',
         find: "      if (!keepsHeld) file.lifecycle.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded',",
         replace: "      if (keepsHeld || !keepsHeld) file.lifecycle.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded',",
       },
@@ -1094,9 +1094,9 @@ export const BREAKS: Break[] = [
     guarantee: 'G1, G12',
     edits: [
       {
-        file: outboxFile,
-        find: '        .where((eb) => eb.and({ run_id: p.checkpointOf.runId, task: p.checkpointOf.task, name: p.checkpointOf.name })),',
-        replace: '        .where((eb) => eb.and({ name: p.checkpointOf.name })),',
+        file: 'src/outbox/file/checkpoints.ts',
+        find: '        .where((eb) => eb.and({ run_id: checkpointOf.runId, task: checkpointOf.task, name: checkpointOf.name })),',
+        replace: '        .where((eb) => eb.and({ name: checkpointOf.name })),',
       },
     ],
     caughtBy: [
@@ -1111,7 +1111,7 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/outbox/resume.ts',
-        find: "file.statements.runHasCheckpoint.get({ runId: run.runId, task: run.task ?? '' }) === undefined;",
+        find: "file.checkpoints.runHasCheckpoint.get({ runId: run.runId, task: run.task ?? '' }) === undefined;",
         replace: "file.db.prepare('SELECT 1 FROM checkpoints LIMIT 1').get() === undefined;",
       },
     ],
@@ -1162,7 +1162,7 @@ export const BREAKS: Break[] = [
   {
     what: "an emission's key derived without its task (another task's event for the same partition answered as a duplicate)",
     guarantee: 'G3, G4',
-    edits: [{ file: 'src/outbox/keys.ts', find: '      identity.runId,\n      identity.task,\n', replace: '      identity.runId,\n' }],
+    edits: [{ file: 'src/outbox/commit/keys.ts', find: '      identity.runId,\n      identity.task,\n', replace: '      identity.runId,\n' }],
     caughtBy: [{ file: multiTask, name: 'its own event for a partition both emit' }],
   },
   {
@@ -1222,7 +1222,7 @@ export const BREAKS: Break[] = [
     guarantee: 'layers',
     edits: [
       {
-        file: 'src/outbox/run-attempts.ts',
+        file: 'src/outbox/file/run-attempts.ts',
         find: "import type { LifecycleStatements } from './lifecycle-statements.js';",
         replace: "import type { LifecycleStatements } from './lifecycle-statements.js';\nimport type { OutboxFile } from './outbox-file.js';\nexport type RunsOf = OutboxFile['runs'];",
       },
@@ -1232,7 +1232,7 @@ export const BREAKS: Break[] = [
   {
     what: "the producer importing the server's types",
     guarantee: 'layers',
-    edits: [{ file: 'src/outbox/status.ts', find: "import type { OutboxFile } from './outbox-file.js';", replace: "import type { OutboxFile } from './outbox-file.js';\nimport type { DedupeStore } from '../dedupe/store.js';\nexport type StatusStore = DedupeStore;" }],
+    edits: [{ file: 'src/outbox/status.ts', find: "import type { OutboxFile } from './file/outbox-file.js';", replace: "import type { OutboxFile } from './file/outbox-file.js';\nimport type { DedupeStore } from '../dedupe/store.js';\nexport type StatusStore = DedupeStore;" }],
     caughtBy: [{ file: 'test/unit/layers.test.ts' }],
   },
   {

@@ -1,11 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { openConsumer, type Consumer, type ConsumerStatus } from '../consumer/consumer.js';
-import { failpoint } from '../outbox/failpoints.js';
-import { loggerSchema, serversSchema } from '../outbox/options.js';
-import type { OutboxLogger } from '../outbox/relay-events.js';
-import { defaultLogger } from '../outbox/reporter.js';
-import { FailureStreak } from '../outbox/failure-streak.js';
+import { failpoint } from '../client/failpoints.js';
+import { defaultLogger, loggerSchema, type OutboxLogger } from '../client/logger.js';
+import { serversSchema } from '../client/server-urls.js';
+import { FailureStreak } from '../client/failure-streak.js';
 import { resolveOptions } from '../protocol/options.js';
 import type { Same } from '../protocol/same-type.js';
 import { nameSchema, type StoredEvent } from '../protocol/wire.js';

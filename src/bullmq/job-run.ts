@@ -1,9 +1,9 @@
 import { rmSync } from 'node:fs';
 import { UnrecoverableError, WaitingError, type Job, type Worker } from 'bullmq';
-import { failpoint } from '../outbox/failpoints.js';
+import { failpoint } from '../client/failpoints.js';
 import { openOutbox, type Outbox } from '../outbox/outbox.js';
 import type { AttemptSource } from '../outbox/options.js';
-import type { OutboxLogger } from '../outbox/relay-events.js';
+import type { OutboxLogger } from '../client/logger.js';
 import { FencedError, OnceboxError, OptionsError } from '../protocol/errors.js';
 import { jobIdentity, type JobIdentity } from './job-identity.js';
 import { JobLocks, type LockState } from './job-lock.js';

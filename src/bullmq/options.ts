@@ -1,7 +1,7 @@
 import type { Job, WorkerOptions } from 'bullmq';
 import { z } from 'zod';
 import type { OutboxOptions } from '../outbox/options.js';
-import { serversSchema } from '../outbox/options.js';
+import { serversSchema } from '../client/server-urls.js';
 import { resolveOptions } from '../protocol/options.js';
 import type { Same } from '../protocol/same-type.js';
 import { nameSchema } from '../protocol/wire.js';

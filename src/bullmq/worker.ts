@@ -1,5 +1,5 @@
 import { Worker } from 'bullmq';
-import { defaultLogger } from '../outbox/reporter.js';
+import { defaultLogger } from '../client/logger.js';
 import { OptionsError } from '../protocol/errors.js';
 import { JobRuns, type Handling, type OnceboxJobProcessor } from './job-run.js';
 import { resolveWorkerOptions, type OnceboxWorkerOptions } from './options.js';

@@ -1,5 +1,5 @@
-import { DeadLetters, type DeadLetter, type Selection } from '../outbox/dead-letters.js';
-import { OutboxFile } from '../outbox/outbox-file.js';
+import { DeadLetters, type DeadLetter, type Selection } from '../outbox/file/dead-letters.js';
+import { OutboxFile } from '../outbox/file/outbox-file.js';
 
 export interface DeadCommandOptions {
   path: string;

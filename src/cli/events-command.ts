@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RELAY_DEFAULTS } from '../outbox/relay.js';
-import { ServerClient } from '../outbox/server-client.js';
+import { RELAY_DEFAULTS } from '../outbox/relay/relay.js';
+import { ServerClient } from '../client/server-client.js';
 import type { StoredEvent } from '../protocol/wire.js';
 
 export interface EventsCommand {

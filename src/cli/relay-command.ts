@@ -1,8 +1,9 @@
-import { OutboxFile } from '../outbox/outbox-file.js';
-import { Relay, RELAY_DEFAULTS } from '../outbox/relay.js';
-import { defaultLogger, Reporter } from '../outbox/reporter.js';
+import { OutboxFile } from '../outbox/file/outbox-file.js';
+import { Relay, RELAY_DEFAULTS } from '../outbox/relay/relay.js';
+import { defaultLogger } from '../client/logger.js';
+import { Reporter } from '../outbox/relay/reporter.js';
 import { readStatus } from '../outbox/status.js';
-import { ServerClient } from '../outbox/server-client.js';
+import { ServerClient } from '../client/server-client.js';
 import { DrainProgress, type DrainCounts, type ProgressOutput } from './drain-progress.js';
 
 /** How often a drain looks whether it is done, and updates its progress. */

@@ -1,4 +1,4 @@
-import { OutboxFile } from '../outbox/outbox-file.js';
+import { OutboxFile } from '../outbox/file/outbox-file.js';
 import { readStatus } from '../outbox/status.js';
 
 /** `oncebox status FILE`: counts, lease and last error of an outbox file, for people or (--json) for scripts. */

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
-import type { OutboxSchema } from '../outbox/file-schema.js';
+import type { OutboxSchema } from '../outbox/file/schema.js';
 import { params, prepare, prepareConstant, queryBuilder } from '../sqlite/statements.js';
 
 /** @internal What a consumer reads and writes in its file besides the outbox: processed marks and trigger state. */

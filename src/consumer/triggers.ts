@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import type { CommitTransaction } from '../outbox/commit.js';
+import type { CommitTransaction } from '../outbox/commit/commit.js';
 import type { Outbox } from '../outbox/outbox.js';
-import { refusePromise } from '../outbox/sync-callback.js';
+import { refusePromise } from '../outbox/commit/sync-callback.js';
 import { assetNameSchema } from '../protocol/emission.js';
 import { resolveOptions } from '../protocol/options.js';
 import type { Same } from '../protocol/same-type.js';

@@ -7,7 +7,7 @@ import type { CheckedItem, InvalidItem } from './item-check.js';
 const run = { workflow: nameSchema, runId: nameSchema, task: nameSchema.nullable() };
 const attempt = z.number().int().min(1);
 
-/** The extra of each lifecycle event, exactly as a terminal commit writes it (src/outbox/commit.ts). */
+/** The extra of each lifecycle event, exactly as a terminal commit writes it (src/outbox/commit/commit.ts). */
 const lifecycleExtraSchemas = {
   [LifecycleAsset.Succeeded]: z.strictObject({ outcome: z.literal('succeeded'), ...run }),
   [LifecycleAsset.Failed]: z.strictObject({

@@ -1,11 +1,12 @@
 export { openOutbox, Outbox, Asset, type CloseOptions, type CloseResult, type TerminalResult } from './outbox.js';
 export { LifecycleAsset, isLifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
-export { CommitTransaction, Emission, type EmissionInput } from './commit.js';
+export { CommitTransaction, Emission, type EmissionInput } from './commit/commit.js';
 export { Checkpoint } from '../checkpoint/checkpoint.js';
 export type { OutboxOptions, RunContext, RunOptions, AttemptSource } from './options.js';
 export type { OutboxStatus, DeadRow } from './status.js';
-export type { RelayError } from './relay-events.js';
-export { ONCEBOX_KEY_NAMESPACE, deriveKey, explicitKey, type EmissionIdentity } from './keys.js';
+export type { RelayError } from './events.js';
+export { ONCEBOX_KEY_NAMESPACE, deriveKey, explicitKey, type EmissionIdentity } from './commit/keys.js';
 export * from '../protocol/errors.js';
 export type { Receipt, StoredEvent, EventPage } from '../protocol/wire.js';
-export type { OutboxLogger, OutboxEventMap, DeliveredNotice, DeadNotice, FencedNotice, DeliveryProblem } from './relay-events.js';
+export type { OutboxLogger } from '../client/logger.js';
+export type { OutboxEventMap, DeliveredNotice, DeadNotice, FencedNotice, DeliveryProblem } from './events.js';

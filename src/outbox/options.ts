@@ -4,9 +4,10 @@ import { Limits } from '../protocol/limits.js';
 import { resolveOptions } from '../protocol/options.js';
 import type { Same } from '../protocol/same-type.js';
 import { nameSchema } from '../protocol/wire.js';
-import { RELAY_DEFAULTS } from './relay-defaults.js';
+import { RELAY_DEFAULTS } from './relay/defaults.js';
 import type { RunContext } from './run.js';
-import type { OutboxLogger } from './relay-events.js';
+import { loggerSchema, type OutboxLogger } from '../client/logger.js';
+import { serversSchema } from '../client/server-urls.js';
 
 export const runContextSchema = z.strictObject({
   /** The workflow (DAG, flow) this run belongs to. */
@@ -58,18 +59,6 @@ export interface RunOptions extends Omit<RunContext, 'attempt'> {
 const runContextIsDocumented: Same<RunOptions, z.infer<typeof runContextSchema>> = true;
 void runContextIsDocumented;
 
-const httpUrl = z.string().refine((value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol), {
-  error: 'must be an http:// or https:// URL such as "http://127.0.0.1:8787"',
-});
-
-/** @internal One server URL, or several instances of one server over a shared PostgreSQL database. */
-export const serversSchema = z.union([httpUrl, z.array(httpUrl).min(1, { error: 'must list at least one server URL' })]);
-
-/** @internal A pino-compatible logger, as the outbox and the consumer take it. */
-export const loggerSchema = z.custom<OutboxLogger>(
-  (value) => typeof value === 'object' && value !== null && ['info', 'warn', 'error'].every((level) => typeof (value as Record<string, unknown>)[level] === 'function'),
-  { error: 'must be a pino-compatible logger: an object with info, warn and error methods' },
-);
 
 const outboxOptionsSchema = z
   .strictObject({

@@ -14,20 +14,22 @@ import {
 import { Limits } from '../protocol/limits.js';
 import { activeTraceContext, loadOtel, type OtelApi } from '../protocol/trace.js';
 import { nameSchema, type AttemptClaim, type Receipt, type StreamState } from '../protocol/wire.js';
-import { CommitTransaction, type CommitContext, type Emission, type EmissionInput, type Terminal } from './commit.js';
-import { failpoint } from './failpoints.js';
-import { OutboxFile, type OutboxRow } from './outbox-file.js';
+import { CommitTransaction, type CommitContext, type Emission, type EmissionInput, type Terminal } from './commit/commit.js';
+import { failpoint } from '../client/failpoints.js';
+import { OutboxFile, type OutboxRow } from './file/outbox-file.js';
 import { resolveOutboxOptions, type OutboxOptions, type ResolvedOutboxOptions, type RunContext } from './options.js';
-import { fromRow, ReceiptWaiters } from './receipts.js';
-import { Relay, waitUntilDrained } from './relay.js';
-import { assertSyncCallback, refusePromise } from './sync-callback.js';
-import type { OutboxEventMap, OutboxLogger, RelayError } from './relay-events.js';
-import type { Fence, RunKey } from './run-attempts.js';
+import { fromRow, ReceiptWaiters } from './relay/receipts.js';
+import { Relay, waitUntilDrained } from './relay/relay.js';
+import { assertSyncCallback, refusePromise } from './commit/sync-callback.js';
+import type { OutboxLogger } from '../client/logger.js';
+import type { OutboxEventMap, RelayError } from './events.js';
+import type { Fence, RunKey } from './file/run-attempts.js';
 import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
-import { OutboxMetrics } from './metrics.js';
-import { defaultLogger, Reporter } from './reporter.js';
-import { ServerClient } from './server-client.js';
+import { OutboxMetrics } from './relay/metrics.js';
+import { defaultLogger } from '../client/logger.js';
+import { Reporter } from './relay/reporter.js';
+import { ServerClient } from '../client/server-client.js';
 
 /** How often a receipt promise checks the file while another process's relay does the delivering. */
 const RECEIPT_POLL_MS = 50;
@@ -261,7 +263,7 @@ export class Outbox {
     this.checkpointNames.add(parsed.data);
     return new Checkpoint(parsed.data, schema as z.ZodType<z.output<Schema>>, {
       // Without a run there is no progress to read: such an outbox commits nothing either.
-      read: (checkpointName) => (this.runKey === undefined ? undefined : this.file.statements.getCheckpoint.get({ ...this.runKey, name: checkpointName })?.value),
+      read: (checkpointName) => (this.runKey === undefined ? undefined : this.file.checkpoints.getCheckpoint.get({ ...this.runKey, name: checkpointName })?.value),
     });
   }
 
@@ -415,7 +417,7 @@ export class Outbox {
         new NotCommittedError(`${this.path}: this emission is held for the run's success; await the receipt of the emission box.complete() releases, or of its lifecycle event`),
       );
     }
-    const row = this.file.statements.rowById.get({ id: emission.rowId })!;
+    const row = this.file.rows.rowById.get({ id: emission.rowId })!;
     const promise = this.waiters.wait(row, emission.recommitted, this.fenceOf(row));
     if (row.state === 'pending') this.pollWhileAnotherRelayDelivers();
     return promise;
@@ -433,7 +435,7 @@ export class Outbox {
       if (this.relay?.holdsLease && this.relay.failure === undefined) return;
       const settled = this.waiters
         .rowIds()
-        .map((id) => this.file.statements.rowById.get({ id }))
+        .map((id) => this.file.rows.rowById.get({ id }))
         .filter((row) => row !== undefined && row.state !== 'pending')
         .map((row) => fromRow(row!, this.fenceOf(row!)));
       this.waiters.settle(settled);

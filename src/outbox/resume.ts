@@ -1,9 +1,9 @@
-import type { OutboxFile } from './outbox-file.js';
+import type { OutboxFile } from './file/outbox-file.js';
 import type { RunContext } from './run.js';
-import type { ServerClient } from './server-client.js';
+import type { ServerClient } from '../client/server-client.js';
 import { ResumeUnavailableError } from '../protocol/errors.js';
 import type { StreamState } from '../protocol/wire.js';
-import { HELD_CHECKPOINT, restoreHeld } from './held-mirror.js';
+import { HELD_CHECKPOINT, restoreHeld } from './commit/held-mirror.js';
 
 /**
  * When a retry takes the server's copy of its run's checkpoints:
@@ -39,7 +39,7 @@ export interface ResumeOptions {
 export async function resumeFromServer(options: ResumeOptions): Promise<StreamState | undefined> {
   const { file, run, policy, lastWriter } = options;
   if (policy === 'never' || run.attempt === 1) return undefined;
-  const fresh = lastWriter === undefined && file.statements.runHasCheckpoint.get({ runId: run.runId, task: run.task ?? '' }) === undefined;
+  const fresh = lastWriter === undefined && file.checkpoints.runHasCheckpoint.get({ runId: run.runId, task: run.task ?? '' }) === undefined;
   if (!fresh && policy === 'fresh-file') return undefined;
 
   const state = await fetchStreamState(options);
@@ -49,7 +49,7 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
   file.db
     .transaction(() => {
       for (const [name, value] of Object.entries(state.checkpoints)) {
-        file.statements.setCheckpoint.run({ runId: run.runId, task: run.task ?? '', name, value: JSON.stringify(value), now });
+        file.checkpoints.setCheckpoint.run({ runId: run.runId, task: run.task ?? '', name, value: JSON.stringify(value), now });
       }
       // What the lost file held for the run's success comes back with the checkpoints.
       restoreHeld(file, run, state.checkpoints[HELD_CHECKPOINT], now);

@@ -1,6 +1,7 @@
-import type { OutboxFile } from './outbox-file.js';
-import type { RelayError } from './relay-events.js';
-import type { Relay } from './relay.js';
+import type { OutboxFile } from './file/outbox-file.js';
+import { leaseHolder } from './relay/lease.js';
+import type { RelayError } from './events.js';
+import type { Relay } from './relay/relay.js';
 
 export interface DeadRow {
   id: number;
@@ -38,7 +39,7 @@ export interface OutboxStatus {
 
 /** @internal Reads the counts and health of an outbox file. */
 export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.now()): OutboxStatus {
-  const s = file.statements;
+  const s = file.rows;
   const counts = { pending: 0, delivered: 0, dead: 0 };
   const lifecycle = { held: 0, released: 0, discarded: 0 };
   for (const row of file.lifecycle.countByState.all({})) lifecycle[row.state] = row.count;
@@ -51,7 +52,7 @@ export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.n
   }
   const run = file.meta.read('run') ?? null;
   const fence = run ? file.runs.supersededBy({ runId: run.runId, task: run.task ?? '' }, run.attempt) : undefined;
-  const lease = s.getLease.get();
+  const lease = leaseHolder(file);
   return {
     path: file.path,
     producer: file.meta.read('producer'),
@@ -64,7 +65,7 @@ export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.n
     fencedBy: fence?.by ?? null,
     oldestPendingAgeMs: oldestPending === null ? null : Math.max(0, now - oldestPending),
     lease: lease
-      ? { owner: lease.owner, pid: lease.pid, host: lease.host, expiresAt: new Date(lease.expires_at).toISOString() }
+      ? { owner: lease.owner, pid: lease.pid, host: lease.host, expiresAt: new Date(lease.expiresAt).toISOString() }
       : null,
     lastError: relay?.lastError ?? file.meta.read('relay_last_error') ?? null,
     deadRows: s.deadRows.all({ limit: 20 }).filter((row) => row.kind === 'event').map((row) => ({

@@ -1,9 +1,9 @@
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DeadLetters } from '../../src/outbox/dead-letters.js';
+import { DeadLetters } from '../../src/outbox/file/dead-letters.js';
 import { openOutbox, type OutboxLogger } from '../../src/outbox/index.js';
-import { OutboxFile } from '../../src/outbox/outbox-file.js';
+import { OutboxFile } from '../../src/outbox/file/outbox-file.js';
 import { runScript } from '../support/child.js';
 import { startFaultProxy } from '../support/fault-proxy.js';
 import { RUN } from '../support/outbox.js';

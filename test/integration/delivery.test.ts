@@ -186,7 +186,7 @@ describe('a server that lost what it acknowledged', () => {
         message: expect.stringMatching(/^the server expects seq [12] of stream orders-ingest\/2026-11-30 attempt 1, but this outbox settled every row before seq 3/),
       });
       expect(box.status()).toMatchObject({ pending: 1, delivered: 2 });
-      expect(box.file.statements.rowById.get({ id: b3.rowId! })?.state).toBe('pending');
+      expect(box.file.rows.rowById.get({ id: b3.rowId! })?.state).toBe('pending');
     },
   );
 });

@@ -1,13 +1,13 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { afterAnswers, applyAnswers, type AppliedAnswers } from '../../src/outbox/answers.js';
+import { afterAnswers, applyAnswers, type AppliedAnswers } from '../../src/outbox/relay/answers.js';
 import { FencedError, StreamStateLostError } from '../../src/outbox/index.js';
-import { OutboxFile, type OutboxRow } from '../../src/outbox/outbox-file.js';
-import { DeliveryError } from '../../src/outbox/server-client.js';
+import { OutboxFile, type OutboxRow } from '../../src/outbox/file/outbox-file.js';
+import { DeliveryError } from '../../src/client/server-client.js';
 import type { ItemResult } from '../../src/protocol/wire.js';
 import { tempDir } from '../support/temp.js';
 
-/** The relay's handling of the server's answers (src/outbox/answers.ts), on a real outbox file. */
+/** The relay's handling of the server's answers (src/outbox/relay/answers.ts), on a real outbox file. */
 const files: OutboxFile[] = [];
 afterEach(() => {
   for (const file of files.splice(0)) file.close();

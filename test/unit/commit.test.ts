@@ -9,7 +9,7 @@ import {
   OutboxClosedError,
   type CommitTransaction,
 } from '../../src/outbox/index.js';
-import { deriveKey, explicitKey } from '../../src/outbox/keys.js';
+import { deriveKey, explicitKey } from '../../src/outbox/commit/keys.js';
 import { EmissionValidationError, NotCommittedError } from '../../src/outbox/index.js';
 import { RUN, testOutbox } from '../support/outbox.js';
 import { tempDir } from '../support/temp.js';

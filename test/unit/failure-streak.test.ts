@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FailureStreak } from '../../src/outbox/failure-streak.js';
+import { FailureStreak } from '../../src/client/failure-streak.js';
 
 function recordingLogger() {
   const lines: [string, Record<string, unknown>, string][] = [];

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { checkpointKey, deriveKey, explicitKey, type EmissionIdentity } from '../../src/outbox/keys.js';
+import { checkpointKey, deriveKey, explicitKey, type EmissionIdentity } from '../../src/outbox/commit/keys.js';
 import { RUN, testOutbox } from '../support/outbox.js';
 
 const identity: EmissionIdentity = {

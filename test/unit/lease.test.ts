@@ -3,11 +3,11 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LeaseLostError } from '../../src/outbox/index.js';
-import { RelayLease } from '../../src/outbox/lease.js';
-import { OutboxFile } from '../../src/outbox/outbox-file.js';
+import { RelayLease } from '../../src/outbox/relay/lease.js';
+import { OutboxFile } from '../../src/outbox/file/outbox-file.js';
 import { tempDir } from '../support/temp.js';
 
-/** The relay lease (src/outbox/lease.ts) on a real file, with a clock of the test's own. */
+/** The relay lease (src/outbox/relay/lease.ts) on a real file, with a clock of the test's own. */
 const files: OutboxFile[] = [];
 afterEach(() => {
   for (const file of files.splice(0)) file.close();

@@ -1,11 +1,11 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FencedError } from '../../src/outbox/index.js';
-import { OutboxFile } from '../../src/outbox/outbox-file.js';
+import { OutboxFile } from '../../src/outbox/file/outbox-file.js';
 import { tempDir } from '../support/temp.js';
 
 /**
- * The rule an outbox file keeps about each run's attempts (src/outbox/run-attempts.ts), on a real file:
+ * The rule an outbox file keeps about each run's attempts (src/outbox/file/run-attempts.ts), on a real file:
  * which attempt supersedes which, what a newer attempt takes over when it opens the file, and what a
  * fence records.
  */

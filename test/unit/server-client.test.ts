@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { apiUrl, ServerClient } from '../../src/outbox/server-client.js';
+import { apiUrl, ServerClient } from '../../src/client/server-client.js';
 import { startServer } from '../support/server.js';
 
 /** A port where nothing listens: every request to it is refused. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AsyncCommitError, OptionsError } from '../../src/protocol/errors.js';
-import { assertSyncCallback, refusePromise } from '../../src/outbox/sync-callback.js';
+import { assertSyncCallback, refusePromise } from '../../src/outbox/commit/sync-callback.js';
 
 describe('the check of a transaction callback', () => {
   it('refuses a non-function and an async function before running any of it, naming the call', () => {

@@ -8,16 +8,6 @@ export interface RelayError {
   at: string;
 }
 
-/**
- * Where the producer side logs: any pino-compatible logger (pino itself, or an object with `warn`,
- * `error` and `info` taking a context object and a message). Each call names its cause in `code`.
- */
-export interface OutboxLogger {
-  info(context: object, message: string): void;
-  warn(context: object, message: string): void;
-  error(context: object, message: string): void;
-}
-
 /** An emission the server stored (or had stored before): its receipt. */
 export interface DeliveredNotice {
   id: number;

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { sql, type Selectable } from 'kysely';
-import { params, prepare, queryBuilder } from '../sqlite/statements.js';
-import type { OutboxSchema } from './file-schema.js';
+import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
+import type { OutboxSchema } from './schema.js';
 
 /** @internal An emission held for its run's success. */
 export type HeldRow = Selectable<OutboxSchema['held_emissions']>;

@@ -1,8 +1,8 @@
-import { canonicalJson, payloadFingerprint } from '../protocol/canonical-json.js';
-import { EmissionValidationError } from '../protocol/errors.js';
-import { Limits } from '../protocol/limits.js';
-import type { HeldRow } from './lifecycle-statements.js';
-import type { OutboxFile } from './outbox-file.js';
+import { canonicalJson, payloadFingerprint } from '../../protocol/canonical-json.js';
+import { EmissionValidationError } from '../../protocol/errors.js';
+import { Limits } from '../../protocol/limits.js';
+import type { HeldRow } from '../file/lifecycle-statements.js';
+import type { OutboxFile } from '../file/outbox-file.js';
 
 /**
  * The checkpoint that mirrors a run's held emissions to the server. Held emissions live in the outbox

@@ -1,5 +1,5 @@
-import type { StreamIdentity } from '../protocol/wire.js';
-import type { OutboxRow } from './file-schema.js';
+import type { StreamIdentity } from '../../protocol/wire.js';
+import type { OutboxRow } from '../file/schema.js';
 
 /**
  * The JSON body of `POST /v1/emissions` for a batch of rows. `extra` is stored as JSON text already, so

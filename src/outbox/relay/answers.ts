@@ -1,9 +1,9 @@
-import { FencedError, StreamStateLostError } from '../protocol/errors.js';
-import type { ItemResult, StreamIdentity } from '../protocol/wire.js';
-import type { OutboxFile, OutboxRow } from './outbox-file.js';
-import type { SettledRow } from './relay-events.js';
-import type { Fence } from './run-attempts.js';
-import { DeliveryError } from './server-client.js';
+import { FencedError, StreamStateLostError } from '../../protocol/errors.js';
+import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
+import type { OutboxFile, OutboxRow } from '../file/outbox-file.js';
+import type { SettledRow } from '../events.js';
+import type { Fence } from '../file/run-attempts.js';
+import { DeliveryError } from '../../client/server-client.js';
 
 /** What the server's answers to one batch did to the batch's rows. */
 export interface AppliedAnswers {
@@ -29,7 +29,7 @@ export interface AppliedAnswers {
  * @internal
  */
 export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], results: readonly ItemResult[], now: number): AppliedAnswers {
-  const s = file.statements;
+  const s = file.rows;
   const applied: AppliedAnswers = { settled: [], marked: 0, movedAway: 0, fence: undefined };
   const mark = (row: OutboxRow, changes: number): boolean => {
     applied.marked += changes;

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
-import { pino } from 'pino';
-import type { OnceboxError } from '../protocol/errors.js';
-import type { SettledRow } from './relay-events.js';
-import type { DeadNotice, DeliveredNotice, DeliveryProblem, FencedNotice, OutboxEventMap, OutboxLogger } from './relay-events.js';
+import type { OnceboxError } from '../../protocol/errors.js';
+import type { SettledRow } from '../events.js';
+import type { OutboxLogger } from '../../client/logger.js';
+import type { DeadNotice, DeliveredNotice, DeliveryProblem, FencedNotice, OutboxEventMap } from '../events.js';
 
 export interface ReporterOptions {
   logger: OutboxLogger;
@@ -12,14 +12,6 @@ export interface ReporterOptions {
   repeatMs: number;
   pending: () => number;
   now: () => number;
-}
-
-/**
- * The default logger: warnings and errors as JSON lines on stderr; `ONCEBOX_LOG_LEVEL` (a pino level, or
- * `silent`) changes the level.
- */
-export function defaultLogger(): OutboxLogger {
-  return pino({ name: 'oncebox', level: process.env.ONCEBOX_LOG_LEVEL ?? 'warn' }, pino.destination({ fd: 2, sync: true }));
 }
 
 /**

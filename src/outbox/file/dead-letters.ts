@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
-import { DeadLetterError } from '../protocol/errors.js';
-import { params, prepare, prepareConstant, queryBuilder } from '../sqlite/statements.js';
+import { DeadLetterError } from '../../protocol/errors.js';
+import { params, prepare, prepareConstant, queryBuilder } from '../../sqlite/statements.js';
 import type { OutboxFile, OutboxRow, OutboxSchema } from './outbox-file.js';
 
 /** A dead row: an emission the server refused for good, or that a fence parked. */
@@ -145,7 +145,7 @@ export class DeadLetters {
       }
       const run = { runId: row.run_id, task: row.task };
       const attempt = this.file.runs.stateOf(run)?.opened_by ?? row.attempt;
-      const seq = (this.file.statements.lastSeq.get({ ...run, attempt })?.last ?? 0) + 1;
+      const seq = (this.file.rows.lastSeq.get({ ...run, attempt })?.last ?? 0) + 1;
       const moved = this.statements.moveToEnd.get({ id: row.id, attempt, seq })!;
       this.recordAction(row, 'retried', note);
       retried.push({ id: row.id, key: row.key, newId: moved.id, attempt, seq });

@@ -1,12 +1,12 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
-import { FencedError } from '../protocol/errors.js';
-import { params, prepare, queryBuilder, type Prepared } from '../sqlite/statements.js';
-import type { OfAttempt, OfRun, OutboxSchema } from './file-schema.js';
+import { FencedError } from '../../protocol/errors.js';
+import { params, prepare, queryBuilder, type Prepared } from '../../sqlite/statements.js';
+import type { OfAttempt, OfRun, OutboxSchema } from './schema.js';
 import type { LifecycleStatements } from './lifecycle-statements.js';
-import type { Fence, RunKey } from './run.js';
+import type { Fence, RunKey } from '../run.js';
 
-export type { Fence, RunKey } from './run.js';
+export type { Fence, RunKey } from '../run.js';
 
 /** The statements of the runs table, and of the rows a newer attempt takes over: this module's own. */
 function runStatements(db: Database.Database) {

@@ -1,4 +1,4 @@
-import type { Migration } from '../sqlite/migrate.js';
+import type { Migration } from '../../sqlite/migrate.js';
 
 /** The outbox file's schema, numbered and append-only: never edit a step that has shipped. */
 export const outboxMigrations: readonly Migration[] = [

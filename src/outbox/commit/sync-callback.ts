@@ -1,4 +1,4 @@
-import { AsyncCommitError, OptionsError } from '../protocol/errors.js';
+import { AsyncCommitError, OptionsError } from '../../protocol/errors.js';
 
 /**
  * @internal Refuses, before it runs, a callback meant to run inside a SQLite transaction that is not a

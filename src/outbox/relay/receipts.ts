@@ -1,8 +1,8 @@
-import { FencedError, RejectedError } from '../protocol/errors.js';
-import type { Receipt } from '../protocol/wire.js';
-import type { OutboxRow } from './file-schema.js';
-import type { SettledRow } from './relay-events.js';
-import type { Fence } from './run-attempts.js';
+import { FencedError, RejectedError } from '../../protocol/errors.js';
+import type { Receipt } from '../../protocol/wire.js';
+import type { OutboxRow } from '../file/schema.js';
+import type { SettledRow } from '../events.js';
+import type { Fence } from '../file/run-attempts.js';
 
 interface Waiter {
   resolve: (receipt: Receipt) => void;

@@ -1,15 +1,15 @@
 import { z } from 'zod';
-import type { Checkpoint } from '../checkpoint/checkpoint.js';
-import { canonicalJson, payloadFingerprint } from '../protocol/canonical-json.js';
-import { describeFirstIssue, emissionPayloadSchema } from '../protocol/emission.js';
-import { CommitEndedError, EmissionValidationError, KeyConflictError, NotCommittedError } from '../protocol/errors.js';
-import type { TraceContext } from '../protocol/trace.js';
-import type { Receipt } from '../protocol/wire.js';
-import { LifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
+import type { Checkpoint } from '../../checkpoint/checkpoint.js';
+import { canonicalJson, payloadFingerprint } from '../../protocol/canonical-json.js';
+import { describeFirstIssue, emissionPayloadSchema } from '../../protocol/emission.js';
+import { CommitEndedError, EmissionValidationError, KeyConflictError, NotCommittedError } from '../../protocol/errors.js';
+import type { TraceContext } from '../../protocol/trace.js';
+import type { Receipt } from '../../protocol/wire.js';
+import { LifecycleAsset, type LifecycleExtra } from '../../protocol/lifecycle.js';
 import { HELD_CHECKPOINT, heldMirror } from './held-mirror.js';
 import { causedKey, checkpointKey, deriveKey, explicitKey, outcomeKey } from './keys.js';
-import type { OutboxFile, OutboxRow } from './outbox-file.js';
-import type { RunContext } from './options.js';
+import type { OutboxFile, OutboxRow } from '../file/outbox-file.js';
+import type { RunContext } from '../run.js';
 
 /** What a caller passes to `emit`: everything about the event but its asset. */
 /** What a checkpoint row holds in place of a payload fingerprint, which nothing reads for it. */
@@ -247,11 +247,11 @@ export class CommitTransaction {
   write(now: number): void {
     this.open = false;
     const { file, producer, run } = this.context;
-    const s = file.statements;
+    const s = file.rows;
     // max() always returns one row; its value is null while the stream has none.
     const task = run.task ?? '';
     let nextSeq = (s.lastSeq.get({ runId: run.runId, task, attempt: run.attempt })!.last ?? 0) + 1;
-    for (const [name, value] of this.checkpoints) s.setCheckpoint.run({ runId: run.runId, task, name, value, now });
+    for (const [name, value] of this.checkpoints) file.checkpoints.setCheckpoint.run({ runId: run.runId, task, name, value, now });
     // Needed only by an emission without a partition key, so computed only for one.
     let position: string | null | undefined;
     const positionOfCommit = () => (position ??= this.checkpoints.size === 0 ? null : canonicalJson(Object.fromEntries(this.checkpoints)));
@@ -352,7 +352,7 @@ export class CommitTransaction {
     const settlesHeld = this.terminal !== undefined && !(this.terminal.outcome === 'failed' && this.terminal.willRetry);
     if (heldWritten || settlesHeld) {
       const value = failsForGood ? heldMirror(discarding, true) : settlesHeld ? '[]' : heldMirror(file.lifecycle.heldOfRun.all({ runId: run.runId, task }));
-      s.setCheckpoint.run({ runId: run.runId, task, name: HELD_CHECKPOINT, value, now });
+      file.checkpoints.setCheckpoint.run({ runId: run.runId, task, name: HELD_CHECKPOINT, value, now });
       this.checkpoints.set(HELD_CHECKPOINT, value);
     }
     // Checkpoint updates follow the commit's emissions in the stream, so the server's copy of a

@@ -1,4 +1,4 @@
-import type { OutboxLogger } from './relay-events.js';
+import type { OutboxLogger } from './logger.js';
 
 /**
  * The failure a retrying loop is living through: logged once per cause (not once per retry), kept for

@@ -1,19 +1,20 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
-import { FencedError, LeaseLostError, OnceboxError, ProducerErrorCode, WrongOutboxFileError } from '../protocol/errors.js';
-import { endingSpan, linkTo, type OtelApi, type TraceContext } from '../protocol/trace.js';
-import type { ItemResult, StreamIdentity } from '../protocol/wire.js';
-import { isTransientSqliteError } from '../sqlite/local-errors.js';
+import { FencedError, LeaseLostError, OnceboxError, ProducerErrorCode, WrongOutboxFileError } from '../../protocol/errors.js';
+import { endingSpan, linkTo, type OtelApi, type TraceContext } from '../../protocol/trace.js';
+import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
+import { isTransientSqliteError } from '../../sqlite/local-errors.js';
 import { afterAnswers, applyAnswers, type AppliedAnswers } from './answers.js';
 import { encodeBatch } from './batch-encoding.js';
-import { failpoint } from './failpoints.js';
+import { failpoint } from '../../client/failpoints.js';
 import { RelayLease } from './lease.js';
-import type { OutboxFile, OutboxRow } from './outbox-file.js';
-import type { Fence } from './run-attempts.js';
-import type { RelayError, SettledRow } from './relay-events.js';
+import { DeliveredRows } from './pruning.js';
+import type { OutboxFile, OutboxRow } from '../file/outbox-file.js';
+import type { Fence } from '../file/run-attempts.js';
+import type { RelayError, SettledRow } from '../events.js';
 import type { Reporter } from './reporter.js';
-import { DeliveryError, type ServerClient } from './server-client.js';
-import { RELAY_DEFAULTS } from './relay-defaults.js';
+import { DeliveryError, type ServerClient } from '../../client/server-client.js';
+import { RELAY_DEFAULTS } from './defaults.js';
 
 /** @internal */
 export interface RelayOptions {
@@ -58,7 +59,6 @@ const STANDBY_CHECK_MS = 250;
 const FOREIGN_COMMIT_CHECK_MS = 25;
 /** How often the relay looks for delivered rows to prune. */
 const PRUNE_EVERY_MS = 60_000;
-const PRUNE_BATCH = 1000;
 
 /**
  * Waits until no row of the file is pending, whoever delivers them (this process's relay or another's),
@@ -68,7 +68,7 @@ const PRUNE_BATCH = 1000;
  */
 export async function waitUntilDrained(file: OutboxFile, timeoutMs: number, giveUp: () => boolean = () => false): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
-  while (file.statements.hasPending.get() !== undefined) {
+  while (file.rows.hasPending.get() !== undefined) {
     if (Date.now() >= deadline || giveUp()) return false;
     await sleep(Math.min(20, Math.max(1, deadline - Date.now())));
   }
@@ -83,6 +83,7 @@ export async function waitUntilDrained(file: OutboxFile, timeoutMs: number, give
  */
 export class Relay {
   private readonly lease: RelayLease;
+  private readonly delivered: DeliveredRows;
   private readonly producer: string;
   private readonly stopper = new AbortController();
   private loop: Promise<void> | undefined;
@@ -103,6 +104,7 @@ export class Relay {
     private readonly options: RelayOptions,
   ) {
     this.lease = new RelayLease(file, options.leaseTtlMs, options.now);
+    this.delivered = new DeliveredRows(file.db);
     this.maxRows = options.batchMaxRows;
     const producer = file.meta.read('producer');
     if (producer === undefined) {
@@ -276,7 +278,7 @@ export class Relay {
    * order between streams is commit order, and only the server's gap check orders a stream's requests.
    */
   private nextBatches(count: number): OutboxRow[][] {
-    const rows = this.file.statements.pending.all({ limit: this.maxRows * count });
+    const rows = this.file.rows.pending.all({ limit: this.maxRows * count });
     const first = rows[0];
     const batches: OutboxRow[][] = [];
     let batch: OutboxRow[] = [];
@@ -332,13 +334,7 @@ export class Relay {
   prune(): number {
     const after = this.options.pruneDeliveredAfterMs;
     if (after === null || after === undefined) return 0;
-    const cutoff = this.options.now() - after;
-    let total = 0;
-    for (;;) {
-      const deleted = this.file.statements.pruneDelivered.run({ cutoff, limit: PRUNE_BATCH }).changes;
-      total += deleted;
-      if (deleted < PRUNE_BATCH) return total;
-    }
+    return this.delivered.pruneSettledBefore(this.options.now() - after);
   }
 
   private pruneNowAndThen(): void {

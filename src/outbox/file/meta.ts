@@ -1,5 +1,8 @@
-import type { RunContext } from './run.js';
-import type { RelayError } from './relay-events.js';
+import type Database from 'better-sqlite3';
+import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
+import type { RelayError } from '../events.js';
+import type { RunContext } from '../run.js';
+import type { OutboxSchema } from './schema.js';
 
 /** What an outbox file keeps about itself, in its `meta` table, by name. */
 export interface MetaValues {
@@ -28,15 +31,36 @@ const CODECS: { [K in keyof MetaValues]: Codec<MetaValues[K]> } = {
   resumed: json(),
 };
 
-/** @internal The rows of `meta` the file's statements read and write. */
+/** @internal The rows of `meta` as text, by name. */
 export interface MetaRows {
   read(name: string): string | undefined;
   write(name: string, value: string): void;
 }
 
+/** The `meta` table's own statements, prepared once per file. */
+function metaRows(db: Database.Database): MetaRows {
+  const q = queryBuilder<OutboxSchema>(db);
+  const name = params<{ name: string }>();
+  const entry = params<{ name: string; value: string }>();
+  const get = prepare(db, name, q.selectFrom('meta').select('value').where('name', '=', name.name));
+  const set = prepare(
+    db,
+    entry,
+    q
+      .insertInto('meta')
+      .values({ name: entry.name, value: entry.value })
+      .onConflict((oc) => oc.column('name').doUpdateSet({ value: entry.value })),
+  );
+  return { read: (key) => get.get({ name: key })?.value, write: (key, value) => set.run({ name: key, value }) };
+}
+
 /** @internal Typed access to an outbox file's metadata: each entry is encoded and decoded in one place. */
 export class FileMeta {
-  constructor(private readonly rows: MetaRows) {}
+  private readonly rows: MetaRows;
+
+  constructor(db: Database.Database) {
+    this.rows = metaRows(db);
+  }
 
   read<K extends keyof MetaValues>(name: K): MetaValues[K] | undefined {
     const text = this.rows.read(name);

@@ -1,0 +1,188 @@
+import type Database from 'better-sqlite3';
+import { sql } from 'kysely';
+import { params, prepare, prepareConstant, queryBuilder } from '../../sqlite/statements.js';
+import type { KeyScope, NewRow, OfAttempt, OfRun, OutboxSchema, RowKind, RowState, SentRow } from './schema.js';
+
+// Rows found by each key index: their own scope, and the rows from before scopes existed.
+const PARTITION_SCOPES = [sql.lit<KeyScope>('partition'), sql.lit<KeyScope>('legacy')];
+const FILE_SCOPES = [sql.lit<KeyScope>('file'), sql.lit<KeyScope>('legacy')];
+
+/** The outbox table's statements: writing, reading, marking and parking rows, prepared once per file. */
+export function rowStatements(db: Database.Database) {
+  const q = queryBuilder<OutboxSchema>(db);
+  const run = params<OfRun>();
+  const ofRun = { run_id: run.runId, task: run.task };
+  const attempt = params<OfAttempt>();
+  const ofAttempt = { ...ofRun, attempt: attempt.attempt };
+  const p = {
+    row: params<NewRow>(),
+    id: params<{ id: number }>(),
+    key: params<{ key: string }>(),
+    partitionKey: params<OfRun & { asset: string; partitionKey: string; key: string }>(),
+    limit: params<{ limit: number }>(),
+    // A row is marked only while it is still where the relay sent it from: a newer attempt that took it
+    // over (renumbered it) in the meantime delivers it again as its own.
+    delivered: params<SentRow & { eventId: string | null; timestamp: string | null; duplicate: number | null; now: number }>(),
+    dead: params<SentRow & { code: string; reason: string; now: number }>(),
+    park: params<OfAttempt & { code: string; reason: string; now: number }>(),
+    coalesce: params<OfAttempt & { name: string }>(),
+    revise: params<{ id: number; value: string }>(),
+  };
+  const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq, revision: p.delivered.revision };
+  const insertRow = () =>
+    q.insertInto('outbox').values({
+      key: p.row.key,
+      key_scope: p.row.keyScope,
+      fingerprint: p.row.fingerprint,
+      workflow: p.row.workflow,
+      run_id: p.row.runId,
+      task: p.row.task,
+      attempt: p.row.attempt,
+      seq: p.row.seq,
+      kind: p.row.kind,
+      asset: p.row.asset,
+      partition_key: p.row.partitionKey,
+      partition_date: p.row.partitionDate,
+      extra: p.row.extra,
+      committed_at: p.row.committedAt,
+      checkpoint_name: p.row.checkpointName,
+      checkpoint_value: p.row.checkpointValue,
+      trace_context: p.row.traceContext,
+      cause_cursor: p.row.causeCursor,
+    });
+  return {
+    // Insert first: a key already in the file is caught by its scope's unique index, not by a prior read.
+    insertPartitionRow: prepare(
+      db,
+      p.row,
+      insertRow().onConflict((oc) =>
+        oc.columns(['run_id', 'task', 'asset', 'partition_key', 'key']).where('key_scope', 'in', PARTITION_SCOPES).doNothing(),
+      ),
+    ),
+    insertFileRow: prepare(
+      db,
+      p.row,
+      insertRow().onConflict((oc) => oc.column('key').where('key_scope', 'in', FILE_SCOPES).doNothing()),
+    ),
+    // A checkpoint update's key is its stream position, which the stream's unique index guards.
+    insertStreamRow: prepare(db, p.row, insertRow()),
+    rowByPartitionKey: prepare(
+      db,
+      p.partitionKey,
+      q
+        .selectFrom('outbox')
+        .selectAll()
+        .where((eb) =>
+          eb.and({ run_id: p.partitionKey.runId, task: p.partitionKey.task, asset: p.partitionKey.asset, partition_key: p.partitionKey.partitionKey, key: p.partitionKey.key }),
+        )
+        .where('key_scope', 'in', PARTITION_SCOPES),
+    ),
+    rowByFileKey: prepare(db, p.key, q.selectFrom('outbox').selectAll().where('key', '=', p.key.key).where('key_scope', 'in', FILE_SCOPES)),
+    rowById: prepare(db, p.id, q.selectFrom('outbox').selectAll().where('id', '=', p.id.id)),
+    lastSeq: prepare(
+      db,
+      attempt,
+      q
+        .selectFrom('outbox')
+        .select((eb) => eb.fn.max('seq').as('last'))
+        .where((eb) => eb.and(ofAttempt)),
+    ),
+    pending: prepare(db, p.limit, q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('id').limit(p.limit.limit)),
+    hasPending: prepareConstant(db, q.selectFrom('outbox').select('id').where('state', '=', sql.lit('pending')).limit(sql.lit(1))),
+    countPending: prepareConstant(
+      db,
+      q.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('count')).where('state', '=', sql.lit('pending')),
+    ),
+    countDead: prepareConstant(db, q.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('count')).where('state', '=', sql.lit('dead'))),
+    markDelivered: prepare(
+      db,
+      p.delivered,
+      q
+        .updateTable('outbox')
+        .set({
+          state: sql.lit('delivered'),
+          event_id: p.delivered.eventId,
+          event_ts: p.delivered.timestamp,
+          duplicate: p.delivered.duplicate,
+          settled_at: p.delivered.now,
+        })
+        .where((eb) => eb.and(sentRow))
+        .where('state', '=', sql.lit('pending')),
+    ),
+    markDead: prepare(
+      db,
+      p.dead,
+      q
+        .updateTable('outbox')
+        .set({ state: sql.lit('dead'), dead_code: p.dead.code, dead_reason: p.dead.reason, settled_at: p.dead.now })
+        .where((eb) => eb.and(sentRow))
+        .where('state', '=', sql.lit('pending')),
+    ),
+    countByState: prepareConstant(
+      db,
+      q
+        .selectFrom('outbox')
+        .select((eb) => ['kind', 'state', eb.fn.countAll<number>().as('count'), eb.fn.min('committed_at').as('oldest')])
+        .groupBy(['kind', 'state']),
+    ),
+    deadRows: prepare(db, p.limit, q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('dead')).orderBy('id').limit(p.limit.limit)),
+    // A fenced attempt's remaining rows are parked at once: none of them may be delivered any more.
+    parkStream: prepare(
+      db,
+      p.park,
+      q
+        .updateTable('outbox')
+        .set({ state: sql.lit('dead'), dead_code: p.park.code, dead_reason: p.park.reason, settled_at: p.park.now })
+        .where('state', '=', sql.lit('pending'))
+        .where((eb) => eb.and(ofAttempt))
+        .returning('id'),
+    ),
+    // The stream's newest pending update of this checkpoint when no emission follows it: a
+    // checkpoint-only commit rewrites it instead of adding a row, and no value moves past an emission.
+    coalescibleCheckpoint: prepare(
+      db,
+      p.coalesce,
+      q
+        .selectFrom('outbox')
+        .select('id')
+        .where((eb) =>
+          eb.and({
+            run_id: p.coalesce.runId,
+            task: p.coalesce.task,
+            attempt: p.coalesce.attempt,
+            kind: sql.lit<RowKind>('checkpoint'),
+            state: sql.lit<RowState>('pending'),
+            checkpoint_name: p.coalesce.name,
+          }),
+        )
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('outbox as later')
+                .select(sql.lit(1).as('one'))
+                .whereRef('later.run_id', '=', 'outbox.run_id')
+                .whereRef('later.task', '=', 'outbox.task')
+                .whereRef('later.attempt', '=', 'outbox.attempt')
+                .whereRef('later.seq', '>', 'outbox.seq')
+                .where('later.kind', '<>', sql.lit<RowKind>('checkpoint')),
+            ),
+          ),
+        )
+        .orderBy('seq', 'desc')
+        .limit(sql.lit(1)),
+    ),
+    reviseCheckpointRow: prepare(
+      db,
+      p.revise,
+      q
+        .updateTable('outbox')
+        // committed_at stays: the row has waited since its first commit, and the status says so.
+        .set({ checkpoint_value: p.revise.value, revision: sql`revision + 1` })
+        .where('id', '=', p.revise.id)
+        .where('state', '=', sql.lit('pending')),
+    ),
+  };
+}
+
+/** @internal */
+export type RowStatements = ReturnType<typeof rowStatements>;
