@@ -15,6 +15,7 @@ export default {
     'src/dedupe/tokens.ts',
     'src/dedupe/auth.ts',
     'src/outbox/commit/commit.ts',
+    'src/outbox/commit/row-writer.ts',
     'src/outbox/commit/keys.ts',
     'src/outbox/relay/answers.ts',
     'src/outbox/relay/lease.ts',

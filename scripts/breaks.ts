@@ -85,7 +85,7 @@ export const BREAKS: Break[] = [
     what: 'the local checkpoint written right after COMMIT instead of inside the commit',
     guarantee: 'G1',
     edits: [
-      { file: 'src/outbox/commit/commit.ts', find: '    for (const [name, value] of this.checkpoints) file.checkpoints.setCheckpoint.run({ runId: run.runId, task, name, value, now });\n', replace: '' },
+      { file: 'src/outbox/commit/commit.ts', find: '    writer.saveCheckpoints(this.checkpoints);\n', replace: '' },
       {
         file: 'src/outbox/commit/commit.ts',
         find: '  committed(): readonly Emission[] {',
@@ -450,9 +450,9 @@ export const BREAKS: Break[] = [
     guarantee: 'G12',
     edits: [
       {
-        file: 'src/outbox/commit/commit.ts',
-        find: '    let nextSeq = (s.lastSeq.get({ runId: run.runId, task, attempt: run.attempt })!.last ?? 0) + 1;',
-        replace: '    let nextSeq = ((this.context as { seq?: number }).seq ??= 1);',
+        file: 'src/outbox/commit/row-writer.ts',
+        find: '    this.nextSeq = (file.rows.lastSeq.get({ runId: run.runId, task: this.task, attempt: run.attempt })!.last ?? 0) + 1;',
+        replace: '    this.nextSeq = ((file as unknown as { seq?: number }).seq ??= 1);',
       },
     ],
     caughtBy: [{ file: sameFile, name: 'same attempt commit to one file' }],
@@ -992,9 +992,9 @@ export const BREAKS: Break[] = [
     guarantee: 'G5',
     edits: [
       {
-        file: 'src/outbox/commit/commit.ts',
-        find: '      if (existing.fingerprint !== fingerprint) throw keyConflict(existing, handle, emission.userKey);',
-        replace: "      if (existing.fingerprint !== fingerprint && existing.state === 'pending') throw keyConflict(existing, handle, emission.userKey);",
+        file: 'src/outbox/commit/row-writer.ts',
+        find: '    if (existing.fingerprint !== fingerprint) throw keyConflict(existing, handle, emission.userKey);',
+        replace: "    if (existing.fingerprint !== fingerprint && existing.state === 'pending') throw keyConflict(existing, handle, emission.userKey);",
       },
     ],
     caughtBy: [{ file: conflicts, name: 'once the first row was delivered' }, { file: conflicts, name: 'while the first row is dead' }],
@@ -1111,7 +1111,7 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/outbox/resume.ts',
-        find: "file.checkpoints.runHasCheckpoint.get({ runId: run.runId, task: run.task ?? '' }) === undefined;",
+        find: 'file.checkpoints.runHasCheckpoint.get(runKeyOf(run)) === undefined;',
         replace: "file.db.prepare('SELECT 1 FROM checkpoints LIMIT 1').get() === undefined;",
       },
     ],
@@ -1132,7 +1132,7 @@ export const BREAKS: Break[] = [
   {
     what: "the relay cutting a batch across two tasks' rows (one task's events sent as the other's)",
     guarantee: 'G3',
-    edits: [{ file: relay, find: '      if (row.run_id !== first!.run_id || row.task !== first!.task || row.attempt !== first!.attempt) break;', replace: '      if (row.run_id !== first!.run_id || row.attempt !== first!.attempt) break;' }],
+    edits: [{ file: 'src/outbox/relay/batches.ts', find: '    if (row.run_id !== first!.run_id || row.task !== first!.task || row.attempt !== first!.attempt) break;', replace: '    if (row.run_id !== first!.run_id || row.attempt !== first!.attempt) break;' }],
     caughtBy: [{ file: multiTask, name: 'in one outbox file' }],
   },
   {
@@ -1242,7 +1242,7 @@ export const BREAKS: Break[] = [
       {
         file: 'src/checkpoint/checkpoint.ts',
         find: "import { CheckpointValidationError } from '../protocol/errors.js';",
-        replace: "import { CheckpointValidationError } from '../protocol/errors.js';\nimport type { OutboxFile } from '../outbox/outbox-file.js';\nexport type CheckpointFile = OutboxFile;",
+        replace: "import { CheckpointValidationError } from '../protocol/errors.js';\nimport type { OutboxFile } from '../outbox/file/outbox-file.js';\nexport type CheckpointFile = OutboxFile;",
       },
     ],
     caughtBy: [{ file: 'test/unit/layers.test.ts' }],

@@ -19,6 +19,7 @@ const credentialsSchema = z.union([
   z.strictObject({ token: z.string().min(1) }),
 ]);
 
+/** Validates AirflowForwarderOptions: each option is documented once, there; `Same` below ties the two. */
 const forwarderOptionsSchema = z.strictObject({
   path: z.string().min(1),
   server: serversSchema,

@@ -44,6 +44,7 @@ export interface OnceboxWorkerOptions {
 
 const functionSchema = <F>(what: string) => z.custom<F>((value) => typeof value === 'function', { error: `must be a function: ${what}` });
 
+/** Validates OnceboxWorkerOptions: each option is documented once, there; `Same` below ties the two. */
 const onceboxWorkerOptionsSchema = z.strictObject({
   dir: z.string({ error: 'is required: the folder each job’s outbox file goes in' }).min(1),
   server: serversSchema,

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RELAY_DEFAULTS } from '../outbox/relay/relay.js';
+import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
 import { ServerClient } from '../client/server-client.js';
 import type { StoredEvent } from '../protocol/wire.js';
 

@@ -1,5 +1,6 @@
 import { OutboxFile } from '../outbox/file/outbox-file.js';
-import { Relay, RELAY_DEFAULTS } from '../outbox/relay/relay.js';
+import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
+import { Relay } from '../outbox/relay/relay.js';
 import { defaultLogger } from '../client/logger.js';
 import { Reporter } from '../outbox/relay/reporter.js';
 import { readStatus } from '../outbox/status.js';

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
-import type { CommitTransaction, Emission, EmissionInput } from '../outbox/commit/commit.js';
+import type { CommitTransaction } from '../outbox/commit/commit.js';
+import type { Emission, EmissionInput } from '../outbox/commit/emission.js';
 import type { Outbox } from '../outbox/outbox.js';
 import { CommitEndedError, OptionsError } from '../protocol/errors.js';
 import type { StoredEvent } from '../protocol/wire.js';

@@ -25,6 +25,7 @@ const CURSOR_CHECKPOINT = 'oncebox.cursor';
 /** The workflow name of a consumer group's stream on the server. */
 const CONSUMER_WORKFLOW = 'oncebox-consumer';
 
+/** Validates ConsumerOptions: each option is documented once, there; `Same` below ties the two. */
 const consumerOptionsSchema = z.strictObject({
   path: z.string().min(1),
   server: serversSchema,

@@ -13,7 +13,7 @@ export { ConsumeTransaction, type CausedEmitOptions } from './consume-transactio
 export type { TriggerSpec, TriggerHandler, TriggerContext } from './triggers.js';
 export { openNotifiers, Notifiers, webhookNotifier, WebhookRefusedError, type Notifier, type NotifierOptions, type LifecycleNotice, type WebhookOptions } from './notifiers.js';
 export { LifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
-export type { Emission, EmissionInput } from '../outbox/commit/commit.js';
+export type { Emission, EmissionInput } from '../outbox/commit/emission.js';
 export type { CloseResult } from '../outbox/outbox.js';
 export type { OutboxLogger } from '../client/logger.js';
 export type { StoredEvent } from '../protocol/wire.js';

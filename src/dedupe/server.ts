@@ -16,100 +16,48 @@ import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+/** Validates ServerOptions: each option is documented once, there; `Same` below ties the two. */
 const serverOptionsSchema = z.strictObject({
-  /** A SQLite file path, or a postgres:// URL for several instances over one PostgreSQL database. */
   db: z.string().min(1),
-  /** The PostgreSQL schema for oncebox's tables. @defaultValue 'oncebox' */
   schema: z
     .string()
     .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, { error: 'must be a plain PostgreSQL identifier: letters, digits and _, at most 63' })
     .optional(),
-  /** Assets to register at start; more can be added with `PUT /v1/assets/:name`. */
   assets: z.array(assetNameSchema).default([]),
-  /**
-   * A single admin token, as in earlier versions; scoped tokens (`oncebox token create`) are kept in the
-   * store. Once either exists, every request but `/healthz` must carry `Authorization: Bearer <token>`.
-   */
   token: z.string().min(8, { error: 'must be at least 8 characters' }).optional(),
-  /** How long a token's grant is trusted before the store is asked again; a revocation takes this long to reach other instances. @defaultValue 2000 */
   tokenCacheMs: z.number().int().min(0).max(60_000).default(2000),
-  /**
-   * Requests one token may make per window; more get 429 with Retry-After, which the relay honours.
-   * false turns it off; a server without tokens has no limit. @defaultValue 1000 per 10 s
-   */
   rateLimit: z
     .union([z.literal(false), z.strictObject({ max: z.number().int().min(1), windowMs: z.number().int().min(100) })])
     .default({ max: 1000, windowMs: 10_000 }),
-  /**
-   * The proxies in front of the server, by address or CIDR, whose
-   * X-Forwarded-For names the client: requests without a live token are then counted per client, not
-   * per proxy. Unset, the peer's own address counts, and every client behind a proxy shares one
-   * allowance. Never trust a header any client could send: name the proxies. @defaultValue unset
-   */
   trustProxy: z.array(z.string().min(1)).min(1).optional(),
-  /** @defaultValue 'full': every acknowledged batch survives a power cut. */
   durability: z.enum(['full', 'normal']).default('full'),
-  /** @defaultValue 8 MiB */
   bodyLimit: z.number().int().min(1024).default(Limits.maxBodyBytes),
-  /** @defaultValue 1000 */
   maxBatchItems: z.number().int().min(1).max(100_000).default(Limits.maxBatchItems),
-  /**
-   * How far above a run's highest attempt a new attempt may be. A retry raises the attempt by one; a
-   * client sending attempt 1,000,000 by mistake (or to harm) would otherwise fence every later attempt
-   * of the run for good. @defaultValue 1000
-   */
   maxAttemptStep: z.number().int().min(1).default(DEFAULT_MAX_ATTEMPT_STEP),
-  /**
-   * How deep consumers' chains of emissions may go (`lineage_too_deep` beyond), and which assets may
-   * repeat an asset and partition of their own lineage (an intended cycle, e.g. over dates), each with
-   * its own depth limit. @defaultValue { maxDepth: 16, cycles: {} }
-   */
   lineage: z
     .strictObject({
       maxDepth: z.number().int().min(1).max(LINEAGE_KEPT, { error: `must be at most ${LINEAGE_KEPT}: an event keeps its ${LINEAGE_KEPT} nearest ancestors, and the feedback check is exact within them` }).default(DEFAULT_MAX_LINEAGE_DEPTH),
       cycles: z.record(assetNameSchema, z.number().int().min(1).max(10_000)).default({}),
     })
     .default({ maxDepth: DEFAULT_MAX_LINEAGE_DEPTH, cycles: {} }),
-  /** Bytes of JSON in one page of `GET /v1/events`; a page stops early, and `next` says where to go on. @defaultValue 1 MiB */
   maxPageBytes: z.number().int().min(1024).default(1024 * 1024),
-  /**
-   * How long a client may take to send a whole request, headers and body; a slower one is cut off with
-   * 408, so that it cannot hold a connection open by trickling bytes. @defaultValue 30000
-   */
   requestTimeoutMs: z.number().int().min(100).default(30_000),
-  /** How long a client may take to send the request headers (at most requestTimeoutMs). @defaultValue 10000 */
   headersTimeoutMs: z.number().int().min(100).default(10_000),
-  /** How long an idle keep-alive connection stays open. @defaultValue 5000 */
   keepAliveTimeoutMs: z.number().int().min(100).default(5_000),
-  /** Connections open at once; one past the cap is closed at once, and the others are served. @defaultValue 512 */
   maxConnections: z.number().int().min(1).default(512),
-  /** Waiting reads (`GET /v1/events?wait=`) this instance holds at once; 503 beyond. @defaultValue half of maxConnections */
   maxWaiters: z.number().int().min(1).optional(),
-  /** Waiting reads one token may hold at once; 429 beyond. @defaultValue 32 */
   maxWaitersPerToken: z.number().int().min(1).default(32),
-  /** Fastify's logger setting; off by default, since a library should not print. */
   logger: z.union([z.boolean(), z.record(z.string(), z.unknown())]).default(!!process.env.ONCEBOX_DEBUG),
-  /**
-   * How long dedupe records are kept. Must exceed the longest retry horizon (the longest a job can take
-   * to retry an emission): a retry after its record is gone is stored as a new event. @defaultValue 30 days
-   */
   dedupeRetentionMs: z.number().int().min(60_000).default(30 * DAY_MS),
-  /** How long events are kept; null keeps them forever. @defaultValue null */
   eventRetentionMs: z.number().int().min(60_000).nullable().default(null),
   streamRetentionMs: z.number().int().min(60_000).optional(),
   newStreamsPerMinute: z.number().int().min(1).default(1200),
-  /** How often compaction runs; 0 turns it off. @defaultValue 10 minutes */
   compactEveryMs: z.number().int().min(0).default(10 * 60_000),
-  /**
-   * The prom-client registry for the server's metrics (served at `GET /metrics`, to admin tokens and
-   * read tokens with reads "metrics"). @defaultValue a registry of its own
-   */
   metricsRegistry: z
     .custom<Registry>((value) => typeof value === 'object' && value !== null && typeof (value as Registry).registerMetric === 'function', {
       error: "must be a prom-client Registry (import { Registry } from 'prom-client')",
     })
     .optional(),
-  /** The store's clock; for tests. */
   now: z.custom<() => Date>((value) => typeof value === 'function', { error: 'must be a function returning a Date' }).optional(),
 });
 

@@ -1,6 +1,7 @@
 export { openOutbox, Outbox, Asset, type CloseOptions, type CloseResult, type TerminalResult } from './outbox.js';
 export { LifecycleAsset, isLifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
-export { CommitTransaction, Emission, type EmissionInput } from './commit/commit.js';
+export { CommitTransaction } from './commit/commit.js';
+export { Emission, type EmissionInput } from './commit/emission.js';
 export { Checkpoint } from '../checkpoint/checkpoint.js';
 export type { OutboxOptions, RunContext, RunOptions, AttemptSource } from './options.js';
 export type { OutboxStatus, DeadRow } from './status.js';

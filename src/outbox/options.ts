@@ -9,14 +9,11 @@ import type { RunContext } from './run.js';
 import { loggerSchema, type OutboxLogger } from '../client/logger.js';
 import { serversSchema } from '../client/server-urls.js';
 
+/** Validates RunOptions: each option is documented once, there; `Same` below ties the two. */
 export const runContextSchema = z.strictObject({
-  /** The workflow (DAG, flow) this run belongs to. */
   workflow: nameSchema,
-  /** One execution of the workflow; a retry keeps the same runId. */
   runId: nameSchema,
-  /** The step within the run; leave it out for a workflow-level emission (a run callback). */
   task: nameSchema.optional(),
-  /** The try number, from 1; a retry of the same run has a higher attempt. */
   attempt: z.union([
     z.literal('claim'),
     z.custom<AttemptSource>((value) => typeof value === 'object' && value !== null && typeof (value as AttemptSource).next === 'function', {
@@ -60,83 +57,36 @@ const runContextIsDocumented: Same<RunOptions, z.infer<typeof runContextSchema>>
 void runContextIsDocumented;
 
 
+/** Validates OutboxOptions: each option is documented once, there; `Same` below ties the two. */
 const outboxOptionsSchema = z
   .strictObject({
-    /** The outbox's SQLite file; created if missing. Give each producer its own file. */
     path: z.string().min(1),
-    /**
-     * The oncebox server the relay delivers to, or several instances of it over one PostgreSQL database,
-     * to fail over between. Not needed with `relay: 'external'`.
-     */
     server: serversSchema.optional(),
-    /** Sent as `Authorization: Bearer <token>`. */
     token: z.string().min(1).optional(),
-    /** The job's name, e.g. "orders-ingest": part of every key and every event's provenance. */
     producer: nameSchema,
-    /** Who is emitting. Without it the outbox can be read (status, checkpoints) but not committed to. */
     run: runContextSchema.optional(),
-    /**
-     * 'full' fsyncs every commit: a commit that returned survives power loss. 'normal' is about ten times
-     * faster per commit but may lose the last commits on power loss (never on a process crash).
-     * @defaultValue 'full'
-     */
     durability: z.enum(['full', 'normal']).default('full'),
-    /**
-     * 'in-process' runs the relay in this process, woken by each commit. 'external' leaves delivery to
-     * `oncebox relay`. 'manual' runs nothing; tests drive `box.relay.step()`.
-     * @defaultValue 'in-process'
-     */
     relay: z.enum(['in-process', 'external', 'manual']).default('in-process'),
-    /** @defaultValue 500 */
     batchMaxRows: z.number().int().min(1).max(Limits.maxBatchItems).default(RELAY_DEFAULTS.batchMaxRows),
-    /** @defaultValue 1 MiB */
     batchMaxBytes: z.number().int().min(1024).max(Limits.maxBodyBytes).default(RELAY_DEFAULTS.batchMaxBytes),
-    /** @defaultValue 4 */
     maxInFlight: z.number().int().min(1).max(64).default(RELAY_DEFAULTS.maxInFlight),
-    /** After this long without an answer a request counts as "unknown" and is resent with the same keys. @defaultValue 10000 */
     requestTimeoutMs: z.number().int().min(1).default(RELAY_DEFAULTS.requestTimeoutMs),
-    /** @defaultValue 100 */
     retryMinDelayMs: z.number().int().min(0).default(RELAY_DEFAULTS.retryMinDelayMs),
-    /** @defaultValue 5000 */
     retryMaxDelayMs: z.number().int().min(0).default(RELAY_DEFAULTS.retryMaxDelayMs),
-    /** How long a relay's lease lasts without renewal; a successor waits at most this long after a crash on another host. @defaultValue 15000 */
     leaseTtlMs: z.number().int().min(30).default(RELAY_DEFAULTS.leaseTtlMs),
-    /**
-     * Delivered rows older than this are pruned by the relay, so the file stays small; null keeps them.
-     * @defaultValue 7 days
-     */
     pruneDeliveredAfterMs: z.number().int().min(0).nullable().default(RELAY_DEFAULTS.pruneDeliveredAfterMs),
-    /** Largest `extra` accepted at commit, in bytes of JSON. @defaultValue 65536 */
     maxExtraBytes: z.number().int().min(2).max(Limits.maxExtraBytes).default(Limits.maxExtraBytes),
-    /**
-     * When a retry (attempt > 1) adopts the server's copy of its run's checkpoints: 'fresh-file' (a new,
-     * empty file: a retry on another machine), 'server-newer' (also when the server has seen a later
-     * attempt than the file), or 'never'. @defaultValue 'fresh-file'
-     */
     resume: z.enum(['fresh-file', 'server-newer', 'never']).default('fresh-file'),
     noteFenced: z.boolean().default(false),
-    /** How long a retry on a fresh machine keeps trying to read its run's state before failing. @defaultValue 30000 */
     resumeTimeoutMs: z.number().int().min(0).default(30_000),
-    /**
-     * Where the outbox logs what a user must act on (delivery failing, dead rows, fences, rows left pending
-     * at close): any pino-compatible logger. @defaultValue warnings and errors as JSON lines on stderr
-     */
     logger: loggerSchema.optional(),
-    /**
-     * A prom-client `Registry` to publish the outbox's metrics in: `oncebox_outbox_pending`,
-     * `oncebox_outbox_dead`, `oncebox_outbox_delivered_total`, `oncebox_outbox_dead_total` and
-     * `oncebox_outbox_delivery_latency_seconds`, labelled by producer. None when not given.
-     */
     metrics: z
       .custom<Registry>((value) => typeof value === 'object' && value !== null && typeof (value as Registry).registerMetric === 'function', {
         error: "must be a prom-client Registry (import { Registry } from 'prom-client')",
       })
       .optional(),
-    /** How long delivery may fail before it is logged and reported as an 'error' event. @defaultValue 5000 */
     reportAfterMs: z.number().int().min(0).default(RELAY_DEFAULTS.reportAfterMs),
-    /** One cause is logged again at most this often, with the count of repeats in between. @defaultValue 60000 */
     logRepeatMs: z.number().int().min(0).default(RELAY_DEFAULTS.logRepeatMs),
-    /** The relay's clock (ms since epoch), for tests of lease expiry. */
     now: z.custom<() => number>((value) => typeof value === 'function', { error: 'must be a function returning ms since epoch' }).optional(),
   })
   .superRefine((options, ctx) => {

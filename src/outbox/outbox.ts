@@ -14,12 +14,14 @@ import {
 import { Limits } from '../protocol/limits.js';
 import { activeTraceContext, loadOtel, type OtelApi } from '../protocol/trace.js';
 import { nameSchema, type AttemptClaim, type Receipt, type StreamState } from '../protocol/wire.js';
-import { CommitTransaction, type CommitContext, type Emission, type EmissionInput, type Terminal } from './commit/commit.js';
+import { CommitTransaction, type CommitContext, type Terminal } from './commit/commit.js';
+import type { Emission, EmissionInput } from './commit/emission.js';
 import { failpoint } from '../client/failpoints.js';
 import { OutboxFile, type OutboxRow } from './file/outbox-file.js';
 import { resolveOutboxOptions, type OutboxOptions, type ResolvedOutboxOptions, type RunContext } from './options.js';
 import { fromRow, ReceiptWaiters } from './relay/receipts.js';
-import { Relay, waitUntilDrained } from './relay/relay.js';
+import { waitUntilDrained } from './relay/file-watch.js';
+import { Relay } from './relay/relay.js';
 import { assertSyncCallback, refusePromise } from './commit/sync-callback.js';
 import type { OutboxLogger } from '../client/logger.js';
 import type { OutboxEventMap, RelayError } from './events.js';
@@ -30,6 +32,7 @@ import { OutboxMetrics } from './relay/metrics.js';
 import { defaultLogger } from '../client/logger.js';
 import { Reporter } from './relay/reporter.js';
 import { ServerClient } from '../client/server-client.js';
+import { runKeyOf } from './run.js';
 
 /** How often a receipt promise checks the file while another process's relay does the delivering. */
 const RECEIPT_POLL_MS = 50;
@@ -149,7 +152,7 @@ export class Outbox {
     try {
       this.file.bindProducer(options.producer);
       if (options.run) {
-        this.runKey = { runId: options.run.runId, task: options.run.task ?? '' };
+        this.runKey = runKeyOf(options.run);
         this.lastWriter = this.file.runs.open(this.runKey, options.run.attempt).lastWriter;
         this.commitContext = {
           file: this.file,
@@ -317,7 +320,7 @@ export class Outbox {
     const run = this.run!;
     const tx = new CommitTransaction(context);
     const ended = this.runInTransaction.immediate(tx, (inner: CommitTransaction) => {
-      const earlier = this.file.lifecycle.outcomeOf.get({ runId: run.runId, task: run.task ?? '', attempt: run.attempt });
+      const earlier = this.file.lifecycle.outcomeOf.get({ ...runKeyOf(run), attempt: run.attempt });
       if (earlier !== undefined) {
         if (earlier.outcome === terminal.outcome) return { recorded: false, value: undefined };
         throw new RunEndedError(`box.${verb}(): attempt ${run.attempt} of run ${run.runId} has ${earlier.outcome} already; an attempt ends once`);
@@ -343,7 +346,7 @@ export class Outbox {
     const run = this.run;
     const previous = this.lastWriter;
     if (run === undefined || this.commitContext === undefined || previous === undefined || previous >= run.attempt) return;
-    if (this.file.lifecycle.outcomeOf.get({ runId: run.runId, task: run.task ?? '', attempt: previous }) !== undefined) return;
+    if (this.file.lifecycle.outcomeOf.get({ ...runKeyOf(run), attempt: previous }) !== undefined) return;
     const tx = new CommitTransaction(this.commitContext);
     this.runInTransaction.immediate(tx, (inner: CommitTransaction) => inner.noteFenced(previous));
     tx.committed();
@@ -459,7 +462,7 @@ const SOURCE_CLAIM_TRIES = 10;
 async function claimAttempt(options: ResolvedOutboxOptions & { servers: string[] }, file: OutboxFile): Promise<ClaimedOptions> {
   const { run } = options;
   if (run === undefined || typeof run.attempt === 'number') return options as ClaimedOptions;
-  const row = file.runs.stateOf({ runId: run.runId, task: run.task ?? '' });
+  const row = file.runs.stateOf(runKeyOf(run));
   const seen = Math.max(row?.opened_by ?? 0, row?.fenced_by ?? 0);
   const client = new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: options.requestTimeoutMs });
   const claim = async (wanted: AttemptClaim) => {

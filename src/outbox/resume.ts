@@ -4,6 +4,7 @@ import type { ServerClient } from '../client/server-client.js';
 import { ResumeUnavailableError } from '../protocol/errors.js';
 import type { StreamState } from '../protocol/wire.js';
 import { HELD_CHECKPOINT, restoreHeld } from './commit/held-mirror.js';
+import { runKeyOf } from './run.js';
 
 /**
  * When a retry takes the server's copy of its run's checkpoints:
@@ -39,7 +40,7 @@ export interface ResumeOptions {
 export async function resumeFromServer(options: ResumeOptions): Promise<StreamState | undefined> {
   const { file, run, policy, lastWriter } = options;
   if (policy === 'never' || run.attempt === 1) return undefined;
-  const fresh = lastWriter === undefined && file.checkpoints.runHasCheckpoint.get({ runId: run.runId, task: run.task ?? '' }) === undefined;
+  const fresh = lastWriter === undefined && file.checkpoints.runHasCheckpoint.get(runKeyOf(run)) === undefined;
   if (!fresh && policy === 'fresh-file') return undefined;
 
   const state = await fetchStreamState(options);
@@ -49,7 +50,7 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
   file.db
     .transaction(() => {
       for (const [name, value] of Object.entries(state.checkpoints)) {
-        file.checkpoints.setCheckpoint.run({ runId: run.runId, task: run.task ?? '', name, value: JSON.stringify(value), now });
+        file.checkpoints.setCheckpoint.run({ ...runKeyOf(run), name, value: JSON.stringify(value), now });
       }
       // What the lost file held for the run's success comes back with the checkpoints.
       restoreHeld(file, run, state.checkpoints[HELD_CHECKPOINT], now);

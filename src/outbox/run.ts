@@ -23,3 +23,19 @@ export interface Fence {
   attempt: number;
   by: number;
 }
+
+/*
+ * A run's task has one meaning and three forms: undefined in a RunContext (a workflow-level run), ''
+ * in the outbox file (a key column, since NULL never equals NULL in a key) and null on the wire and in
+ * events. These are the only places that turn one form into another.
+ */
+
+/** The file's key of a run's stream, from a RunContext or a Fence. */
+export function runKeyOf(run: { runId: string; task?: string | null | undefined }): RunKey {
+  return { runId: run.runId, task: run.task ?? '' };
+}
+
+/** A task as the wire and the events carry it, from a RunContext or a file row: null for none. */
+export function wireTask(task: string | undefined): string | null {
+  return task === undefined || task === '' ? null : task;
+}

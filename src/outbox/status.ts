@@ -2,6 +2,7 @@ import type { OutboxFile } from './file/outbox-file.js';
 import { leaseHolder } from './relay/lease.js';
 import type { RelayError } from './events.js';
 import type { Relay } from './relay/relay.js';
+import { runKeyOf } from './run.js';
 
 export interface DeadRow {
   id: number;
@@ -51,7 +52,7 @@ export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.n
     if (row.state === 'pending' && row.oldest !== null) oldestPending = Math.min(oldestPending ?? row.oldest, row.oldest);
   }
   const run = file.meta.read('run') ?? null;
-  const fence = run ? file.runs.supersededBy({ runId: run.runId, task: run.task ?? '' }, run.attempt) : undefined;
+  const fence = run ? file.runs.supersededBy(runKeyOf(run), run.attempt) : undefined;
   const lease = leaseHolder(file);
   return {
     path: file.path,

@@ -14,7 +14,7 @@ describe('package exports', () => {
       const bullmq = await import('oncebox/bullmq');
       const protocol = await import('oncebox/protocol');
       let deep = 'imported';
-      try { await import('oncebox/dist/outbox/relay.js'); } catch (error) { deep = error.code; }
+      try { await import('oncebox/dist/outbox/relay/relay.js'); } catch (error) { deep = error.code; }
       console.log(JSON.stringify({
         producer: ['openOutbox', 'FencedError', 'KeyConflictError', 'RejectedError', 'deriveKey'].filter((name) => typeof producer[name] === 'function'),
         producerLeaksServer: 'createServer' in producer,

@@ -33,7 +33,7 @@ describe('idempotency keys', () => {
   });
 
   it('are the same in a separate process', () => {
-    const script = `import { deriveKey } from './src/outbox/keys.ts'; console.log(deriveKey(${JSON.stringify(identity)}));`;
+    const script = `import { deriveKey } from './src/outbox/commit/keys.ts'; console.log(deriveKey(${JSON.stringify(identity)}));`;
     const output = execFileSync('npx', ['tsx', '--eval', script], { encoding: 'utf8' }).trim();
     expect(output).toBe(deriveKey(identity));
   });

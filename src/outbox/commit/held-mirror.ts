@@ -3,6 +3,7 @@ import { EmissionValidationError } from '../../protocol/errors.js';
 import { Limits } from '../../protocol/limits.js';
 import type { HeldRow } from '../file/lifecycle-statements.js';
 import type { OutboxFile } from '../file/outbox-file.js';
+import { runKeyOf } from '../run.js';
 
 /**
  * The checkpoint that mirrors a run's held emissions to the server. Held emissions live in the outbox
@@ -58,7 +59,7 @@ export function heldMirror(rows: readonly HeldRow[], discarded = false): string 
  */
 export function restoreHeld(file: OutboxFile, run: { runId: string; task?: string | undefined }, mirrored: unknown, now: number): number {
   if (!Array.isArray(mirrored)) return 0;
-  const task = run.task ?? '';
+  const { task } = runKeyOf(run);
   if (file.lifecycle.heldOfRun.all({ runId: run.runId, task }).length > 0) return 0;
   for (const entry of mirrored as MirroredHeld[]) {
     const extra = entry.extra === null ? null : canonicalJson(entry.extra);

@@ -1,4 +1,5 @@
 import { parse as parseUuid, v5 as uuidv5 } from 'uuid';
+import { wireTask } from '../run.js';
 
 /**
  * The namespace of every oncebox key. Fixed forever: changing it would give every re-run new keys, and
@@ -86,7 +87,7 @@ export function outcomeKey(
   outcome: 'succeeded' | 'failed' | 'fenced',
   attempt: number,
 ): string {
-  return uuidOf(['oncebox/v1/outcome', producer, run.workflow, run.runId, run.task ?? null, outcome, outcome === 'succeeded' ? null : attempt]);
+  return uuidOf(['oncebox/v1/outcome', producer, run.workflow, run.runId, wireTask(run.task), outcome, outcome === 'succeeded' ? null : attempt]);
 }
 
 /**
@@ -98,5 +99,5 @@ export function checkpointKey(
   run: { workflow: string; runId: string; task?: string | undefined; attempt: number },
   seq: number,
 ): string {
-  return uuidOf(['oncebox/v1/checkpoint', producer, run.workflow, run.runId, run.task ?? null, run.attempt, seq]);
+  return uuidOf(['oncebox/v1/checkpoint', producer, run.workflow, run.runId, wireTask(run.task), run.attempt, seq]);
 }

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { DeadLetterError } from '../../protocol/errors.js';
 import { params, prepare, prepareConstant, queryBuilder } from '../../sqlite/statements.js';
 import type { OutboxFile, OutboxRow, OutboxSchema } from './outbox-file.js';
+import { wireTask } from '../run.js';
 
 /** A dead row: an emission the server refused for good, or that a fence parked. */
 export interface DeadLetter {
@@ -201,7 +202,7 @@ function toLetter(row: OutboxRow): DeadLetter {
     extra: row.extra === null ? null : JSON.parse(row.extra),
     workflow: row.workflow,
     runId: row.run_id,
-    task: row.task === '' ? null : row.task,
+    task: wireTask(row.task),
     attempt: row.attempt,
     seq: row.seq,
     code: row.dead_code ?? 'unknown',

@@ -1,18 +1,13 @@
 import type Database from 'better-sqlite3';
 import { sql, type Selectable } from 'kysely';
 import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
-import type { OutboxSchema } from './schema.js';
+import type { OfRun, OutboxSchema } from './schema.js';
 
 /** @internal An emission held for its run's success. */
 export type HeldRow = Selectable<OutboxSchema['held_emissions']>;
 
 /** A literal in the SQL: a prepared statement binds only named parameters. */
 const HELD = sql.lit('held' as const);
-
-interface OfRun {
-  runId: string;
-  task: string;
-}
 
 /** @internal The statements of terminal commits: held emissions and attempt outcomes. */
 export function lifecycleStatements(db: Database.Database) {

@@ -4,7 +4,7 @@ import { FencedError } from '../../protocol/errors.js';
 import { params, prepare, queryBuilder, type Prepared } from '../../sqlite/statements.js';
 import type { OfAttempt, OfRun, OutboxSchema } from './schema.js';
 import type { LifecycleStatements } from './lifecycle-statements.js';
-import type { Fence, RunKey } from '../run.js';
+import { wireTask, type Fence, type RunKey } from '../run.js';
 
 export type { Fence, RunKey } from '../run.js';
 
@@ -160,6 +160,6 @@ export class RunAttempts {
   fenceOf(run: RunKey, attempt: number): Fence | undefined {
     const row = this.statements.getRun.get({ ...run });
     if (!row || row.fenced_by <= attempt) return undefined;
-    return { runId: run.runId, task: run.task === '' ? null : run.task, attempt, by: row.fenced_by };
+    return { runId: run.runId, task: wireTask(run.task), attempt, by: row.fenced_by };
   }
 }

@@ -1,4 +1,5 @@
 import type { Generated, Selectable } from 'kysely';
+import type { RunKey } from '../run.js';
 
 /*
  * The outbox file's tables and rows, as types: what every owner of the file's statements (the rows, the
@@ -93,11 +94,8 @@ export type KeyScope = 'partition' | 'file' | 'stream' | 'legacy';
 /** @internal An outbox row as the relay reads it: the table's columns, as kysely types them. */
 export type OutboxRow = Selectable<OutboxSchema['outbox']>;
 
-/** @internal A stream of this file: a run's task (\'\' for none). */
-export interface OfRun {
-  runId: string;
-  task: string;
-}
+/** @internal A stream of this file: a run's task ('' for none), as run.ts keys it. */
+export type OfRun = RunKey;
 
 /** @internal One attempt of a run's task. */
 export interface OfAttempt extends OfRun {

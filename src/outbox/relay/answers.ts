@@ -4,6 +4,7 @@ import type { OutboxFile, OutboxRow } from '../file/outbox-file.js';
 import type { SettledRow } from '../events.js';
 import type { Fence } from '../file/run-attempts.js';
 import { DeliveryError } from '../../client/server-client.js';
+import { runKeyOf, wireTask } from '../run.js';
 
 /** What the server's answers to one batch did to the batch's rows. */
 export interface AppliedAnswers {
@@ -71,7 +72,7 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
         mark(row, s.markDelivered.run({ ...sent, eventId: null, timestamp: null, duplicate: null }).changes);
         break;
       case 'fenced':
-        applied.fence ??= { runId: row.run_id, task: row.task === '' ? null : row.task, attempt: row.attempt, by: result.epoch };
+        applied.fence ??= { runId: row.run_id, task: wireTask(row.task), attempt: row.attempt, by: result.epoch };
         break;
       // A gap marks nothing: the row is resent, or the relay stops (afterAnswers).
     }
@@ -79,7 +80,7 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
   const { fence } = applied;
   if (fence) {
     const reason = `fenced by attempt ${fence.by}`;
-    const run = { runId: fence.runId, task: fence.task ?? '' };
+    const run = runKeyOf(fence);
     file.runs.recordFence(run, fence.by);
     const parked = s.parkStream.all({ ...run, attempt: fence.attempt, code: 'fenced', reason, now });
     for (const { id } of parked) applied.settled.push({ id, state: 'dead', key: '', code: 'fenced', reason, fence });

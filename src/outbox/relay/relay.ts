@@ -1,11 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import { FencedError, LeaseLostError, OnceboxError, ProducerErrorCode, WrongOutboxFileError } from '../../protocol/errors.js';
-import { endingSpan, linkTo, type OtelApi, type TraceContext } from '../../protocol/trace.js';
+import type { OtelApi } from '../../protocol/trace.js';
 import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
 import { isTransientSqliteError } from '../../sqlite/local-errors.js';
 import { afterAnswers, applyAnswers, type AppliedAnswers } from './answers.js';
 import { encodeBatch } from './batch-encoding.js';
+import { cutBatches } from './batches.js';
+import { sendInSpan } from './tracing.js';
+import { waitUntilDrained, watchForeignCommits } from './file-watch.js';
 import { failpoint } from '../../client/failpoints.js';
 import { RelayLease } from './lease.js';
 import { DeliveredRows } from './pruning.js';
@@ -15,6 +18,7 @@ import type { RelayError, SettledRow } from '../events.js';
 import type { Reporter } from './reporter.js';
 import { DeliveryError, type ServerClient } from '../../client/server-client.js';
 import { RELAY_DEFAULTS } from './defaults.js';
+import { wireTask } from '../run.js';
 
 /** @internal */
 export interface RelayOptions {
@@ -42,38 +46,10 @@ export interface RelayOptions {
   reporter?: Reporter;
 }
 
-export type { SettledRow };
-
-
-const ROW_OVERHEAD_BYTES = 256;
-
-export { RELAY_DEFAULTS };
-
 /** How often a relay standing by looks whether the lease holder has stopped or died. */
 const STANDBY_CHECK_MS = 250;
-/**
- * How often a relay looks whether another connection committed to its file (another process on the same
- * machine, `oncebox relay`, or a second outbox on the file in this process): those commits do not call
- * its `notify()`, and a relay that holds the lease must deliver them too.
- */
-const FOREIGN_COMMIT_CHECK_MS = 25;
 /** How often the relay looks for delivered rows to prune. */
 const PRUNE_EVERY_MS = 60_000;
-
-/**
- * Waits until no row of the file is pending, whoever delivers them (this process's relay or another's),
- * for at most `timeoutMs`, or until `giveUp` says so.
- * @returns true when drained.
- * @internal
- */
-export async function waitUntilDrained(file: OutboxFile, timeoutMs: number, giveUp: () => boolean = () => false): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (file.rows.hasPending.get() !== undefined) {
-    if (Date.now() >= deadline || giveUp()) return false;
-    await sleep(Math.min(20, Math.max(1, deadline - Date.now())));
-  }
-  return true;
-}
 
 /**
  * Delivers an outbox file's pending rows to the server in commit order, one batch at a time, and
@@ -137,18 +113,9 @@ export class Relay {
 
   private foreignWatch: NodeJS.Timeout | undefined;
 
-  /** Wakes the relay on a commit of another connection: `PRAGMA data_version` changes with each. */
+  /** Wakes the relay on a commit of another connection, which does not call notify(). */
   private watchForeignCommits(): void {
-    if (this.foreignWatch !== undefined) return;
-    let seen = this.file.db.pragma('data_version', { simple: true });
-    this.foreignWatch = setInterval(() => {
-      if (!this.file.db.open) return;
-      const version = this.file.db.pragma('data_version', { simple: true });
-      if (version === seen) return;
-      seen = version;
-      this.notify();
-    }, FOREIGN_COMMIT_CHECK_MS);
-    this.foreignWatch.unref();
+    this.foreignWatch ??= watchForeignCommits(this.file, () => this.notify());
   }
 
   /** Something was committed: deliver it now. */
@@ -272,31 +239,10 @@ export class Relay {
     this.woken = false;
   }
 
-  /**
-   * The next pending rows in commit order, all of one stream, cut into at most `count` consecutive
-   * batches within the row and byte limits. Rows of the next stream wait for this stream's window: the
-   * order between streams is commit order, and only the server's gap check orders a stream's requests.
-   */
+  /** The next pending rows of one stream, cut into at most `count` batches (see cutBatches). */
   private nextBatches(count: number): OutboxRow[][] {
     const rows = this.file.rows.pending.all({ limit: this.maxRows * count });
-    const first = rows[0];
-    const batches: OutboxRow[][] = [];
-    let batch: OutboxRow[] = [];
-    let bytes = 0;
-    for (const row of rows) {
-      if (row.run_id !== first!.run_id || row.task !== first!.task || row.attempt !== first!.attempt) break;
-      const size = ROW_OVERHEAD_BYTES + (row.extra?.length ?? 0);
-      if (batch.length === this.maxRows || (batch.length > 0 && bytes + size > this.options.batchMaxBytes)) {
-        batches.push(batch);
-        if (batches.length === count) return batches;
-        batch = [];
-        bytes = 0;
-      }
-      batch.push(row);
-      bytes += size;
-    }
-    if (batch.length > 0) batches.push(batch);
-    return batches;
+    return cutBatches(rows, { maxRows: this.maxRows, maxBytes: this.options.batchMaxBytes, count });
   }
 
   /**
@@ -356,7 +302,7 @@ export class Relay {
       producer: this.producer,
       workflow: first.workflow,
       runId: first.run_id,
-      task: first.task === '' ? null : first.task,
+      task: wireTask(first.task),
       attempt: first.attempt,
     };
     return { stream, results: await this.sendTraced(stream, batch) };
@@ -389,35 +335,11 @@ export class Relay {
     return afterAnswers(stream, batch, results, applied, windowStart);
   }
 
-  /**
-   * Sends one batch, inside a PRODUCER span after OpenTelemetry's messaging conventions when the
-   * application has OpenTelemetry: linked to each emission's own trace, and passed on to the server in
-   * the traceparent header so that its span is this one's child.
-   */
+  /** Sends one batch, inside a PRODUCER span when the application has OpenTelemetry (see sendInSpan). */
   private async sendTraced(stream: StreamIdentity, batch: readonly OutboxRow[]): Promise<ItemResult[]> {
     const body = encodeBatch(stream, batch);
-    const otel = this.otel;
-    if (!otel) return this.options.client.sendEmissions(body, batch.length, this.stopper.signal);
-    const links = batch.flatMap((row) => {
-      const link = row.trace_context === null ? undefined : linkTo(otel, JSON.parse(row.trace_context) as TraceContext);
-      return link ? [link] : [];
-    });
-    const span = otel.trace.getTracer('oncebox').startSpan(`send ${stream.producer}`, {
-      kind: otel.SpanKind.PRODUCER,
-      links,
-      attributes: {
-        'messaging.system': 'oncebox',
-        'messaging.operation.type': 'send',
-        'messaging.operation.name': 'send',
-        'messaging.destination.name': stream.producer,
-        'messaging.batch.message_count': batch.length,
-        'oncebox.run_id': stream.runId,
-        'oncebox.attempt': stream.attempt,
-      },
-    });
-    const headers: Record<string, string> = {};
-    otel.propagation.inject(otel.trace.setSpan(otel.context.active(), span), headers);
-    return endingSpan(otel, span, () => this.options.client.sendEmissions(body, batch.length, this.stopper.signal, headers));
+    const send = (headers?: Record<string, string>) => this.options.client.sendEmissions(body, batch.length, this.stopper.signal, headers);
+    return this.otel ? sendInSpan(this.otel, stream, batch, send) : send();
   }
 
   private startRenewing(): void {
