@@ -1,7 +1,8 @@
 import { rmSync } from 'node:fs';
 import { UnrecoverableError, WaitingError, type Job, type Worker } from 'bullmq';
 import { failpoint } from '../client/failpoints.js';
-import { openOutbox, type Outbox } from '../outbox/outbox.js';
+import type { Outbox } from '../outbox/outbox.js';
+import { openOutbox } from '../outbox/open.js';
 import type { AttemptSource } from '../outbox/options.js';
 import type { OutboxLogger } from '../client/logger.js';
 import { FencedError, OnceboxError, OptionsError } from '../protocol/errors.js';

@@ -1,10 +1,8 @@
-import { OutboxFile } from '../outbox/file/outbox-file.js';
-import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
-import { Relay } from '../outbox/relay/relay.js';
-import { defaultLogger } from '../client/logger.js';
-import { Reporter } from '../outbox/relay/reporter.js';
-import { readStatus } from '../outbox/status.js';
 import { ServerClient } from '../client/server-client.js';
+import { OutboxFile } from '../outbox/file/outbox-file.js';
+import { assembleDelivery } from '../outbox/relay/assemble.js';
+import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
+import { readStatus } from '../outbox/status.js';
 import { DrainProgress, type DrainCounts, type ProgressOutput } from './drain-progress.js';
 
 /** How often a drain looks whether it is done, and updates its progress. */
@@ -27,19 +25,9 @@ export const RelayExit = { Drained: 0, NotDrained: 1, DeadRows: 3 } as const;
 /** `oncebox relay`: delivers an outbox file that a job (opened with relay: 'external') commits to. */
 export async function runRelay(options: RelayCommandOptions): Promise<number> {
   const file = new OutboxFile(options.db, 'full', false);
-  const reporter = new Reporter({
-    logger: defaultLogger(),
-    failingAfterMs: RELAY_DEFAULTS.reportAfterMs,
-    repeatMs: RELAY_DEFAULTS.logRepeatMs,
-    pending: () => file.pendingCount(),
-    now: Date.now,
-  });
-  const relay = new Relay(file, {
-    ...RELAY_DEFAULTS,
-    client: new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs }),
-    now: Date.now,
-    reporter,
-  });
+  // Built as a job's in-process relay is (relay/assemble.ts), with the defaults a job gets.
+  const client = new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs });
+  const relay = assembleDelivery(file, RELAY_DEFAULTS, client, { pending: () => file.pendingCount() }).relay!;
   // The relay watches the file for the job's commits itself (another connection's, seen by data_version).
   relay.start();
   // The relay's timers are unref'd, so as not to hold a job's process open once its work is done; this

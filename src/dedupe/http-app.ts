@@ -74,7 +74,6 @@ export interface ConnectionLimits {
 
 /** The routes of `docs/protocol.md`, over any DedupeStore. */
 export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
-  const { store } = options;
   const app = Fastify({
     logger: options.logger,
     bodyLimit: options.bodyLimit,

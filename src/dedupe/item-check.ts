@@ -1,4 +1,3 @@
-import { z } from 'zod';
 import { canonicalJson, NonJsonValue, payloadFingerprint } from '../protocol/canonical-json.js';
 import { describeFirstIssue, emissionPayloadSchema, type EmissionPayload } from '../protocol/emission.js';
 import { RejectionCode } from '../protocol/errors.js';

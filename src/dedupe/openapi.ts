@@ -189,6 +189,10 @@ function pathParameters(schema: z.ZodObject) {
   return Object.entries(schema.shape).map(([name, field]) => ({ name, in: 'path', required: true, schema: toJson(field as z.ZodType, 'input') }));
 }
 
+/**
+ * The OpenAPI document of every route. It is long because it is the document itself, one entry per
+ * route and answer, built from the same zod schemas the routes validate with.
+ */
 export function openApiDocument(version: string): Record<string, unknown> {
   const bearer = [{ bearer: [] }];
   return {

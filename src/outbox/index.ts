@@ -1,4 +1,6 @@
-export { openOutbox, Outbox, Asset, type CloseOptions, type CloseResult, type TerminalResult } from './outbox.js';
+export { openOutbox } from './open.js';
+export { Outbox, type CloseOptions, type CloseResult, type TerminalResult } from './outbox.js';
+export { Asset } from './asset.js';
 export { LifecycleAsset, isLifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
 export { CommitTransaction } from './commit/commit.js';
 export { Emission, type EmissionInput } from './commit/emission.js';

@@ -189,6 +189,9 @@ const outboxOptionsAreDocumented: Same<OutboxOptions, z.input<typeof outboxOptio
 void outboxOptionsAreDocumented;
 export type ResolvedOutboxOptions = z.output<typeof outboxOptionsSchema>;
 
+/** @internal Options whose run attempt is a number: given, or claimed from the server. */
+export type ClaimedOptions = Omit<ResolvedOutboxOptions, 'run'> & { servers: string[]; run: RunContext | undefined };
+
 export function resolveOutboxOptions(options: OutboxOptions): ResolvedOutboxOptions & { servers: string[] } {
   const resolved = resolveOptions(outboxOptionsSchema, options, 'openOutbox');
   const servers = resolved.server === undefined ? [] : typeof resolved.server === 'string' ? [resolved.server] : resolved.server;

@@ -5,23 +5,23 @@ import {
   EmissionValidationError,
   NoRunContextError,
   NotCommittedError,
-  OnceboxError,
   OptionsError,
   OutboxClosedError,
-  ResumeUnavailableError,
   RunEndedError,
 } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
 import { activeTraceContext, loadOtel, type OtelApi } from '../protocol/trace.js';
-import { nameSchema, type AttemptClaim, type Receipt, type StreamState } from '../protocol/wire.js';
-import { CommitTransaction, type CommitContext, type Terminal } from './commit/commit.js';
-import type { Emission, EmissionInput } from './commit/emission.js';
+import { nameSchema, type Receipt, type StreamState } from '../protocol/wire.js';
+import { CommitTransaction, describeFailure, type CommitContext, type Terminal } from './commit/commit.js';
+import type { Emission } from './commit/emission.js';
+import { Asset } from './asset.js';
 import { failpoint } from '../client/failpoints.js';
 import { OutboxFile, type OutboxRow } from './file/outbox-file.js';
-import { resolveOutboxOptions, type OutboxOptions, type ResolvedOutboxOptions, type RunContext } from './options.js';
+import type { ClaimedOptions, RunContext } from './options.js';
 import { fromRow, ReceiptWaiters } from './relay/receipts.js';
 import { waitUntilDrained } from './relay/file-watch.js';
-import { Relay } from './relay/relay.js';
+import type { Relay } from './relay/relay.js';
+import { assembleDelivery } from './relay/assemble.js';
 import { assertSyncCallback, refusePromise } from './commit/sync-callback.js';
 import type { OutboxLogger } from '../client/logger.js';
 import type { OutboxEventMap, RelayError } from './events.js';
@@ -29,36 +29,12 @@ import type { Fence, RunKey } from './file/run-attempts.js';
 import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
 import { OutboxMetrics } from './relay/metrics.js';
-import { defaultLogger } from '../client/logger.js';
-import { Reporter } from './relay/reporter.js';
-import { ServerClient } from '../client/server-client.js';
+import type { Reporter } from './relay/reporter.js';
+import type { ServerClient } from '../client/server-client.js';
 import { runKeyOf } from './run.js';
 
 /** How often a receipt promise checks the file while another process's relay does the delivering. */
 const RECEIPT_POLL_MS = 50;
-
-/** A registered asset, as the producer names it. */
-export class Asset {
-  /** @internal */
-  constructor(
-    readonly name: string,
-    private readonly box: Outbox,
-  ) {}
-
-  /**
-   * Commits one emission on its own and resolves with the server's receipt once it is delivered. The
-   * emission is durable when this returns a promise: awaiting it only waits for delivery.
-   */
-  emit(input: EmissionInput = {}): Promise<Receipt> {
-    let emission: Emission;
-    try {
-      emission = this.box.commit((tx) => tx.emit(this, input));
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    return emission.receipt();
-  }
-}
 
 export interface CloseOptions {
   /** How long to wait for pending rows to be delivered before closing anyway. @defaultValue 10000 */
@@ -74,13 +50,6 @@ export interface TerminalResult<R> {
   value: R | undefined;
   /** The lifecycle event (`oncebox.run_succeeded` or `oncebox.run_failed`): await its `receipt()`. */
   event: Emission | undefined;
-}
-
-/** Why an attempt failed, as its failure event carries it: the message, and the code of an oncebox error. */
-function describeFailure(error: unknown): { message: string; code?: string } {
-  const message = (error instanceof Error ? error.message : String(error)).slice(0, 1000);
-  const code = error instanceof OnceboxError ? error.code : (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? { message, code } : { message };
 }
 
 export interface CloseResult {
@@ -125,23 +94,24 @@ export class Outbox {
   resumedFrom: StreamState | undefined;
 
   /** @internal Use openOutbox. */
-  constructor(options: ClaimedOptions, file: OutboxFile) {
+  constructor(options: ClaimedOptions, file: OutboxFile, client: ServerClient | undefined) {
     this.options = options;
-    this.client =
-      options.servers.length === 0
-        ? undefined
-        : new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: options.requestTimeoutMs });
+    this.client = client;
     this.producer = options.producer;
     this.run = options.run;
     this.file = file;
-    this.logger = options.logger ?? defaultLogger();
-    this.reporter = new Reporter({
-      logger: this.logger,
-      failingAfterMs: options.reportAfterMs,
-      repeatMs: options.logRepeatMs,
+    // First: a relay is built only on a file that names its producer (openResolvedOutbox closes it on a throw).
+    this.file.bindProducer(options.producer);
+    const delivery = assembleDelivery(file, options, options.relay === 'external' ? undefined : client, {
       pending: () => (this.closed && !this.file.db.open ? 0 : this.file.pendingCount()),
-      now: options.now ?? Date.now,
+      onSettled: (rows) => {
+        this.waiters.settle(rows);
+        this.metrics?.settled(rows, Date.now());
+      },
     });
+    this.logger = delivery.logger;
+    this.reporter = delivery.reporter;
+    this.relay = delivery.relay;
     this.metrics =
       options.metrics &&
       new OutboxMetrics(options.metrics, {
@@ -150,7 +120,6 @@ export class Outbox {
         dead: () => this.file.deadCount(),
       });
     try {
-      this.file.bindProducer(options.producer);
       if (options.run) {
         this.runKey = runKeyOf(options.run);
         this.lastWriter = this.file.runs.open(this.runKey, options.run.attempt).lastWriter;
@@ -163,25 +132,6 @@ export class Outbox {
           traceContext: () => activeTraceContext(this.otel),
         };
       }
-      this.relay =
-        options.relay === 'external'
-          ? undefined
-          : new Relay(this.file, {
-              client: this.client!,
-              batchMaxRows: options.batchMaxRows,
-              batchMaxBytes: options.batchMaxBytes,
-              maxInFlight: options.maxInFlight,
-              retryMinDelayMs: options.retryMinDelayMs,
-              retryMaxDelayMs: options.retryMaxDelayMs,
-              leaseTtlMs: options.leaseTtlMs,
-              pruneDeliveredAfterMs: options.pruneDeliveredAfterMs,
-              now: options.now ?? Date.now,
-              onSettled: (rows) => {
-                this.waiters.settle(rows);
-                this.metrics?.settled(rows, Date.now());
-              },
-              reporter: this.reporter,
-            });
     } catch (error) {
       this.metrics?.detach();
       this.file.close();
@@ -246,7 +196,7 @@ export class Outbox {
       const { message } = describeFirstIssue(parsed.error, { input: name, prefix: 'asset' });
       throw new EmissionValidationError('asset', message);
     }
-    return new Asset(parsed.data, this);
+    return new Asset(parsed.data, (fn) => this.commit(fn));
   }
 
   /** A named checkpoint, typed and validated by `schema`. */
@@ -281,10 +231,17 @@ export class Outbox {
       throw new RunEndedError(`${this.path}: attempt ${this.run!.attempt} of run ${this.run!.runId} has ${this.ended}; it commits nothing more`);
     }
     assertSyncCallback(fn, 'commit(fn)');
-    const tx = new CommitTransaction(context);
-    const result = this.runInTransaction.immediate(tx, fn) as R;
+    return this.transact(new CommitTransaction(context), fn);
+  }
+
+  /**
+   * Runs `body` in the commit's transaction, then tells the emissions they are committed and wakes the
+   * relay. `quiet` leaves out the crash tests' failpoint, for a commit the job did not ask for.
+   */
+  private transact<T>(tx: CommitTransaction, body: (tx: CommitTransaction) => T, quiet = false): T {
+    const result = this.runInTransaction.immediate(tx, body) as T;
     tx.committed();
-    failpoint('commit:after-commit');
+    if (!quiet) failpoint('commit:after-commit');
     // A checkpoint update goes at once too: it is the server's copy a retry on a fresh machine resumes from.
     if (tx.wroteRows) this.relay?.notify();
     return result;
@@ -319,7 +276,7 @@ export class Outbox {
     if (fn !== undefined) assertSyncCallback(fn, `${verb}(fn)`);
     const run = this.run!;
     const tx = new CommitTransaction(context);
-    const ended = this.runInTransaction.immediate(tx, (inner: CommitTransaction) => {
+    const ended = this.transact(tx, (inner) => {
       const earlier = this.file.lifecycle.outcomeOf.get({ ...runKeyOf(run), attempt: run.attempt });
       if (earlier !== undefined) {
         if (earlier.outcome === terminal.outcome) return { recorded: false, value: undefined };
@@ -328,12 +285,9 @@ export class Outbox {
       const value = fn?.(inner);
       refusePromise(value);
       inner.endRun(terminal);
-      return { recorded: true, value };
-    }) as { recorded: boolean; value: R | undefined };
-    tx.committed();
-    failpoint('commit:after-commit');
+      return { recorded: true, value: value as R | undefined };
+    });
     this.ended = terminal.outcome;
-    if (tx.wroteRows) this.relay?.notify();
     return { outcome: terminal.outcome, recorded: ended.recorded, value: ended.value, event: tx.lifecycleEvent };
   }
 
@@ -347,10 +301,7 @@ export class Outbox {
     const previous = this.lastWriter;
     if (run === undefined || this.commitContext === undefined || previous === undefined || previous >= run.attempt) return;
     if (this.file.lifecycle.outcomeOf.get({ ...runKeyOf(run), attempt: previous }) !== undefined) return;
-    const tx = new CommitTransaction(this.commitContext);
-    this.runInTransaction.immediate(tx, (inner: CommitTransaction) => inner.noteFenced(previous));
-    tx.committed();
-    this.relay?.notify();
+    this.transact(new CommitTransaction(this.commitContext), (inner) => inner.noteFenced(previous), true);
   }
 
   private assertCanCommit(): CommitContext {
@@ -444,78 +395,4 @@ export class Outbox {
       this.waiters.settle(settled);
     }, RECEIPT_POLL_MS);
   }
-}
-
-/** Options whose run attempt is a number: given, or claimed from the server. @internal */
-type ClaimedOptions = Omit<ResolvedOutboxOptions, 'run'> & { servers: string[]; run: RunContext | undefined };
-
-/** How often a claim from an AttemptSource is tried again above the epoch before openOutbox gives up. */
-const SOURCE_CLAIM_TRIES = 10;
-
-/**
- * Claims the run's attempt when the options ask for one. 'claim' takes the server's next attempt, at
- * least one above every attempt this file has seen, so that a server that lost its state cannot hand out
- * a number the file would refuse as a zombie's. An AttemptSource proposes numbers above what the file
- * and the server have seen, and each is claimed exactly: one the epoch has reached is refused, and the
- * source is asked again above it. What the source throws comes out as it is.
- */
-async function claimAttempt(options: ResolvedOutboxOptions & { servers: string[] }, file: OutboxFile): Promise<ClaimedOptions> {
-  const { run } = options;
-  if (run === undefined || typeof run.attempt === 'number') return options as ClaimedOptions;
-  const row = file.runs.stateOf(runKeyOf(run));
-  const seen = Math.max(row?.opened_by ?? 0, row?.fenced_by ?? 0);
-  const client = new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: options.requestTimeoutMs });
-  const claim = async (wanted: AttemptClaim) => {
-    try {
-      return await client.claimAttempt(options.producer, run.runId, run.task, wanted, options.resumeTimeoutMs);
-    } catch (error) {
-      throw new ResumeUnavailableError(
-        `run ${run.runId} could not claim its attempt from the server: ${(error as Error).message}. Make the server reachable, ` +
-          'or pass a number as run.attempt',
-        { cause: error },
-      );
-    }
-  };
-  const source = run.attempt;
-  let floor = seen;
-  for (let tries = 0; tries < (source === 'claim' ? 1 : SOURCE_CLAIM_TRIES); tries++) {
-    const answer = await claim(source === 'claim' ? { atLeast: seen + 1 } : { exactly: await source.next(floor) });
-    if ('attempt' in answer) return { ...options, run: { ...run, attempt: answer.attempt } };
-    if (answer.refused === 'attempt_too_high') {
-      throw new ResumeUnavailableError(`run ${run.runId} could not claim its attempt: ${answer.detail}`);
-    }
-    floor = Math.max(floor, answer.epoch);
-  }
-  throw new ResumeUnavailableError(
-    `run ${run.runId} could not claim its attempt: ${SOURCE_CLAIM_TRIES} numbers from its attempt source were taken by the time ` +
-      'each reached the server; another process is claiming attempts of this run as fast',
-  );
-}
-
-/** Opens (creating if needed) an outbox file and, by default, starts its relay. */
-export async function openOutbox(options: OutboxOptions): Promise<Outbox> {
-  return openResolvedOutbox(resolveOutboxOptions(options));
-}
-
-/**
- * @internal Opens the file, claims the run's attempt when asked to, resumes from the server when the
- * policy says so, and starts the relay.
- */
-export async function openResolvedOutbox(options: ResolvedOutboxOptions & { servers: string[] }): Promise<Outbox> {
-  const file = new OutboxFile(options.path, options.durability);
-  let box: Outbox;
-  try {
-    box = new Outbox(await claimAttempt(options, file), file);
-  } catch (error) {
-    file.close();
-    throw error;
-  }
-  try {
-    await box.start();
-    if (options.noteFenced) box.noteFencedPredecessor();
-  } catch (error) {
-    await box.close({ timeoutMs: 0 });
-    throw error;
-  }
-  return box;
 }

@@ -12,7 +12,10 @@ export interface PgSchema extends SharedTables {
 const STREAM_TYPES = { producer: 'text', runId: 'text', task: 'text' } as const;
 const ATTEMPT_TYPES = { ...STREAM_TYPES, attempt: 'integer' } as const;
 
-/** The statements of the ingest transaction, each prepared once per connection. */
+/**
+ * The statements of the ingest transaction, each prepared once per connection.
+ * It is long because it is a list, one entry per prepared statement, each read on its own; split, the statements of one table would scatter.
+ */
 export function ingestStatements(db: Kysely<PgSchema>) {
   const stream = pgParams<OfStream & { ts: string }>({ ...STREAM_TYPES, ts: 'text' });
   const attempt = pgParams<OfAttempt>(ATTEMPT_TYPES);

@@ -8,7 +8,10 @@ export interface ServerSchema extends SharedTables {
   events: Omit<EventRow, 'cursor'> & { cursor: Generated<number> };
 }
 
-/** Every statement of the embedded store, compiled and prepared once when it opens. */
+/**
+ * Every statement of the embedded store, compiled and prepared once when it opens.
+ * It is long because it is a list, one entry per prepared statement, each read on its own; split, the statements of one table would scatter.
+ */
 export function serverStatements(db: Database.Database) {
   const q = queryBuilder<ServerSchema>(db);
   const stream = params<OfStream>();

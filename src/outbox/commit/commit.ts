@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Checkpoint } from '../../checkpoint/checkpoint.js';
 import { canonicalJson } from '../../protocol/canonical-json.js';
 import { describeFirstIssue, emissionPayloadSchema } from '../../protocol/emission.js';
-import { CommitEndedError, EmissionValidationError } from '../../protocol/errors.js';
+import { CommitEndedError, EmissionValidationError, OnceboxError } from '../../protocol/errors.js';
 import type { TraceContext } from '../../protocol/trace.js';
 import type { Receipt } from '../../protocol/wire.js';
 import { LifecycleAsset, type LifecycleExtra } from '../../protocol/lifecycle.js';
@@ -18,6 +18,13 @@ const userKeySchema = z.string().min(1, { error: 'must not be empty' }).max(200,
 
 /** @internal What a terminal commit records: the attempt's outcome, and for a failure its reason. */
 export type Terminal = { outcome: 'succeeded' } | { outcome: 'failed'; error: { message: string; code?: string }; willRetry: boolean };
+
+/** @internal Why an attempt failed, as its failure event carries it: the message, and the code of an oncebox error. */
+export function describeFailure(error: unknown): { message: string; code?: string } {
+  const message = (error instanceof Error ? error.message : String(error)).slice(0, 1000);
+  const code = error instanceof OnceboxError ? error.code : (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? { message, code } : { message };
+}
 
 /** @internal Everything the outbox hands a commit. */
 export interface CommitContext {

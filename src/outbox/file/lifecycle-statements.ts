@@ -9,7 +9,10 @@ export type HeldRow = Selectable<OutboxSchema['held_emissions']>;
 /** A literal in the SQL: a prepared statement binds only named parameters. */
 const HELD = sql.lit('held' as const);
 
-/** @internal The statements of terminal commits: held emissions and attempt outcomes. */
+/**
+ * @internal The statements of terminal commits: held emissions and attempt outcomes.
+ * It is long because it is a list, one entry per prepared statement, each read on its own; split, the statements of one table would scatter.
+ */
 export function lifecycleStatements(db: Database.Database) {
   const q = queryBuilder<OutboxSchema>(db);
   const p = {

@@ -7,7 +7,10 @@ import type { KeyScope, NewRow, OfAttempt, OfRun, OutboxSchema, RowKind, RowStat
 const PARTITION_SCOPES = [sql.lit<KeyScope>('partition'), sql.lit<KeyScope>('legacy')];
 const FILE_SCOPES = [sql.lit<KeyScope>('file'), sql.lit<KeyScope>('legacy')];
 
-/** The outbox table's statements: writing, reading, marking and parking rows, prepared once per file. */
+/**
+ * The outbox table's statements: writing, reading, marking and parking rows, prepared once per file.
+ * It is long because it is a list, one entry per prepared statement, each read on its own; split, the statements of one table would scatter.
+ */
 export function rowStatements(db: Database.Database) {
   const q = queryBuilder<OutboxSchema>(db);
   const run = params<OfRun>();

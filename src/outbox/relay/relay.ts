@@ -13,7 +13,6 @@ import { failpoint } from '../../client/failpoints.js';
 import { RelayLease } from './lease.js';
 import { DeliveredRows } from './pruning.js';
 import type { OutboxFile, OutboxRow } from '../file/outbox-file.js';
-import type { Fence } from '../file/run-attempts.js';
 import type { RelayError, SettledRow } from '../events.js';
 import type { Reporter } from './reporter.js';
 import { DeliveryError, type ServerClient } from '../../client/server-client.js';

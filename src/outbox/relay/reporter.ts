@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { OnceboxError } from '../../protocol/errors.js';
 import type { SettledRow } from '../events.js';
 import type { OutboxLogger } from '../../client/logger.js';
-import type { DeadNotice, DeliveredNotice, DeliveryProblem, FencedNotice, OutboxEventMap } from '../events.js';
+import type { DeliveredNotice, DeliveryProblem, FencedNotice, OutboxEventMap } from '../events.js';
 
 export interface ReporterOptions {
   logger: OutboxLogger;

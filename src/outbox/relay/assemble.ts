@@ -1,0 +1,64 @@
+import { defaultLogger, type OutboxLogger } from '../../client/logger.js';
+import type { ServerClient } from '../../client/server-client.js';
+import type { SettledRow } from '../events.js';
+import type { OutboxFile } from '../file/outbox-file.js';
+import { Relay } from './relay.js';
+import { Reporter } from './reporter.js';
+
+/**
+ * What a relay and its reporter are built from: the options a job gave `openOutbox`, resolved, or
+ * `oncebox relay`'s defaults. Both build them here, once, the same way.
+ * @internal
+ */
+export interface DeliverySettings {
+  batchMaxRows: number;
+  batchMaxBytes: number;
+  maxInFlight: number;
+  retryMinDelayMs: number;
+  retryMaxDelayMs: number;
+  leaseTtlMs: number;
+  pruneDeliveredAfterMs: number | null;
+  reportAfterMs: number;
+  logRepeatMs: number;
+  logger?: OutboxLogger | undefined;
+  now?: (() => number) | undefined;
+}
+
+/** @internal The parts that deliver a file: the reporter, always; the relay, when this process delivers. */
+export interface Delivery {
+  reporter: Reporter;
+  relay: Relay | undefined;
+  logger: OutboxLogger;
+}
+
+/**
+ * Builds the reporter and, given a client (`undefined` when another process delivers: `relay:
+ * 'external'`), the relay of `file`.
+ * @internal
+ */
+export function assembleDelivery(
+  file: OutboxFile,
+  settings: DeliverySettings,
+  client: ServerClient | undefined,
+  hooks: { pending: () => number; onSettled?: (rows: readonly SettledRow[]) => void },
+): Delivery {
+  const logger = settings.logger ?? defaultLogger();
+  const now = settings.now ?? Date.now;
+  const reporter = new Reporter({ logger, failingAfterMs: settings.reportAfterMs, repeatMs: settings.logRepeatMs, pending: hooks.pending, now });
+  const relay =
+    client &&
+    new Relay(file, {
+      client,
+      batchMaxRows: settings.batchMaxRows,
+      batchMaxBytes: settings.batchMaxBytes,
+      maxInFlight: settings.maxInFlight,
+      retryMinDelayMs: settings.retryMinDelayMs,
+      retryMaxDelayMs: settings.retryMaxDelayMs,
+      leaseTtlMs: settings.leaseTtlMs,
+      pruneDeliveredAfterMs: settings.pruneDeliveredAfterMs,
+      now,
+      onSettled: hooks.onSettled,
+      reporter,
+    });
+  return { reporter, relay, logger };
+}
