@@ -37,6 +37,9 @@ const sqliteStatements = 'src/dedupe/sqlite/statements.ts';
 const relay = 'src/outbox/relay/relay.ts';
 const answers = 'src/outbox/relay/answers.ts';
 const fileRows = 'src/outbox/file/rows.ts';
+const sharedFileTasks = 'test/integration/shared-file-tasks.test.ts';
+const heldRelease = 'test/integration/held-release.test.ts';
+const hostileReview = 'test/integration/hostile-review.test.ts';
 const model = 'test/property/outbox-model.test.ts';
 const sameFile = 'test/integration/same-file-retry.test.ts';
 const delivery = 'test/integration/delivery.test.ts';
@@ -245,7 +248,7 @@ export const BREAKS: Break[] = [
   {
     what: "a lifecycle event's extra taken as sent (a made-up outcome of another run)",
     guarantee: 'auth',
-    edits: [{ file: 'src/dedupe/http-app.ts', find: 'refuseOutOfScope(checkLifecycleEvent(checkItem(item, index), stream),', replace: 'refuseOutOfScope(checkItem(item, index),' }],
+    edits: [{ file: 'src/dedupe/routes/publishing.ts', find: 'refuseOutOfScope(checkLifecycleEvent(checkItem(item, index), stream),', replace: 'refuseOutOfScope(checkItem(item, index),' }],
     caughtBy: [{ file: 'test/integration/scoped-tokens.test.ts', name: 'lifecycle' }],
   },
   {
@@ -346,7 +349,7 @@ export const BREAKS: Break[] = [
   {
     what: "a publish token's producer not checked against the stream it writes",
     guarantee: 'G17',
-    edits: [{ file: 'src/dedupe/http-app.ts', find: 'if (!producerAllowed(grant, stream.producer)) {', replace: 'if (!producerAllowed(grant, grant.producers)) {' }],
+    edits: [{ file: 'src/dedupe/routes/publishing.ts', find: 'if (!producerAllowed(grant, stream.producer)) {', replace: 'if (!producerAllowed(grant, grant.producers)) {' }],
     caughtBy: [{ file: scopedTokens, name: 'cross-producer attack' }],
   },
   {
@@ -361,7 +364,7 @@ export const BREAKS: Break[] = [
   {
     what: "a publish token's asset list not applied to the items it sends",
     guarantee: 'G17',
-    edits: [{ file: 'src/dedupe/http-app.ts', find: '(asset) => isLifecycleAsset(asset) || assetAllowed(grant, asset), allowed)', replace: '() => true, allowed)' }],
+    edits: [{ file: 'src/dedupe/routes/publishing.ts', find: '(asset) => isLifecycleAsset(asset) || assetAllowed(grant, asset), allowed)', replace: '() => true, allowed)' }],
     caughtBy: [{ file: scopedTokens, name: 'item by item' }],
   },
   {
@@ -403,7 +406,7 @@ export const BREAKS: Break[] = [
   {
     what: "the server's connection limits left at Node's defaults (no connection cap)",
     guarantee: 'security',
-    edits: [{ file: 'src/dedupe/http-app.ts', find: '  server.maxConnections = limits.maxConnections;\n', replace: '' }],
+    edits: [{ file: 'src/dedupe/connections.ts', find: '  server.maxConnections = limits.maxConnections;\n', replace: '' }],
     caughtBy: [{ file: 'test/fault/slow-clients.test.ts', name: 'past the cap' }],
   },
   {
@@ -421,7 +424,7 @@ export const BREAKS: Break[] = [
   {
     what: 'GET /v1/events answering a whole page of large events, however large',
     guarantee: 'security',
-    edits: [{ file: 'src/dedupe/http-app.ts', find: 'if (wait === 0) return boundedPage(store, query, options.maxPageBytes);', replace: 'if (wait === 0) return store.listEvents(query);' }],
+    edits: [{ file: 'src/dedupe/routes/reading.ts', find: 'if (wait === 0) return boundedPage(store, query, options.maxPageBytes);', replace: 'if (wait === 0) return store.listEvents(query);' }],
     caughtBy: [{ file: 'test/fault/amplification.test.ts', name: 'within maxPageBytes' }],
   },
   {
@@ -527,7 +530,7 @@ export const BREAKS: Break[] = [
   {
     what: "ingest results left out of the server's metrics",
     guarantee: 'G19',
-    edits: [{ file: 'src/dedupe/http-app.ts', find: '    options.metrics.ingested(results, (performance.now() - started) / 1000);\n', replace: '' }],
+    edits: [{ file: 'src/dedupe/routes/publishing.ts', find: '    options.metrics.ingested(results, (performance.now() - started) / 1000);\n', replace: '' }],
     caughtBy: [{ file: 'test/integration/metrics.test.ts', name: 'counters move with the traffic' }],
   },
   {
@@ -858,7 +861,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a token that consumes nothing told a held cause (forbidden) from a missing one (taken as a root)',
     guarantee: 'G17',
-    edits: [{ file: 'src/dedupe/http-app.ts', find: '      citesNothing: grant.consumes !== null && grant.consumes.length === 0,', replace: '      citesNothing: false,' }],
+    edits: [{ file: 'src/dedupe/routes/publishing.ts', find: '      citesNothing: grant.consumes !== null && grant.consumes.length === 0,', replace: '      citesNothing: false,' }],
     caughtBy: [{ file: 'test/integration/lineage-tenants.test.ts', name: "cannot poison a consumer's lineage" }],
   },
   {
@@ -900,7 +903,7 @@ export const BREAKS: Break[] = [
   {
     what: 'query numbers coerced (`after=0x10` read as cursor 16, `after=` as 0)',
     guarantee: 'G8',
-    edits: [{ file: 'src/dedupe/http-app.ts', find: "    const malformed = malformedQueryNumber(request.query, { whole: ['after', 'limit'], decimal: ['wait'] });", replace: '    const malformed = undefined as { message: string; field: string } | undefined;' }],
+    edits: [{ file: 'src/dedupe/routes/reading.ts', find: "    const malformed = malformedQueryNumber(request.query, { whole: ['after', 'limit'], decimal: ['wait'] });", replace: '    const malformed = undefined as { message: string; field: string } | undefined;' }],
     caughtBy: [{ file: conformance, name: 'pages events by cursor' }],
   },
   {
@@ -908,7 +911,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G8',
     edits: [
       {
-        file: 'src/dedupe/http-app.ts',
+        file: 'src/dedupe/routes/publishing.ts',
         find: "    const chosen = typeof given === 'object' && given !== null && 'exactly' in given ? exactAttemptClaimSchema : nextAttemptClaimSchema;",
         replace: "    const chosen = typeof given === 'object' && given !== null && 'exactly' in given ? nextAttemptClaimSchema : nextAttemptClaimSchema;",
       },
@@ -926,7 +929,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G17',
     edits: [
       {
-        file: 'src/dedupe/http-app.ts',
+        file: 'src/dedupe/routes/publishing.ts',
         find: '    if (!producerAllowed(request.grant, producer)) {\n      return sendProblem(reply, forbidden(`producer: this token publishes only',
         replace: '    if (false) {\n      return sendProblem(reply, forbidden(`producer: this token publishes only',
       },
@@ -938,7 +941,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G17',
     edits: [
       {
-        file: 'src/dedupe/http-app.ts',
+        file: 'src/dedupe/routes/reading.ts',
         find: '    if (!producerAllowed(request.grant, producer)) {\n      return sendProblem(reply, forbidden(`producer: this token reads only the streams',
         replace: '    if (false) {\n      return sendProblem(reply, forbidden(`producer: this token reads only the streams',
       },
@@ -956,7 +959,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G17',
     edits: [
       {
-        file: 'src/dedupe/http-app.ts',
+        file: 'src/dedupe/routes/admin.ts',
         find: "  app.get('/v1/tokens', { config: { access: 'admin' } },",
         replace: "  app.get('/v1/debug/streams', { config: { access: 'any' } }, async () => ({ streams: [] }));\n  app.get('/v1/tokens', { config: { access: 'admin' } },",
       },
@@ -1158,6 +1161,102 @@ export const BREAKS: Break[] = [
       },
     ],
     caughtBy: [{ file: model, name: 'retries every task of a shared file' }],
+  },
+  {
+    what: "a terminal commit settling the held emissions of every task of the run on the file (the other task's success releases nothing)",
+    guarantee: 'G25, G12',
+    edits: [{ file: 'src/outbox/file/lifecycle-statements.ts', find: ".where('run_id', '=', p.settle.runId)\n        .where('task', '=', p.settle.task)\n", replace: ".where('run_id', '=', p.settle.runId)\n" }],
+    caughtBy: [{ file: sharedFileTasks, name: 'each release their own held emissions' }],
+  },
+  {
+    what: "an attempt's outcome read without its task (another task's success taken as this task's: its complete() records nothing)",
+    guarantee: 'G25, G12',
+    edits: [{ file: 'src/outbox/file/lifecycle-statements.ts', find: "        .where('run_id', '=', p.attempt.runId)\n        .where('task', '=', p.attempt.task)\n", replace: "        .where('run_id', '=', p.attempt.runId)\n" }],
+    caughtBy: [{ file: sharedFileTasks, name: 'each release their own held emissions' }],
+  },
+  {
+    what: "a fenced attempt's rows parked across every task of the run (another task's pending rows refused)",
+    guarantee: 'G10, G12',
+    edits: [
+      {
+        file: fileRows,
+        find: "        .where('state', '=', sql.lit('pending'))\n        .where((eb) => eb.and(ofAttempt))\n        .returning('id'),",
+        replace: "        .where('state', '=', sql.lit('pending'))\n        .where((eb) => eb.and({ run_id: attempt.runId, attempt: attempt.attempt }))\n        .returning('id'),",
+      },
+    ],
+    caughtBy: [{ file: sharedFileTasks, name: 'parks nothing of the other task' }],
+  },
+  {
+    what: "a retry taking over the older attempts' pending rows of every task of the run on the file",
+    guarantee: 'G10, G12',
+    edits: [
+      {
+        file: 'src/outbox/file/run-attempts.ts',
+        find: "        .where((eb) => eb.and(ofRun))\n        .where('attempt', '<', attempt.attempt)",
+        replace: "        .where('run_id', '=', attempt.runId)\n        .where('attempt', '<', attempt.attempt)",
+      },
+    ],
+    caughtBy: [{ file: sharedFileTasks, name: 'takes over none of another task' }, { file: model, name: 'on a file it shares with another task' }],
+  },
+  {
+    what: "pruning keeping one newest row per run's attempt, not per task (a task's stream numbers from 1 again)",
+    guarantee: 'G3, G12',
+    edits: [{ file: 'src/outbox/relay/pruning.ts', find: ".groupBy(['run_id', 'task', 'attempt'])", replace: ".groupBy(['run_id', 'attempt'])" }],
+    caughtBy: [{ file: sharedFileTasks, name: 'pruning keeps each task' }],
+  },
+  {
+    what: 'a held emission released under a newly derived key instead of the one it was committed with',
+    guarantee: 'G25',
+    edits: [{ file: 'src/outbox/commit/commit.ts', find: '          held: false,\n          preset: { key: row.key, scope: row.key_scope },\n', replace: '          held: false,\n' }],
+    caughtBy: [{ file: heldRelease, name: 'released under the key they were committed with' }],
+  },
+  {
+    what: 'the discarded emissions held again whenever an attempt opens the file, not only a later attempt',
+    guarantee: 'G25',
+    edits: [
+      {
+        file: 'src/outbox/file/run-attempts.ts',
+        find: "        if ((opened ?? 0) >= attempt) return { lastWriter, adopted: 0 };\n        s.openRun.run({ ...run, attempt });\n        // A later attempt after a failure for good: the run is tried again after all, and what that\n        // failure discarded is held again for the success this attempt may make.\n        this.lifecycle.holdDiscardedAgain.run({ ...run });\n",
+        replace: "        this.lifecycle.holdDiscardedAgain.run({ ...run });\n        if ((opened ?? 0) >= attempt) return { lastWriter, adopted: 0 };\n        s.openRun.run({ ...run, attempt });\n",
+      },
+    ],
+    caughtBy: [{ file: heldRelease, name: 'stay discarded when the attempt that failed for good' }],
+  },
+  {
+    what: 'a taken position resent with its key and another payload answered as a duplicate (the other payload dropped in silence)',
+    guarantee: 'G5',
+    edits: [
+      {
+        file: 'src/dedupe/ingest/resolve.ts',
+        find: "if (!outcome && existing && item.kind === 'event' && existing.fingerprint === item.fingerprint) {",
+        replace: "if (!outcome && existing && item.kind === 'event') {",
+      },
+    ],
+    caughtBy: [{ file: hostileReview, name: 'a taken position resent with its key and another payload' }],
+  },
+  {
+    what: "a token revoked through an instance left in that instance's grant cache (let in until the cache time passes)",
+    guarantee: 'G17',
+    edits: [{ file: 'src/dedupe/routes/admin.ts', find: '    options.auth.forget();\n', replace: '' }],
+    caughtBy: [{ file: hostileReview, name: 'revoked through this instance at once' }],
+  },
+  {
+    what: "a second revocation overwriting the first one's time",
+    guarantee: 'G17',
+    edits: [{ file: tokens, find: ".where('id', '=', id).where('revoked_at', 'is', null).execute();", replace: ".where('id', '=', id).execute();" }],
+    caughtBy: [{ file: hostileReview, name: 'revoked twice' }],
+  },
+  {
+    what: "the stream state route checking the producer of publish tokens only (a stream reader of one producer reads every producer's checkpoints)",
+    guarantee: 'G17',
+    edits: [
+      {
+        file: 'src/dedupe/routes/reading.ts',
+        find: '    if (!producerAllowed(request.grant, producer)) {\n      return sendProblem(reply, forbidden(`producer: this token reads only the streams',
+        replace: "    if (request.grant.scope === 'publish' && !producerAllowed(request.grant, producer)) {\n      return sendProblem(reply, forbidden(`producer: this token reads only the streams",
+      },
+    ],
+    caughtBy: [{ file: hostileReview, name: 'stream reader of one producer' }],
   },
   {
     what: "an emission's key derived without its task (another task's event for the same partition answered as a duplicate)",

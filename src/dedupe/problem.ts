@@ -1,3 +1,5 @@
+import type { ZodError } from 'zod';
+import { describeFirstIssue } from '../protocol/emission.js';
 import type { FastifyReply } from 'fastify';
 import { ProblemCode } from '../protocol/errors.js';
 import { PROBLEM_CONTENT_TYPE, type Problem } from '../protocol/wire.js';
@@ -43,4 +45,10 @@ export class RequestProblem extends Error {
   constructor(readonly problem: Problem) {
     super(problem.detail);
   }
+}
+
+/** The 400 answer to input a schema refused: its first issue, with the field it names (or `field`). */
+export function invalidInput(error: ZodError, described: Parameters<typeof describeFirstIssue>[1], field?: string): Problem {
+  const issue = describeFirstIssue(error, described);
+  return problem(400, ProblemCode.InvalidRequest, issue.message, field ?? issue.field);
 }

@@ -1,0 +1,71 @@
+import type { FastifyInstance } from 'fastify';
+import { ProblemCode } from '../../protocol/errors.js';
+import { echo, nameList } from '../../protocol/text.js';
+import { eventQuerySchema, streamParamsSchema, streamQuerySchema } from '../../protocol/wire.js';
+import { forbidden } from '../auth.js';
+import { boundedPage, waitedPage } from '../event-page.js';
+import type { HttpAppOptions } from '../http-options.js';
+import type { LongPolls } from '../long-polls.js';
+import { invalidInput, problem, sendProblem } from '../problem.js';
+import { malformedQueryNumber } from '../query-numbers.js';
+import { assetAllowed, producerAllowed } from '../tokens.js';
+
+/** The routes that read what the server stored: events (paged, or waited for), a stream's state, the assets. */
+export function addReadingRoutes(app: FastifyInstance, options: HttpAppOptions, longPolls: LongPolls): void {
+  const { store } = options;
+  app.get('/v1/events', { config: { access: 'events' } }, async (request, reply) => {
+    const malformed = malformedQueryNumber(request.query, { whole: ['after', 'limit'], decimal: ['wait'] });
+    if (malformed) return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, malformed.message, malformed.field));
+    const parsed = eventQuerySchema.safeParse(request.query);
+    if (!parsed.success) {
+      return sendProblem(reply, invalidInput(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit', 'wait'] }));
+    }
+    const { asset } = parsed.data;
+    const { grant } = request;
+    if (grant.assets !== null && (asset === undefined || !assetAllowed(grant, asset))) {
+      return sendProblem(reply, forbidden(`asset: this token reads only the events of ${nameList(grant.assets)}; ask for one of them with ?asset=`, 'asset'));
+    }
+    const { wait, ...query } = parsed.data;
+    if (wait === 0) return boundedPage(store, query, options.maxPageBytes);
+    const admitted = longPolls.admit(request.principal);
+    if ('refused' in admitted) {
+      options.metrics.waitRefused(admitted.refused);
+      reply.header('retry-after', String(admitted.retryAfterS));
+      return sendProblem(reply, admitted.problem);
+    }
+    // A reader that goes away stops waiting: its connection is all it held.
+    const gone = new AbortController();
+    reply.raw.once('close', () => gone.abort());
+    try {
+      return await waitedPage(store, query, options.maxPageBytes, wait * 1000, gone.signal);
+    } finally {
+      admitted.release();
+    }
+  });
+
+  app.get<{ Params: { producer: string; runId: string } }>('/v1/streams/:producer/:runId', { config: { access: 'streams' } }, async (request, reply) => {
+    const parsed = streamQuerySchema.safeParse(request.query);
+    if (!parsed.success) {
+      return sendProblem(reply, invalidInput(parsed.error, { input: request.query, knownKeys: ['task'] }));
+    }
+    const params = streamParamsSchema.safeParse(request.params);
+    if (!params.success) {
+      return sendProblem(reply, invalidInput(params.error, { input: request.params }));
+    }
+    const { producer, runId } = params.data;
+    if (!producerAllowed(request.grant, producer)) {
+      return sendProblem(reply, forbidden(`producer: this token reads only the streams of producers matching "${echo(request.grant.producers)}"`, 'producer'));
+    }
+    const state = await store.streamState(producer, runId, parsed.data.task ?? null);
+    if (!state) {
+      const task = parsed.data.task === undefined ? '' : ` task ${echo(parsed.data.task)}`;
+      return sendProblem(reply, problem(404, ProblemCode.NotFound, `no stream ${echo(producer)}/${echo(runId)}${task} has delivered to this server`));
+    }
+    return state;
+  });
+
+  // A token limited to assets sees only those: the list is no more public than the events.
+  app.get('/v1/assets', { config: { access: 'events' } }, async (request) => ({
+    assets: (await store.listAssets()).filter((asset) => assetAllowed(request.grant, asset)),
+  }));
+}
