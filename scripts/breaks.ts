@@ -32,6 +32,7 @@ export interface Break {
 
 const sqliteStore = 'src/dedupe/sqlite/store.ts';
 const postgresStore = 'src/dedupe/postgres/store.ts';
+const postgresIngestSteps = 'src/dedupe/postgres/ingest-steps.ts';
 const postgresStatements = 'src/dedupe/postgres/statements.ts';
 const sqliteStatements = 'src/dedupe/sqlite/statements.ts';
 const relay = 'src/outbox/relay/relay.ts';
@@ -205,7 +206,7 @@ export const BREAKS: Break[] = [
   {
     what: 'no NOTIFY when PostgreSQL stores events, so readers on other instances wait for their next look',
     guarantee: 'long-poll',
-    edits: [{ file: postgresStore, find: '          await runStatement(client, run.notifyStored, { channel: this.channel, payload: notifyPayload(events.map((e) => e.item.payload.asset)) });\n', replace: '' }],
+    edits: [{ file: postgresIngestSteps, find: '      await runStatement(client, run.notifyStored, { channel: this.channel, payload: notifyPayload(events.map((e) => e.item.payload.asset)) });\n', replace: '' }],
     caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'LISTEN/NOTIFY' }],
     postgres: true,
   },
@@ -472,7 +473,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G13',
     edits: [
       {
-        file: postgresStore,
+        file: postgresIngestSteps,
         find: '        const [locked] = await runStatement(client, run.openStream, { ...ofAttempt, ts: clock.ts });',
         replace:
           "        const key = [ofAttempt.producer, ofAttempt.runId, ofAttempt.task];\n" +
@@ -841,7 +842,7 @@ export const BREAKS: Break[] = [
     what: 'PostgreSQL claiming keys in the order sent (two requests deadlock)',
     guarantee: 'G8, G13',
     postgres: true,
-    edits: [{ file: postgresStore, find: '        const sorted = [...claims].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));', replace: '        const sorted = claims;' }],
+    edits: [{ file: postgresIngestSteps, find: '        const sorted = [...claims].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));', replace: '        const sorted = claims;' }],
     caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'never deadlocks two ingests' }],
   },
   {

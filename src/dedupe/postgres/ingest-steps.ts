@@ -1,0 +1,118 @@
+import type pg from 'pg';
+import type { StreamIdentity } from '../../protocol/wire.js';
+import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
+import type { StepHandler } from '../ingest/steps.js';
+import { notifyPayload } from '../stored-assets.js';
+import { attemptOf, lineageColumns, toCauseEvent } from '../tables.js';
+import { runStatement } from './connection.js';
+import type { ingestStatements } from './statements.js';
+
+/**
+ * @internal What the ingest steps (ingest/steps.ts) ask of PostgreSQL: each read and write one round
+ * trip inside the request's transaction, on the statements prepared once per connection.
+ */
+export class PostgresIngestSteps {
+  constructor(
+    private readonly statements: ReturnType<typeof ingestStatements>,
+    /** The NOTIFY channel that wakes waiting readers on every instance. */
+    private readonly channel: string,
+  ) {}
+
+  /** The reads and writes of one request's ingest, each one round trip inside its transaction. */
+  stepHandler(client: pg.PoolClient, stream: StreamIdentity): StepHandler<true> {
+    const run = this.statements;
+    const ofAttempt = attemptOf(stream);
+    const { producer } = stream;
+    return {
+      position: async ({ clock }) => {
+        // One statement creates the stream or marks it active now, and takes its row lock either way.
+        const [locked] = await runStatement(client, run.openStream, { ...ofAttempt, ts: clock.ts });
+        const [seqRow] = await runStatement(client, run.lastSeq, ofAttempt);
+        return { epoch: locked!.epoch, lastSeq: seqRow?.last_seq ?? 0, fresh: locked!.fresh };
+      },
+      causes: async ({ cursors }) => {
+        const rows = await runStatement(client, run.causeEvents, { cursors: [...cursors] });
+        return new Map(rows.map((row) => [Number(row.cursor), toCauseEvent(row)]));
+      },
+      checkpointNames: async () => {
+        const rows = await runStatement(client, run.checkpointNames, { producer, runId: stream.runId, task: ofAttempt.task });
+        return new Set(rows.map((row) => row.name));
+      },
+      claim: async ({ claims, clock }) => {
+        // In key order, so that two requests claiming the same keys take their locks in the same order and
+        // one waits for the other rather than both for each other (a deadlock).
+        const sorted = [...claims].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+        const rows = await runStatement(client, run.claimKeys, {
+          producer,
+          keys: sorted.map((c) => c.key),
+          fingerprints: sorted.map((c) => c.fingerprint),
+          eventIds: sorted.map((c) => c.eventId),
+          ts: clock.ts,
+          createdAt: clock.ms,
+        });
+        return new Set(rows.map((row) => row.key));
+      },
+      read: async ({ seqs, keys }) => {
+        const outcomes = new Map<number, RecordedOutcome>();
+        if (seqs.length > 0) {
+          for (const { seq, ...outcome } of await runStatement(client, run.recordedOutcomes, { ...ofAttempt, seqs: [...seqs] })) outcomes.set(seq, outcome);
+        }
+        const records = new Map<string, DedupeRecord>();
+        if (keys.length > 0) {
+          for (const row of await runStatement(client, run.readRecords, { producer, keys: [...keys] })) {
+            records.set(row.key, { fingerprint: row.fingerprint, eventId: row.event_id, ts: row.ts });
+          }
+        }
+        return { outcomes, records };
+      },
+      write: (step) => this.write(client, stream, step),
+    };
+  }
+
+  /** Stores what the resolve step decided: events (and their notification), outcomes, checkpoints, position, epoch. */
+  private async write(client: pg.PoolClient, stream: StreamIdentity, { writes, clock }: Parameters<StepHandler<true>['write']>[0]): Promise<void> {
+    const run = this.statements;
+    const ofAttempt = attemptOf(stream);
+    const { producer } = stream;
+    const { events, outcomes } = writes;
+    if (events.length > 0) {
+      const lineages = events.map((e) => lineageColumns(e.lineage));
+      await runStatement(client, run.insertEvents, {
+        eventIds: events.map((e) => e.eventId),
+        keys: events.map((e) => e.item.key),
+        assets: events.map((e) => e.item.payload.asset),
+        partitionKeys: events.map((e) => e.item.payload.partitionKey ?? null),
+        partitionDates: events.map((e) => e.item.payload.partitionDate ?? null),
+        extras: events.map((e) => e.item.payload.extra ?? null),
+        seqs: events.map((e) => e.item.seq),
+        traceContexts: events.map((e) => (e.item.trace === undefined ? null : JSON.stringify(e.item.trace))),
+        causedBy: lineages.map((l) => l.causedBy),
+        depths: lineages.map((l) => l.depth),
+        lineages: lineages.map((l) => l.lineage),
+        ts: clock.ts,
+        producer,
+        workflow: stream.workflow,
+        runId: stream.runId,
+        task: stream.task,
+        attempt: stream.attempt,
+      });
+      await runStatement(client, run.notifyStored, { channel: this.channel, payload: notifyPayload(events.map((e) => e.item.payload.asset)) });
+    }
+    if (outcomes.length > 0) {
+      await runStatement(client, run.recordOutcomes, {
+        ...ofAttempt,
+        seqs: outcomes.map((o) => o.seq),
+        keys: outcomes.map((o) => o.key),
+        statuses: outcomes.map((o) => o.status),
+        codes: outcomes.map((o) => o.code),
+        details: outcomes.map((o) => o.detail),
+        fields: outcomes.map((o) => o.field),
+        createdAt: clock.ms,
+      });
+    }
+    for (const checkpoint of writes.revisions) await runStatement(client, run.reviseCheckpoint, { ...ofAttempt, ...checkpoint, ts: clock.ts });
+    for (const checkpoint of writes.checkpoints) await runStatement(client, run.saveCheckpoint, { ...ofAttempt, ...checkpoint, ts: clock.ts });
+    if (writes.lastSeq !== null) await runStatement(client, run.saveLastSeq, { ...ofAttempt, lastSeq: writes.lastSeq });
+    if (writes.epoch !== null) await runStatement(client, run.raiseEpoch, { ...ofAttempt, epoch: writes.epoch, ts: clock.ts });
+  }
+}
