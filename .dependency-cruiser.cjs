@@ -3,8 +3,8 @@
  * sqlite, checkpoint and client (the HTTP client, failure streaks, failpoints, the logger); the producer
  * (outbox) and the server (dedupe), which never import each other; the consumer; the adapters (airflow,
  * bullmq); the CLI on top. Inside the producer, the rooms along the path an emission takes: file/ at the
- * bottom, commit/ and relay/ beside each other above it, and the public face (outbox.ts, options.ts,
- * resume.ts, status.ts) on top; the rooms reach up only to the run's identity (run.ts) and the events'
+ * bottom, commit/ and relay/ beside each other above it, and the public face (index.ts, open.ts,
+ * outbox.ts, asset.ts, options.ts, resume.ts, receipts.ts, metrics.ts, status.ts) on top; the rooms reach up only to the run's identity (run.ts) and the events'
  * types (events.ts), which import nothing of the producer. No import cycle, type-only ones included.
  * test/unit/layers.test.ts runs these rules on every `npm test`.
  */

@@ -279,7 +279,7 @@ export const BREAKS: Break[] = [
   {
     what: "a retry opening a file does not take over the older attempts' undelivered rows",
     guarantee: 'G12',
-    edits: [{ file: 'src/outbox/file/run-attempts.ts', find: 'for (const { id } of rows) s.adoptRow.run', replace: 'for (const { id } of rows.slice(rows.length)) s.adoptRow.run' }],
+    edits: [{ file: 'src/outbox/file/run-attempts.ts', find: 'for (const { id } of rows) this.rows.takeOver.run', replace: 'for (const { id } of rows.slice(rows.length)) this.rows.takeOver.run' }],
     caughtBy: [{ file: sameFile, name: 'takes over what the zombie committed' }],
   },
   {
@@ -287,8 +287,8 @@ export const BREAKS: Break[] = [
     guarantee: 'G12',
     edits: [
       {
-        file: 'src/outbox/file/run-attempts.ts',
-        find: "eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit('fenced'))])]),",
+        file: 'src/outbox/file/rows.ts',
+        find: "eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit(ProducerErrorCode.Fenced))])]),",
         replace: "eb('state', '=', sql.lit('pending')),",
       },
     ],
@@ -455,7 +455,7 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/outbox/commit/row-writer.ts',
-        find: '    this.nextSeq = (file.rows.lastSeq.get({ runId: run.runId, task: this.task, attempt: run.attempt })!.last ?? 0) + 1;',
+        find: '    this.nextSeq = nextSeq(file.rows, { runId: run.runId, task: this.task, attempt: run.attempt });',
         replace: '    this.nextSeq = ((file as unknown as { seq?: number }).seq ??= 1);',
       },
     ],
@@ -507,7 +507,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a dead row sent again under a new key',
     guarantee: 'G18',
-    edits: [{ file: 'src/outbox/file/dead-letters.ts', find: "            state: sql.lit('pending'),\n", replace: "            state: sql.lit('pending'),\n            key: sql`lower(hex(randomblob(16)))`,\n" }],
+    edits: [{ file: 'src/outbox/file/rows.ts', find: ".set({ id: sql`(SELECT max(id) + 1 FROM outbox)`, ...pendingAgainAs })", replace: ".set({ id: sql`(SELECT max(id) + 1 FROM outbox)`, ...pendingAgainAs, key: sql`lower(hex(randomblob(16)))` })" }],
     caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'however often it is retried' }],
   },
   {
@@ -769,7 +769,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a run that failed for good and is tried again after all does not hold what its failure discarded',
     guarantee: 'G25',
-    edits: [{ file: 'src/outbox/file/run-attempts.ts', find: '        this.lifecycle.holdDiscardedAgain.run({ ...run });\n', replace: '' }],
+    edits: [{ file: 'src/outbox/file/run-attempts.ts', find: '        this.terminal.holdDiscardedAgain.run({ ...run });\n', replace: '' }],
     caughtBy: [{ file: lifecycle, name: 'tried again after all (the same file)' }],
   },
   {
@@ -1087,8 +1087,8 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/outbox/commit/commit.ts',
-        find: "      if (!keepsHeld) file.lifecycle.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded',",
-        replace: "      if (keepsHeld || !keepsHeld) file.lifecycle.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded',",
+        find: "      if (!keepsHeld) file.terminal.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded',",
+        replace: "      if (keepsHeld || !keepsHeld) file.terminal.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded',",
       },
     ],
     caughtBy: [{ file: terminalPaths, name: 'fail with a retry to come then a retry on the same file' }],
@@ -1166,13 +1166,13 @@ export const BREAKS: Break[] = [
   {
     what: "a terminal commit settling the held emissions of every task of the run on the file (the other task's success releases nothing)",
     guarantee: 'G25, G12',
-    edits: [{ file: 'src/outbox/file/lifecycle-statements.ts', find: ".where('run_id', '=', p.settle.runId)\n        .where('task', '=', p.settle.task)\n", replace: ".where('run_id', '=', p.settle.runId)\n" }],
+    edits: [{ file: 'src/outbox/file/terminal-statements.ts', find: ".where('run_id', '=', p.settle.runId)\n        .where('task', '=', p.settle.task)\n", replace: ".where('run_id', '=', p.settle.runId)\n" }],
     caughtBy: [{ file: sharedFileTasks, name: 'each release their own held emissions' }],
   },
   {
     what: "an attempt's outcome read without its task (another task's success taken as this task's: its complete() records nothing)",
     guarantee: 'G25, G12',
-    edits: [{ file: 'src/outbox/file/lifecycle-statements.ts', find: "        .where('run_id', '=', p.attempt.runId)\n        .where('task', '=', p.attempt.task)\n", replace: "        .where('run_id', '=', p.attempt.runId)\n" }],
+    edits: [{ file: 'src/outbox/file/terminal-statements.ts', find: "        .where('run_id', '=', p.attempt.runId)\n        .where('task', '=', p.attempt.task)\n", replace: "        .where('run_id', '=', p.attempt.runId)\n" }],
     caughtBy: [{ file: sharedFileTasks, name: 'each release their own held emissions' }],
   },
   {
@@ -1192,7 +1192,7 @@ export const BREAKS: Break[] = [
     guarantee: 'G10, G12',
     edits: [
       {
-        file: 'src/outbox/file/run-attempts.ts',
+        file: 'src/outbox/file/rows.ts',
         find: "        .where((eb) => eb.and(ofRun))\n        .where('attempt', '<', attempt.attempt)",
         replace: "        .where('run_id', '=', attempt.runId)\n        .where('attempt', '<', attempt.attempt)",
       },
@@ -1217,8 +1217,8 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/outbox/file/run-attempts.ts',
-        find: "        if ((opened ?? 0) >= attempt) return { lastWriter, adopted: 0 };\n        s.openRun.run({ ...run, attempt });\n        // A later attempt after a failure for good: the run is tried again after all, and what that\n        // failure discarded is held again for the success this attempt may make.\n        this.lifecycle.holdDiscardedAgain.run({ ...run });\n",
-        replace: "        this.lifecycle.holdDiscardedAgain.run({ ...run });\n        if ((opened ?? 0) >= attempt) return { lastWriter, adopted: 0 };\n        s.openRun.run({ ...run, attempt });\n",
+        find: "        if ((opened ?? 0) >= attempt) return { lastWriter, adopted: 0 };\n        s.openRun.run({ ...run, attempt });\n        // A later attempt after a failure for good: the run is tried again after all, and what that\n        // failure discarded is held again for the success this attempt may make.\n        this.terminal.holdDiscardedAgain.run({ ...run });\n",
+        replace: "        this.terminal.holdDiscardedAgain.run({ ...run });\n        if ((opened ?? 0) >= attempt) return { lastWriter, adopted: 0 };\n        s.openRun.run({ ...run, attempt });\n",
       },
     ],
     caughtBy: [{ file: heldRelease, name: 'stay discarded when the attempt that failed for good' }],
@@ -1323,8 +1323,8 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/outbox/file/run-attempts.ts',
-        find: "import type { LifecycleStatements } from './lifecycle-statements.js';",
-        replace: "import type { LifecycleStatements } from './lifecycle-statements.js';\nimport type { OutboxFile } from './outbox-file.js';\nexport type RunsOf = OutboxFile['runs'];",
+        find: "import type { TerminalStatements } from './terminal-statements.js';",
+        replace: "import type { TerminalStatements } from './terminal-statements.js';\nimport type { OutboxFile } from './outbox-file.js';\nexport type RunsOf = OutboxFile['runs'];",
       },
     ],
     caughtBy: [{ file: 'test/unit/layers.test.ts' }],
@@ -1346,6 +1346,18 @@ export const BREAKS: Break[] = [
       },
     ],
     caughtBy: [{ file: 'test/unit/layers.test.ts' }],
+  },
+  {
+    what: "the relay's request body leaving out an event's partition date",
+    guarantee: 'G3',
+    edits: [{ file: 'src/outbox/relay/batch-encoding.ts', find: "      ...(row.partition_date === null ? {} : { partitionDate: row.partition_date }),\n", replace: '' }],
+    caughtBy: [{ file: 'test/unit/batch-encoding.test.ts' }],
+  },
+  {
+    what: "the relay's request body sending a coalesced checkpoint update without its revision",
+    guarantee: 'G11',
+    edits: [{ file: 'src/outbox/relay/batch-encoding.ts', find: 'const revision = row.revision === 0 ?', replace: 'const revision = row.revision >= 0 ?' }],
+    caughtBy: [{ file: 'test/unit/batch-encoding.test.ts' }],
   },
 ];
 

@@ -82,8 +82,8 @@ export class ServerClient {
    * Tries the servers in turn, with backoff, for up to `retryForMs`; the error then names every URL tried
    * and what each last answered.
    */
-  async streamState(producer: string, runId: string, task: string | undefined, retryForMs: number): Promise<StreamState | undefined> {
-    const route = `${streamRoute(producer, runId)}${task === undefined ? '' : `?task=${encodeURIComponent(task)}`}`;
+  async streamState(producer: string, runId: string, task: string | null, retryForMs: number): Promise<StreamState | undefined> {
+    const route = `${streamRoute(producer, runId)}${task === null ? '' : `?task=${encodeURIComponent(task)}`}`;
     return this.retrying(route, retryForMs, async () => {
       const answer = await this.exchange(route, { method: 'GET' });
       if (answer.status === 404) return undefined;
@@ -102,12 +102,12 @@ export class ServerClient {
   async claimAttempt(
     producer: string,
     runId: string,
-    task: string | undefined,
+    task: string | null,
     claim: AttemptClaim,
     retryForMs: number,
   ): Promise<{ attempt: number } | { refused: 'attempt_taken' | 'attempt_too_high'; epoch: number; detail: string }> {
     const route = `${streamRoute(producer, runId)}/attempts`;
-    const body = JSON.stringify({ task: task ?? null, ...claim });
+    const body = JSON.stringify({ task, ...claim });
     return this.retrying(route, retryForMs, async () => {
       const answer = await this.exchange(route, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
       if (answer.status === 409) {

@@ -8,6 +8,7 @@ import { assertSyncCallback, refusePromise } from '../outbox/commit/sync-callbac
 import type { CloseResult, Outbox } from '../outbox/outbox.js';
 import { openResolvedOutbox } from '../outbox/open.js';
 import { resolveOutboxOptions } from '../outbox/options.js';
+import { runKeyOf } from '../outbox/run.js';
 import { defaultLogger, loggerSchema, type OutboxLogger } from '../client/logger.js';
 import { serversSchema } from '../client/server-urls.js';
 import { FailureStreak } from '../client/failure-streak.js';
@@ -351,7 +352,7 @@ export class Consumer {
   /** Throws FencedError when a later consumer of the group claimed the epoch and this one learnt it. */
   private assertCurrent(): void {
     const run = this.box.run!;
-    this.box.file.runs.assertCurrent({ runId: run.runId, task: '' }, run.attempt);
+    this.box.file.runs.assertCurrent(runKeyOf(run), run.attempt);
   }
 
   private failed(error: Error): void {

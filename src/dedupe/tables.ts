@@ -15,8 +15,13 @@ export interface OfAttempt extends OfStream {
   attempt: number;
 }
 
+/** A stream as both stores key it, from its wire form (task null for none): the one place that turns one into the other. */
+export function streamOf(producer: string, runId: string, task: string | null): OfStream {
+  return { producer, runId, task: task ?? '' };
+}
+
 export function attemptOf(stream: StreamIdentity): OfAttempt {
-  return { producer: stream.producer, runId: stream.runId, task: stream.task ?? '', attempt: stream.attempt };
+  return { ...streamOf(stream.producer, stream.runId, stream.task), attempt: stream.attempt };
 }
 
 /** An events row as both stores hold it (column names are the same in SQLite and PostgreSQL). */

@@ -4,7 +4,7 @@ import { ServerClient } from '../client/server-client.js';
 import { OutboxFile } from './file/outbox-file.js';
 import { resolveOutboxOptions, type ClaimedOptions, type OutboxOptions, type ResolvedOutboxOptions } from './options.js';
 import { Outbox } from './outbox.js';
-import { runKeyOf } from './run.js';
+import { runKeyOf, wireTask } from './run.js';
 
 /*
  * Opening an outbox: the wiring, done once. The file, the one client for the server, the attempt
@@ -25,13 +25,12 @@ const SOURCE_CLAIM_TRIES = 10;
 async function claimAttempt(options: ResolvedOutboxOptions & { servers: string[] }, file: OutboxFile, client: ServerClient | undefined): Promise<ClaimedOptions> {
   const { run } = options;
   if (run === undefined || typeof run.attempt === 'number') return options as ClaimedOptions;
-  const row = file.runs.stateOf(runKeyOf(run));
-  const seen = Math.max(row?.opened_by ?? 0, row?.fenced_by ?? 0);
+  const seen = file.runs.highestSeen(runKeyOf(run));
   // The options' check made sure a claimed attempt comes with a server.
   const server = client!;
   const claim = async (wanted: AttemptClaim) => {
     try {
-      return await server.claimAttempt(options.producer, run.runId, run.task, wanted, options.resumeTimeoutMs);
+      return await server.claimAttempt(options.producer, run.runId, wireTask(run.task), wanted, options.resumeTimeoutMs);
     } catch (error) {
       throw new ResumeUnavailableError(
         `run ${run.runId} could not claim its attempt from the server: ${(error as Error).message}. Make the server reachable, ` +

@@ -16,25 +16,23 @@ import { CommitTransaction, describeFailure, type CommitContext, type Terminal }
 import type { Emission } from './commit/emission.js';
 import { Asset } from './asset.js';
 import { failpoint } from '../client/failpoints.js';
-import { OutboxFile, type OutboxRow } from './file/outbox-file.js';
+import { OutboxFile } from './file/outbox-file.js';
+import type { OutboxRow } from './file/schema.js';
 import type { ClaimedOptions, RunContext } from './options.js';
-import { fromRow, ReceiptWaiters } from './relay/receipts.js';
+import { fromRow, ReceiptWaiters } from './receipts.js';
 import { waitUntilDrained } from './relay/file-watch.js';
 import type { Relay } from './relay/relay.js';
 import { assembleDelivery } from './relay/assemble.js';
 import { assertSyncCallback, refusePromise } from './commit/sync-callback.js';
 import type { OutboxLogger } from '../client/logger.js';
 import type { OutboxEventMap, RelayError } from './events.js';
-import type { Fence, RunKey } from './file/run-attempts.js';
+import type { Fence, RunKey } from './run.js';
 import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
-import { OutboxMetrics } from './relay/metrics.js';
+import { OutboxMetrics } from './metrics.js';
 import type { Reporter } from './relay/reporter.js';
 import type { ServerClient } from '../client/server-client.js';
 import { runKeyOf } from './run.js';
-
-/** How often a receipt promise checks the file while another process's relay does the delivering. */
-const RECEIPT_POLL_MS = 50;
 
 export interface CloseOptions {
   /** How long to wait for pending rows to be delivered before closing anyway. @defaultValue 10000 */
@@ -89,7 +87,6 @@ export class Outbox {
   /** The checkpoint names this job defined: the server keeps at most Limits.maxCheckpointNames per run. */
   private readonly checkpointNames = new Set<string>();
   private closing: Promise<CloseResult> | undefined;
-  private pollTimer: NodeJS.Timeout | undefined;
   /** The server's stream state this retry resumed from, when it did (a fresh machine). */
   resumedFrom: StreamState | undefined;
 
@@ -277,7 +274,7 @@ export class Outbox {
     const run = this.run!;
     const tx = new CommitTransaction(context);
     const ended = this.transact(tx, (inner) => {
-      const earlier = this.file.lifecycle.outcomeOf.get({ ...runKeyOf(run), attempt: run.attempt });
+      const earlier = this.file.terminal.outcomeOf.get({ ...runKeyOf(run), attempt: run.attempt });
       if (earlier !== undefined) {
         if (earlier.outcome === terminal.outcome) return { recorded: false, value: undefined };
         throw new RunEndedError(`box.${verb}(): attempt ${run.attempt} of run ${run.runId} has ${earlier.outcome} already; an attempt ends once`);
@@ -300,7 +297,7 @@ export class Outbox {
     const run = this.run;
     const previous = this.lastWriter;
     if (run === undefined || this.commitContext === undefined || previous === undefined || previous >= run.attempt) return;
-    if (this.file.lifecycle.outcomeOf.get({ ...runKeyOf(run), attempt: previous }) !== undefined) return;
+    if (this.file.terminal.outcomeOf.get({ ...runKeyOf(run), attempt: previous }) !== undefined) return;
     this.transact(new CommitTransaction(this.commitContext), (inner) => inner.noteFenced(previous), true);
   }
 
@@ -351,7 +348,6 @@ export class Outbox {
           (result.lastError ? `; last error: ${result.lastError.message}` : ''),
       );
     }
-    clearInterval(this.pollTimer);
     this.metrics?.detach();
     this.waiters.rejectAll(
       new OutboxClosedError(
@@ -373,26 +369,16 @@ export class Outbox {
     }
     const row = this.file.rows.rowById.get({ id: emission.rowId })!;
     const promise = this.waiters.wait(row, emission.recommitted, this.fenceOf(row));
-    if (row.state === 'pending') this.pollWhileAnotherRelayDelivers();
+    if (row.state === 'pending') {
+      // With no relay of ours delivering, receipts come from whichever process does, through the file.
+      this.waiters.pollFile(
+        (id) => {
+          const settled = this.file.rows.rowById.get({ id });
+          return settled === undefined || settled.state === 'pending' ? undefined : fromRow(settled, this.fenceOf(settled));
+        },
+        () => this.relay?.holdsLease === true && this.relay.failure === undefined,
+      );
+    }
     return promise;
-  }
-
-  /** With no relay of ours delivering, receipts come from whichever process does: read them back from the file. */
-  private pollWhileAnotherRelayDelivers(): void {
-    if (this.pollTimer !== undefined) return;
-    this.pollTimer = setInterval(() => {
-      if (this.waiters.size === 0) {
-        clearInterval(this.pollTimer);
-        this.pollTimer = undefined;
-        return;
-      }
-      if (this.relay?.holdsLease && this.relay.failure === undefined) return;
-      const settled = this.waiters
-        .rowIds()
-        .map((id) => this.file.rows.rowById.get({ id }))
-        .filter((row) => row !== undefined && row.state !== 'pending')
-        .map((row) => fromRow(row!, this.fenceOf(row!)));
-      this.waiters.settle(settled);
-    }, RECEIPT_POLL_MS);
   }
 }

@@ -1,10 +1,9 @@
 import type { OutboxFile } from './file/outbox-file.js';
-import type { RunContext } from './run.js';
 import type { ServerClient } from '../client/server-client.js';
 import { ResumeUnavailableError } from '../protocol/errors.js';
 import type { StreamState } from '../protocol/wire.js';
 import { HELD_CHECKPOINT, restoreHeld } from './commit/held-mirror.js';
-import { runKeyOf } from './run.js';
+import { runKeyOf, wireTask, type RunContext } from './run.js';
 
 /**
  * When a retry takes the server's copy of its run's checkpoints:
@@ -63,7 +62,7 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
 async function fetchStreamState(options: ResumeOptions): Promise<StreamState | undefined> {
   const { run } = options;
   try {
-    return await options.client.streamState(options.producer, run.runId, run.task, options.resumeTimeoutMs);
+    return await options.client.streamState(options.producer, run.runId, wireTask(run.task), options.resumeTimeoutMs);
   } catch (error) {
     throw new ResumeUnavailableError(
       `attempt ${run.attempt} of run ${run.runId} could not read its stream state: ${(error as Error).message}. Without it a retry ` +

@@ -1,4 +1,5 @@
 import type { OutboxFile } from './file/outbox-file.js';
+import { deathOf } from './file/rows.js';
 import { leaseHolder } from './relay/lease.js';
 import type { RelayError } from './events.js';
 import type { Relay } from './relay/relay.js';
@@ -43,7 +44,7 @@ export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.n
   const s = file.rows;
   const counts = { pending: 0, delivered: 0, dead: 0 };
   const lifecycle = { held: 0, released: 0, discarded: 0 };
-  for (const row of file.lifecycle.countByState.all({})) lifecycle[row.state] = row.count;
+  for (const row of file.terminal.countByState.all({})) lifecycle[row.state] = row.count;
   let pendingCheckpoints = 0;
   let oldestPending: number | null = null;
   for (const row of s.countByState.all()) {
@@ -74,8 +75,7 @@ export function readStatus(file: OutboxFile, relay?: Relay, now: number = Date.n
       key: row.key,
       asset: row.asset,
       partitionKey: row.partition_key,
-      code: row.dead_code ?? 'unknown',
-      reason: row.dead_reason ?? '',
+      ...deathOf(row),
     })),
   };
 }

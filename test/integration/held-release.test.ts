@@ -1,28 +1,10 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import { openOutbox, type Outbox } from '../../src/outbox/index.js';
-import { startServer, type RunningServer } from '../support/server.js';
+import { startServer } from '../support/server.js';
+import { batchProgress as progress, commitBatch as batch, openTask as open } from '../support/task-runs.js';
 import { tempDir } from '../support/temp.js';
 
 /** Held emissions (G25): released under the keys they were committed with, and not held again by a reopened attempt that failed for good. */
-
-const quiet = { info() {}, warn() {}, error() {} };
-const RUN_ID = 'dag-run';
-const progress = z.object({ batch: z.number() });
-type Extra = Record<string, unknown>;
-
-function open(server: RunningServer | string, path: string, task: string, attempt: number, extra: Extra = {}): Promise<Outbox> {
-  const url = typeof server === 'string' ? server : server.url;
-  return openOutbox({ path, server: url, producer: 'orders', run: { workflow: 'dag', runId: RUN_ID, task, attempt }, logger: quiet, ...extra });
-}
-function batch(box: Outbox, task: string, n: number) {
-  return box.commit((tx) => {
-    tx.set(box.checkpoint('backlog', progress), { batch: n });
-    tx.emit(box.asset('run_done'), { partitionKey: `${task}-${n}`, on: 'success' });
-    return tx.emit(box.asset('batch_ready'), { partitionKey: `${task}-${n}` });
-  });
-}
 
 describe('held emissions', () => {
   it('are released under the key they were committed with: an explicit one, or one placed by the commit’s checkpoints', async () => {

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
-import { describe, expect, it, vi } from 'vitest';
-import { z } from 'zod';
-import { FencedError, LifecycleAsset, openOutbox, type Outbox } from '../../src/outbox/index.js';
-import { startServer, type RunningServer } from '../support/server.js';
+import { describe, expect, it } from 'vitest';
+import { FencedError, LifecycleAsset, openOutbox } from '../../src/outbox/index.js';
+import { startServer } from '../support/server.js';
+import { batchProgress as progress, commitBatch as batch, delivered, openTask as open, quiet, TASK_RUN } from '../support/task-runs.js';
 import { tempDir } from '../support/temp.js';
 
 /**
@@ -11,23 +11,7 @@ import { tempDir } from '../support/temp.js';
  * (its stream position, epoch, checkpoint, fence or held emissions) may leak into the other's.
  */
 
-const quiet = { info() {}, warn() {}, error() {} };
-const RUN_ID = 'dag-run-2026-12-01';
-const progress = z.object({ batch: z.number() });
-
-function open(server: RunningServer, path: string, task: string, attempt: number): Promise<Outbox> {
-  return openOutbox({ path, server: server.url, producer: 'orders', run: { workflow: 'orders_dag', runId: RUN_ID, task, attempt }, logger: quiet });
-}
-
-function batch(box: Outbox, task: string, n: number) {
-  return box.commit((tx) => {
-    tx.set(box.checkpoint('backlog', progress), { batch: n });
-    tx.emit(box.asset('run_done'), { partitionKey: `${task}-${n}`, on: 'success' });
-    return tx.emit(box.asset('batch_ready'), { partitionKey: `${task}-${n}` });
-  });
-}
-
-const delivered = (box: Outbox) => vi.waitFor(() => expect(box.status()).toMatchObject({ pending: 0, pendingCheckpoints: 0 }), { timeout: 10_000 });
+const RUN_ID = TASK_RUN.runId;
 
 describe.each([
   ['in one outbox file', true],

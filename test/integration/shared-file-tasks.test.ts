@@ -1,8 +1,8 @@
 import { join } from 'node:path';
-import { describe, expect, it, vi } from 'vitest';
-import { z } from 'zod';
-import { LifecycleAsset, openOutbox, type Outbox } from '../../src/outbox/index.js';
-import { startServer, type RunningServer } from '../support/server.js';
+import { describe, expect, it } from 'vitest';
+import { LifecycleAsset } from '../../src/outbox/index.js';
+import { startServer } from '../support/server.js';
+import { commitBatch as batch, delivered, openTask as open } from '../support/task-runs.js';
 import { tempDir } from '../support/temp.js';
 
 /**
@@ -11,24 +11,6 @@ import { tempDir } from '../support/temp.js';
  * older attempt's pending rows, and pruning each stream's delivered rows. Found by a hostile review of
  * issue 22: each statement with its task dropped passed every other test.
  */
-
-const quiet = { info() {}, warn() {}, error() {} };
-const RUN_ID = 'dag-run';
-const progress = z.object({ batch: z.number() });
-type Extra = Record<string, unknown>;
-
-function open(server: RunningServer | string, path: string, task: string, attempt: number, extra: Extra = {}): Promise<Outbox> {
-  const url = typeof server === 'string' ? server : server.url;
-  return openOutbox({ path, server: url, producer: 'orders', run: { workflow: 'dag', runId: RUN_ID, task, attempt }, logger: quiet, ...extra });
-}
-function batch(box: Outbox, task: string, n: number) {
-  return box.commit((tx) => {
-    tx.set(box.checkpoint('backlog', progress), { batch: n });
-    tx.emit(box.asset('run_done'), { partitionKey: `${task}-${n}`, on: 'success' });
-    return tx.emit(box.asset('batch_ready'), { partitionKey: `${task}-${n}` });
-  });
-}
-const delivered = (box: Outbox) => vi.waitFor(() => expect(box.status()).toMatchObject({ pending: 0, pendingCheckpoints: 0 }), { timeout: 10_000 });
 
 describe('tasks of one run on one outbox file', () => {
   it('two tasks ending the same attempt each release their own held emissions and each record a success', async () => {

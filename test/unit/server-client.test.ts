@@ -45,7 +45,7 @@ describe("the producer's server client", () => {
     const withToken = new ServerClient({ servers: [NOBODY, url], token: 'secret-token', requestTimeoutMs: 2000 });
     expect(await withToken.streamState('p', 'never-ran', 'task', 5000)).toBeUndefined();
     const without = new ServerClient({ servers: [url], requestTimeoutMs: 2000 });
-    await expect(without.streamState('p', 'r', undefined, 300)).rejects.toThrow(/401/);
+    await expect(without.streamState('p', 'r', null, 300)).rejects.toThrow(/401/);
   });
 
   it('names every server it tried, and what each last answered, when none gave the stream state', async () => {

@@ -4,7 +4,7 @@ import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../p
 import { ingestPolicy, ingestSteps, runIngest, TRUSTED_SCOPE, type IngestPolicy, type IngestScope } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
-import { deleteInBatches, toStoredEvent, type EventRow } from '../tables.js';
+import { deleteInBatches, streamOf, toStoredEvent, type EventRow } from '../tables.js';
 import type { LineagePolicy } from '../ingest/lineage.js';
 import { decideClaim, type AttemptClaim, type ClaimDecision } from '../attempt-claim.js';
 import { EventSignal } from '../event-signal.js';
@@ -179,7 +179,8 @@ export class PostgresDedupeStore implements DedupeStore {
   }
 
   async streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined> {
-    const where = { producer, run_id: runId, task: task ?? '' };
+    const of = streamOf(producer, runId, task);
+    const where = { producer, run_id: runId, task: of.task };
     const attempts = await this.db
       .selectFrom('stream_seqs')
       .select(['attempt', 'last_seq'])
@@ -213,7 +214,7 @@ export class PostgresDedupeStore implements DedupeStore {
 
   async claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim, scope: Pick<IngestScope, 'openStream'> = {}): Promise<ClaimDecision> {
     const ts = this.now().toISOString();
-    const stream = { producer, runId, task: task ?? '' };
+    const stream = streamOf(producer, runId, task);
     const run = this.statements;
     return inTransaction(this.pool, async (client) => {
       // The lock every ingest of the stream takes too: the epoch cannot move between the read and the write.

@@ -8,7 +8,7 @@ import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
 import { ingestPolicy, ingestSteps, runIngestSync, TRUSTED_SCOPE, type IngestPolicy, type IngestScope, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
-import { attemptOf, deleteInBatches, lineageColumns, toCauseEvent, toStoredEvent } from '../tables.js';
+import { attemptOf, deleteInBatches, lineageColumns, streamOf, toCauseEvent, toStoredEvent } from '../tables.js';
 import type { CauseEvent, LineagePolicy } from '../ingest/lineage.js';
 import { decideClaim, type AttemptClaim, type ClaimDecision } from '../attempt-claim.js';
 import { EventSignal } from '../event-signal.js';
@@ -162,7 +162,7 @@ export class SqliteDedupeStore implements DedupeStore {
   }
 
   async streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined> {
-    const params = { producer, runId, task: task ?? '' };
+    const params = streamOf(producer, runId, task);
     const attempts = this.statements.streamAttempts.all(params).map((row) => ({ attempt: row.attempt, lastSeq: row.last_seq }));
     if (attempts.length === 0) return undefined;
     // Built from entries, not by assignment: a checkpoint named __proto__ is an entry like any other.
@@ -172,7 +172,7 @@ export class SqliteDedupeStore implements DedupeStore {
   }
 
   async claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim, scope: Pick<IngestScope, 'openStream'> = {}): Promise<ClaimDecision> {
-    const stream = { producer, runId, task: task ?? '' };
+    const stream = streamOf(producer, runId, task);
     return this.db
       .transaction(() => {
         const epoch = this.statements.epoch.get(stream)?.epoch;

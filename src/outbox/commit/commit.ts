@@ -112,7 +112,7 @@ export class CommitTransaction {
   private releaseOrDiscard(terminal: Terminal, now: number): () => void {
     const { file, producer, run, waitFor } = this.context;
     const runKey = runKeyOf(run);
-    const held = file.lifecycle.heldOfRun.all(runKey);
+    const held = file.terminal.heldOfRun.all(runKey);
     const succeeded = terminal.outcome === 'succeeded';
     // A failure with a retry to come leaves the held emissions for the attempt that succeeds.
     const keepsHeld = terminal.outcome === 'failed' && terminal.willRetry;
@@ -136,8 +136,8 @@ export class CommitTransaction {
       : { outcome: 'failed', workflow: run.workflow, runId: run.runId, task: wireTask(run.task), attempt: run.attempt, error: terminal.error, willRetry: terminal.willRetry, held: held.length };
     this.addLifecycleEvent(succeeded ? LifecycleAsset.Succeeded : LifecycleAsset.Failed, extra, outcomeKey(producer, run, terminal.outcome, run.attempt));
     return () => {
-      if (!keepsHeld) file.lifecycle.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded', now, reason: succeeded ? null : terminal.error.message });
-      file.lifecycle.recordOutcome.run({ ...runKey, attempt: run.attempt, outcome: terminal.outcome, reason: succeeded ? null : terminal.error.message, now });
+      if (!keepsHeld) file.terminal.settleHeld.run({ ...runKey, state: succeeded ? 'released' : 'discarded', now, reason: succeeded ? null : terminal.error.message });
+      file.terminal.recordOutcome.run({ ...runKey, attempt: run.attempt, outcome: terminal.outcome, reason: succeeded ? null : terminal.error.message, now });
     };
   }
 
@@ -180,7 +180,7 @@ export class CommitTransaction {
     writer.saveCheckpoints(this.checkpoints);
     // What a failure for good discards, read before it is marked: the server's copy keeps it, discarded.
     const failsForGood = this.terminal?.outcome === 'failed' && !this.terminal.willRetry;
-    const discarding = failsForGood ? file.lifecycle.heldOfRun.all(runKeyOf(run)) : [];
+    const discarding = failsForGood ? file.terminal.heldOfRun.all(runKeyOf(run)) : [];
     const recordTerminal = this.terminal === undefined ? undefined : this.releaseOrDiscard(this.terminal, now);
     let heldWritten = false;
     for (const emission of this.emissions) {
@@ -190,7 +190,7 @@ export class CommitTransaction {
     // The server's copy of what the run holds, for a retry on a fresh machine: see HELD_CHECKPOINT.
     const settlesHeld = this.terminal !== undefined && !(this.terminal.outcome === 'failed' && this.terminal.willRetry);
     if (heldWritten || settlesHeld) {
-      const value = failsForGood ? heldMirror(discarding, true) : settlesHeld ? '[]' : heldMirror(file.lifecycle.heldOfRun.all(runKeyOf(run)));
+      const value = failsForGood ? heldMirror(discarding, true) : settlesHeld ? '[]' : heldMirror(file.terminal.heldOfRun.all(runKeyOf(run)));
       writer.saveCheckpoints(new Map([[HELD_CHECKPOINT, value]]));
       this.checkpoints.set(HELD_CHECKPOINT, value);
     }

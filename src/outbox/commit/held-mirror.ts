@@ -1,7 +1,7 @@
 import { canonicalJson, payloadFingerprint } from '../../protocol/canonical-json.js';
 import { EmissionValidationError } from '../../protocol/errors.js';
 import { Limits } from '../../protocol/limits.js';
-import type { HeldRow } from '../file/lifecycle-statements.js';
+import type { HeldRow } from '../file/terminal-statements.js';
 import type { OutboxFile } from '../file/outbox-file.js';
 import { runKeyOf } from '../run.js';
 
@@ -60,10 +60,10 @@ export function heldMirror(rows: readonly HeldRow[], discarded = false): string 
 export function restoreHeld(file: OutboxFile, run: { runId: string; task?: string | undefined }, mirrored: unknown, now: number): number {
   if (!Array.isArray(mirrored)) return 0;
   const { task } = runKeyOf(run);
-  if (file.lifecycle.heldOfRun.all({ runId: run.runId, task }).length > 0) return 0;
+  if (file.terminal.heldOfRun.all({ runId: run.runId, task }).length > 0) return 0;
   for (const entry of mirrored as MirroredHeld[]) {
     const extra = entry.extra === null ? null : canonicalJson(entry.extra);
-    file.lifecycle.hold.run({
+    file.terminal.hold.run({
       run_id: run.runId,
       task,
       attempt: entry.attempt,

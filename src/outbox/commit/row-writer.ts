@@ -1,6 +1,8 @@
 import { canonicalJson, payloadFingerprint } from '../../protocol/canonical-json.js';
 import { KeyConflictError } from '../../protocol/errors.js';
-import type { OutboxFile, OutboxRow } from '../file/outbox-file.js';
+import type { OutboxFile } from '../file/outbox-file.js';
+import { nextSeq } from '../file/rows.js';
+import type { OutboxRow } from '../file/schema.js';
 import { runKeyOf, wireTask, type RunContext } from '../run.js';
 import type { Emission, PendingEmission } from './emission.js';
 import { causedKey, checkpointKey, deriveKey, explicitKey } from './keys.js';
@@ -31,8 +33,7 @@ export class RowWriter {
     private readonly now: number,
   ) {
     this.task = runKeyOf(run).task;
-    // max() always returns one row; its value is null while the stream has none.
-    this.nextSeq = (file.rows.lastSeq.get({ runId: run.runId, task: this.task, attempt: run.attempt })!.last ?? 0) + 1;
+    this.nextSeq = nextSeq(file.rows, { runId: run.runId, task: this.task, attempt: run.attempt });
   }
 
   /** Sets the file's copy of the run's checkpoints, which the job reads back on resume. */
@@ -163,7 +164,7 @@ export class RowWriter {
 
   private hold(emission: PendingEmission, key: string, byPartition: boolean, fingerprint: string): void {
     const { handle } = emission;
-    this.file.lifecycle.hold.run({
+    this.file.terminal.hold.run({
       run_id: this.run.runId,
       task: this.task,
       attempt: this.run.attempt,

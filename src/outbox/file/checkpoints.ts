@@ -1,7 +1,8 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
 import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
-import type { OfRun, OutboxSchema } from './schema.js';
+import type { OutboxSchema } from './schema.js';
+import type { RunKey } from '../run.js';
 
 /**
  * The file's copy of each run's checkpoints, by name: what a job reads on resume and what its commits
@@ -11,9 +12,9 @@ import type { OfRun, OutboxSchema } from './schema.js';
  */
 export function checkpointStatements(db: Database.Database) {
   const q = queryBuilder<OutboxSchema>(db);
-  const run = params<OfRun>();
-  const checkpointOf = params<OfRun & { name: string }>();
-  const checkpoint = params<OfRun & { name: string; value: string; now: number }>();
+  const run = params<RunKey>();
+  const checkpointOf = params<RunKey & { name: string }>();
+  const checkpoint = params<RunKey & { name: string; value: string; now: number }>();
   return {
     getCheckpoint: prepare(
       db,

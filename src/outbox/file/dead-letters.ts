@@ -1,7 +1,8 @@
-import { sql } from 'kysely';
-import { DeadLetterError } from '../../protocol/errors.js';
-import { params, prepare, prepareConstant, queryBuilder } from '../../sqlite/statements.js';
-import type { OutboxFile, OutboxRow, OutboxSchema } from './outbox-file.js';
+import { DeadLetterError, ProducerErrorCode } from '../../protocol/errors.js';
+import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
+import { deathOf, nextSeq } from './rows.js';
+import type { OutboxFile } from './outbox-file.js';
+import type { OutboxRow, OutboxSchema } from './schema.js';
 import { wireTask } from '../run.js';
 
 /** A dead row: an emission the server refused for good, or that a fence parked. */
@@ -53,45 +54,19 @@ export class DeadLetters {
   constructor(private readonly file: OutboxFile) {
     const q = queryBuilder<OutboxSchema>(file.db);
     const db = file.db;
-    const p = {
-      id: params<{ id: number }>(),
-      move: params<{ id: number; attempt: number; seq: number }>(),
-      action: params<{ key: string; action: 'retried' | 'discarded'; at: number; code: string | null; reason: string | null; note: string; row: string }>(),
-    };
+    const action = params<{ key: string; action: 'retried' | 'discarded'; at: number; code: string | null; reason: string | null; note: string; row: string }>();
     this.statements = {
-      all: prepareConstant(db, q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('dead')).orderBy('id')),
-      byId: prepare(db, p.id, q.selectFrom('outbox').selectAll().where('id', '=', p.id.id)),
-      // The end of the file, in commit order: the relay sends pending rows by id.
-      moveToEnd: prepare(
-        db,
-        p.move,
-        q
-          .updateTable('outbox')
-          .set({
-            id: sql`(SELECT max(id) + 1 FROM outbox)`,
-            state: sql.lit('pending'),
-            attempt: p.move.attempt,
-            seq: p.move.seq,
-            dead_code: sql.lit(null),
-            dead_reason: sql.lit(null),
-            settled_at: sql.lit(null),
-          })
-          .where('id', '=', p.move.id)
-          .where('state', '=', sql.lit('dead'))
-          .returning('id'),
-      ),
-      remove: prepare(db, p.id, q.deleteFrom('outbox').where('id', '=', p.id.id).where('state', '=', sql.lit('dead'))),
       record: prepare(
         db,
-        p.action,
+        action,
         q.insertInto('dead_letter_actions').values({
-          row_key: p.action.key,
-          action: p.action.action,
-          at: p.action.at,
-          dead_code: p.action.code,
-          dead_reason: p.action.reason,
-          note: p.action.note,
-          row: p.action.row,
+          row_key: action.key,
+          action: action.action,
+          at: action.at,
+          dead_code: action.code,
+          dead_reason: action.reason,
+          note: action.note,
+          row: action.row,
         }),
       ),
     };
@@ -100,11 +75,11 @@ export class DeadLetters {
   }
 
   list(): DeadLetter[] {
-    return this.statements.all.all().map(toLetter);
+    return this.file.rows.allDeadRows.all().map(toLetter);
   }
 
   get(id: number): DeadLetter | undefined {
-    const row = this.statements.byId.get({ id });
+    const row = this.file.rows.rowById.get({ id });
     return row?.state === 'dead' ? toLetter(row) : undefined;
   }
 
@@ -123,8 +98,8 @@ export class DeadLetters {
   }
 
   private chosen(selection: Selection): OutboxRow[] {
-    if (selection === 'all') return this.statements.all.all();
-    const found = [...new Set(selection)].sort((a, b) => a - b).map((id) => ({ id, row: this.statements.byId.get({ id }) }));
+    if (selection === 'all') return this.file.rows.allDeadRows.all();
+    const found = [...new Set(selection)].sort((a, b) => a - b).map((id) => ({ id, row: this.file.rows.rowById.get({ id }) }));
     const missing = found.filter(({ row }) => row?.state !== 'dead');
     if (missing.length > 0) {
       throw new DeadLetterError(
@@ -145,9 +120,9 @@ export class DeadLetters {
         continue;
       }
       const run = { runId: row.run_id, task: row.task };
-      const attempt = this.file.runs.stateOf(run)?.opened_by ?? row.attempt;
-      const seq = (this.file.rows.lastSeq.get({ ...run, attempt })?.last ?? 0) + 1;
-      const moved = this.statements.moveToEnd.get({ id: row.id, attempt, seq })!;
+      const attempt = this.file.runs.currentAttempt(run, row.attempt);
+      const seq = nextSeq(this.file.rows, { ...run, attempt });
+      const moved = this.file.rows.moveDeadToEnd.get({ id: row.id, attempt, seq })!;
       this.recordAction(row, 'retried', note);
       retried.push({ id: row.id, key: row.key, newId: moved.id, attempt, seq });
     }
@@ -162,9 +137,9 @@ export class DeadLetters {
     if (row.dead_code === 'key_conflict') {
       return 'the server holds another payload under its key; sending it again would conflict again. Emit the event anew with another key';
     }
-    const runState = this.file.runs.stateOf({ runId: row.run_id, task: row.task });
-    if (row.dead_code === 'fenced' || (runState && runState.fenced_by > runState.opened_by)) {
-      return `attempt ${runState?.opened_by ?? row.attempt} of run ${row.run_id} is fenced by a later attempt, which delivers the run now; start the run's next attempt on this file, which takes the parked rows over`;
+    const run = { runId: row.run_id, task: row.task };
+    if (row.dead_code === ProducerErrorCode.Fenced || this.file.runs.isFencedHere(run)) {
+      return `attempt ${this.file.runs.currentAttempt(run, row.attempt)} of run ${row.run_id} is fenced by a later attempt, which delivers the run now; start the run's next attempt on this file, which takes the parked rows over`;
     }
     return undefined;
   }
@@ -172,7 +147,7 @@ export class DeadLetters {
   private discardRows(selection: Selection, note: string): DeadLetter[] {
     const discarded = this.chosen(selection);
     for (const row of discarded) {
-      this.statements.remove.run({ id: row.id });
+      this.file.rows.removeDead.run({ id: row.id });
       this.recordAction(row, 'discarded', note);
     }
     return discarded.map(toLetter);
@@ -205,8 +180,7 @@ function toLetter(row: OutboxRow): DeadLetter {
     task: wireTask(row.task),
     attempt: row.attempt,
     seq: row.seq,
-    code: row.dead_code ?? 'unknown',
-    reason: row.dead_reason ?? '',
+    ...deathOf(row),
     committedAt: new Date(row.committed_at).toISOString(),
     deadSince: row.settled_at === null ? null : new Date(row.settled_at).toISOString(),
   };

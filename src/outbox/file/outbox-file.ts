@@ -6,12 +6,11 @@ import { migrateSqlite } from '../../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../../sqlite/open.js';
 import { FileMeta } from './meta.js';
 import { checkpointStatements, type CheckpointStatements } from './checkpoints.js';
-import { lifecycleStatements, type LifecycleStatements } from './lifecycle-statements.js';
+import { terminalStatements, type TerminalStatements } from './terminal-statements.js';
 import { outboxMigrations } from './migrations.js';
 import { rowStatements, type RowStatements } from './rows.js';
 import { RunAttempts } from './run-attempts.js';
 
-export type { KeyScope, NewRow, OfAttempt, OfRun, OutboxRow, OutboxSchema, RowKind, RowState } from './schema.js';
 
 /**
  * A tool pointed at the server's database, or at another SQLite file, says so, instead of reporting a
@@ -47,7 +46,7 @@ export class OutboxFile {
   /** What the file keeps about itself: its producer, its last run, the relay's last error. */
   readonly meta: FileMeta;
   /** Emissions held for a run's success, and each attempt's outcome. */
-  readonly lifecycle: LifecycleStatements;
+  readonly terminal: TerminalStatements;
 
   /**
    * @param create whether a missing file (and its folder) is created: a job's outbox is; a file that the
@@ -70,12 +69,12 @@ export class OutboxFile {
       migrateSqlite(this.db, outboxMigrations, (found, known) => new SchemaTooNewError(path, found, known));
       this.rows = rowStatements(this.db);
       this.checkpoints = checkpointStatements(this.db);
-      this.lifecycle = lifecycleStatements(this.db);
+      this.terminal = terminalStatements(this.db);
     } catch (error) {
       this.db.close();
       throw error instanceof SchemaTooNewError ? error : new OutboxFileError(path, error);
     }
-    this.runs = new RunAttempts(this.db, this.lifecycle, this.rows.lastSeq);
+    this.runs = new RunAttempts(this.db, this.terminal, this.rows);
     this.meta = new FileMeta(this.db);
   }
 

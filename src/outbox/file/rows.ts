@@ -1,7 +1,9 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
+import { ProducerErrorCode } from '../../protocol/errors.js';
 import { params, prepare, prepareConstant, queryBuilder } from '../../sqlite/statements.js';
-import type { KeyScope, NewRow, OfAttempt, OfRun, OutboxSchema, RowKind, RowState, SentRow } from './schema.js';
+import type { KeyScope, NewRow, OfAttempt, OutboxRow, OutboxSchema, RowKind, RowState, SentRow } from './schema.js';
+import type { RunKey } from '../run.js';
 
 // Rows found by each key index: their own scope, and the rows from before scopes existed.
 const PARTITION_SCOPES = [sql.lit<KeyScope>('partition'), sql.lit<KeyScope>('legacy')];
@@ -13,7 +15,7 @@ const FILE_SCOPES = [sql.lit<KeyScope>('file'), sql.lit<KeyScope>('legacy')];
  */
 export function rowStatements(db: Database.Database) {
   const q = queryBuilder<OutboxSchema>(db);
-  const run = params<OfRun>();
+  const run = params<RunKey>();
   const ofRun = { run_id: run.runId, task: run.task };
   const attempt = params<OfAttempt>();
   const ofAttempt = { ...ofRun, attempt: attempt.attempt };
@@ -21,7 +23,7 @@ export function rowStatements(db: Database.Database) {
     row: params<NewRow>(),
     id: params<{ id: number }>(),
     key: params<{ key: string }>(),
-    partitionKey: params<OfRun & { asset: string; partitionKey: string; key: string }>(),
+    partitionKey: params<RunKey & { asset: string; partitionKey: string; key: string }>(),
     limit: params<{ limit: number }>(),
     // A row is marked only while it is still where the relay sent it from: a newer attempt that took it
     // over (renumbered it) in the meantime delivers it again as its own.
@@ -30,7 +32,10 @@ export function rowStatements(db: Database.Database) {
     park: params<OfAttempt & { code: string; reason: string; now: number }>(),
     coalesce: params<OfAttempt & { name: string }>(),
     revise: params<{ id: number; value: string }>(),
+    move: params<{ id: number; attempt: number; seq: number }>(),
   };
+  // A row made pending again, as `attempt`'s row at `seq`: what it settled as before is forgotten.
+  const pendingAgainAs = { attempt: p.move.attempt, seq: p.move.seq, state: sql.lit<RowState>('pending'), dead_code: sql.lit(null), dead_reason: sql.lit(null), settled_at: sql.lit(null) };
   const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq, revision: p.delivered.revision };
   const insertRow = () =>
     q.insertInto('outbox').values({
@@ -129,6 +134,7 @@ export function rowStatements(db: Database.Database) {
         .groupBy(['kind', 'state']),
     ),
     deadRows: prepare(db, p.limit, q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('dead')).orderBy('id').limit(p.limit.limit)),
+    allDeadRows: prepareConstant(db, q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('dead')).orderBy('id')),
     // A fenced attempt's remaining rows are parked at once: none of them may be delivered any more.
     parkStream: prepare(
       db,
@@ -140,6 +146,34 @@ export function rowStatements(db: Database.Database) {
         .where((eb) => eb.and(ofAttempt))
         .returning('id'),
     ),
+    // In commit order: a newer attempt takes them over, renumbered in this order.
+    undeliveredOfOlderAttempts: prepare(
+      db,
+      attempt,
+      q
+        .selectFrom('outbox')
+        .select('id')
+        .where((eb) => eb.and(ofRun))
+        .where('attempt', '<', attempt.attempt)
+        .where((eb) =>
+          eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit(ProducerErrorCode.Fenced))])]),
+        )
+        .orderBy('id'),
+    ),
+    // An older attempt's row taken over where it stands, keeping its place in the file's commit order.
+    takeOver: prepare(db, p.move, q.updateTable('outbox').set(pendingAgainAs).where('id', '=', p.move.id)),
+    // A dead row sent again (`oncebox dead retry`) moves to the end of the file: the relay sends pending rows by id.
+    moveDeadToEnd: prepare(
+      db,
+      p.move,
+      q
+        .updateTable('outbox')
+        .set({ id: sql`(SELECT max(id) + 1 FROM outbox)`, ...pendingAgainAs })
+        .where('id', '=', p.move.id)
+        .where('state', '=', sql.lit('dead'))
+        .returning('id'),
+    ),
+    removeDead: prepare(db, p.id, q.deleteFrom('outbox').where('id', '=', p.id.id).where('state', '=', sql.lit('dead'))),
     // The stream's newest pending update of this checkpoint when no emission follows it: a
     // checkpoint-only commit rewrites it instead of adding a row, and no value moves past an emission.
     coalescibleCheckpoint: prepare(
@@ -189,3 +223,14 @@ export function rowStatements(db: Database.Database) {
 
 /** @internal */
 export type RowStatements = ReturnType<typeof rowStatements>;
+
+/** The sequence number an attempt's next row takes in its stream: one above its last, from 1. */
+export function nextSeq(rows: RowStatements, of: OfAttempt): number {
+  // max() always returns one row; its value is null when the attempt has none.
+  return (rows.lastSeq.get(of)!.last ?? 0) + 1;
+}
+
+/** Why a dead row is dead, as the server or a fence said; a row parked before codes were kept reads 'unknown'. */
+export function deathOf(row: Pick<OutboxRow, 'dead_code' | 'dead_reason'>): { code: string; reason: string } {
+  return { code: row.dead_code ?? 'unknown', reason: row.dead_reason ?? '' };
+}

@@ -1,23 +1,19 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
-import { FencedError } from '../../protocol/errors.js';
-import { params, prepare, queryBuilder, type Prepared } from '../../sqlite/statements.js';
-import type { OfAttempt, OfRun, OutboxSchema } from './schema.js';
-import type { LifecycleStatements } from './lifecycle-statements.js';
-import { wireTask, type Fence, type RunKey } from '../run.js';
+import { FencedError, ProducerErrorCode } from '../../protocol/errors.js';
+import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
+import type { OfAttempt, OutboxSchema } from './schema.js';
+import type { TerminalStatements } from './terminal-statements.js';
+import { nextSeq, type RowStatements } from './rows.js';
+import { runKeyOf, wireTask, type Fence, type RunKey } from '../run.js';
 
-export type { Fence, RunKey } from '../run.js';
-
-/** The statements of the runs table, and of the rows a newer attempt takes over: this module's own. */
+/** The statements of the runs table: this module's own. The rows it takes over or parks are the rows' statements'. */
 function runStatements(db: Database.Database) {
   const q = queryBuilder<OutboxSchema>(db);
-  const run = params<OfRun>();
+  const run = params<RunKey>();
   const ofRun = { run_id: run.runId, task: run.task };
   const attempt = params<OfAttempt>();
-  const p = {
-    fence: params<OfRun & { by: number }>(),
-    adopt: params<{ id: number; attempt: number; seq: number }>(),
-  };
+  const fence = params<RunKey & { by: number }>();
   return {
     highestAttemptWithRows: prepare(db, run, q.selectFrom('outbox').select((eb) => eb.fn.max('attempt').as('attempt')).where((eb) => eb.and(ofRun))),
     getRun: prepare(db, run, q.selectFrom('runs').select(['opened_by', 'fenced_by']).where((eb) => eb.and(ofRun))),
@@ -31,40 +27,11 @@ function runStatements(db: Database.Database) {
     ),
     fenceRun: prepare(
       db,
-      p.fence,
+      fence,
       q
         .insertInto('runs')
-        .values({ ...ofRun, opened_by: sql.lit(0), fenced_by: p.fence.by })
-        .onConflict((oc) => oc.columns(['run_id', 'task']).doUpdateSet({ fenced_by: sql<number>`max(fenced_by, ${p.fence.by})` })),
-    ),
-    // In commit order: a newer attempt takes them over, renumbered in this order.
-    undeliveredOfOlderAttempts: prepare(
-      db,
-      attempt,
-      q
-        .selectFrom('outbox')
-        .select('id')
-        .where((eb) => eb.and(ofRun))
-        .where('attempt', '<', attempt.attempt)
-        .where((eb) =>
-          eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit('fenced'))])]),
-        )
-        .orderBy('id'),
-    ),
-    adoptRow: prepare(
-      db,
-      p.adopt,
-      q
-        .updateTable('outbox')
-        .set({
-          attempt: p.adopt.attempt,
-          seq: p.adopt.seq,
-          state: sql.lit('pending'),
-          dead_code: sql.lit(null),
-          dead_reason: sql.lit(null),
-          settled_at: sql.lit(null),
-        })
-        .where('id', '=', p.adopt.id),
+        .values({ ...ofRun, opened_by: sql.lit(0), fenced_by: fence.by })
+        .onConflict((oc) => oc.columns(['run_id', 'task']).doUpdateSet({ fenced_by: sql<number>`max(fenced_by, ${fence.by})` })),
     ),
   };
 }
@@ -80,20 +47,32 @@ export class RunAttempts {
   private readonly statements: ReturnType<typeof runStatements>;
 
   /**
-   * @param lastSeq the rows' own statement of an attempt's last sequence number: a newer attempt numbers
-   *   the rows it takes over from there.
+   * @param rows the outbox table's statements: a newer attempt takes older attempts' rows over, and a
+   *   fence parks the fenced attempt's rows.
    */
   constructor(
     private readonly db: Database.Database,
-    private readonly lifecycle: Pick<LifecycleStatements, 'holdDiscardedAgain'>,
-    private readonly lastSeq: Prepared<OfAttempt, { last: number | null }>,
+    private readonly terminal: Pick<TerminalStatements, 'holdDiscardedAgain'>,
+    private readonly rows: RowStatements,
   ) {
     this.statements = runStatements(db);
   }
 
-  /** What the file knows of a run: the highest attempt that opened it, and the attempt the server fenced below. */
-  stateOf(run: RunKey): { opened_by: number; fenced_by: number } | undefined {
-    return this.statements.getRun.get({ ...run });
+  /** The highest attempt of a run this file has seen: opened here, or said by the server to have delivered. */
+  highestSeen(run: RunKey): number {
+    const row = this.statements.getRun.get({ ...run });
+    return Math.max(row?.opened_by ?? 0, row?.fenced_by ?? 0);
+  }
+
+  /** The attempt a run's rows belong to now: the highest that opened this file, or `otherwise` when none did. */
+  currentAttempt(run: RunKey, otherwise: number): number {
+    return this.statements.getRun.get({ ...run })?.opened_by ?? otherwise;
+  }
+
+  /** Whether the server has said a later attempt than the newest to open this file has delivered. */
+  isFencedHere(run: RunKey): boolean {
+    const row = this.statements.getRun.get({ ...run });
+    return row !== undefined && row.fenced_by > row.opened_by;
   }
 
   /** The attempt that supersedes `attempt` of this run in this file, if any. Call it inside a transaction. */
@@ -142,10 +121,10 @@ export class RunAttempts {
         s.openRun.run({ ...run, attempt });
         // A later attempt after a failure for good: the run is tried again after all, and what that
         // failure discarded is held again for the success this attempt may make.
-        this.lifecycle.holdDiscardedAgain.run({ ...run });
-        let seq = this.lastSeq.get({ ...run, attempt })!.last ?? 0;
-        const rows = s.undeliveredOfOlderAttempts.all({ ...run, attempt });
-        for (const { id } of rows) s.adoptRow.run({ id, attempt, seq: ++seq });
+        this.terminal.holdDiscardedAgain.run({ ...run });
+        let seq = nextSeq(this.rows, { ...run, attempt });
+        const rows = this.rows.undeliveredOfOlderAttempts.all({ ...run, attempt });
+        for (const { id } of rows) this.rows.takeOver.run({ id, attempt, seq: seq++ });
         return { lastWriter, adopted: rows.length };
       })
       .immediate();
@@ -154,6 +133,20 @@ export class RunAttempts {
   /** Records that the server fenced this run's attempts below `by`. Call it inside the relay's transaction. */
   recordFence(run: RunKey, by: number): void {
     this.statements.fenceRun.run({ ...run, by });
+  }
+
+  /**
+   * The server fenced `fence.attempt`: records the fence, and parks every pending row of that attempt at
+   * once, as dead with code `fenced`, since none of them may be delivered any more (the newer attempt
+   * takes them over when it opens this file). Call it inside the relay's transaction.
+   * @returns the parked rows' ids, and the reason they carry.
+   */
+  parkFenced(fence: Fence, now: number): { parked: number[]; reason: string } {
+    const run = runKeyOf(fence);
+    this.recordFence(run, fence.by);
+    const reason = `fenced by attempt ${fence.by}`;
+    const parked = this.rows.parkStream.all({ ...run, attempt: fence.attempt, code: ProducerErrorCode.Fenced, reason, now });
+    return { parked: parked.map((row) => row.id), reason };
   }
 
   /** The fence on `attempt` of a run, if the server fenced it; for status and rejected receipts. */

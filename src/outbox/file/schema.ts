@@ -94,11 +94,8 @@ export type KeyScope = 'partition' | 'file' | 'stream' | 'legacy';
 /** @internal An outbox row as the relay reads it: the table's columns, as kysely types them. */
 export type OutboxRow = Selectable<OutboxSchema['outbox']>;
 
-/** @internal A stream of this file: a run's task ('' for none), as run.ts keys it. */
-export type OfRun = RunKey;
-
 /** @internal One attempt of a run's task. */
-export interface OfAttempt extends OfRun {
+export interface OfAttempt extends RunKey {
   attempt: number;
 }
 

@@ -1,10 +1,10 @@
-import { FencedError, StreamStateLostError } from '../../protocol/errors.js';
+import { FencedError, ProducerErrorCode, StreamStateLostError } from '../../protocol/errors.js';
 import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
-import type { OutboxFile, OutboxRow } from '../file/outbox-file.js';
+import type { OutboxFile } from '../file/outbox-file.js';
+import type { OutboxRow } from '../file/schema.js';
 import type { SettledRow } from '../events.js';
-import type { Fence } from '../file/run-attempts.js';
 import { DeliveryError } from '../../client/server-client.js';
-import { runKeyOf, wireTask } from '../run.js';
+import { wireTask, type Fence } from '../run.js';
 
 /** What the server's answers to one batch did to the batch's rows. */
 export interface AppliedAnswers {
@@ -79,11 +79,8 @@ export function applyAnswers(file: OutboxFile, rows: readonly OutboxRow[], resul
   });
   const { fence } = applied;
   if (fence) {
-    const reason = `fenced by attempt ${fence.by}`;
-    const run = runKeyOf(fence);
-    file.runs.recordFence(run, fence.by);
-    const parked = s.parkStream.all({ ...run, attempt: fence.attempt, code: 'fenced', reason, now });
-    for (const { id } of parked) applied.settled.push({ id, state: 'dead', key: '', code: 'fenced', reason, fence });
+    const { parked, reason } = file.runs.parkFenced(fence, now);
+    for (const id of parked) applied.settled.push({ id, state: 'dead', key: '', code: ProducerErrorCode.Fenced, reason, fence });
   }
   return applied;
 }

@@ -2,27 +2,9 @@ import { defaultLogger, type OutboxLogger } from '../../client/logger.js';
 import type { ServerClient } from '../../client/server-client.js';
 import type { SettledRow } from '../events.js';
 import type { OutboxFile } from '../file/outbox-file.js';
+import type { DeliverySettings } from './defaults.js';
 import { Relay } from './relay.js';
 import { Reporter } from './reporter.js';
-
-/**
- * What a relay and its reporter are built from: the options a job gave `openOutbox`, resolved, or
- * `oncebox relay`'s defaults. Both build them here, once, the same way.
- * @internal
- */
-export interface DeliverySettings {
-  batchMaxRows: number;
-  batchMaxBytes: number;
-  maxInFlight: number;
-  retryMinDelayMs: number;
-  retryMaxDelayMs: number;
-  leaseTtlMs: number;
-  pruneDeliveredAfterMs: number | null;
-  reportAfterMs: number;
-  logRepeatMs: number;
-  logger?: OutboxLogger | undefined;
-  now?: (() => number) | undefined;
-}
 
 /** @internal The parts that deliver a file: the reporter, always; the relay, when this process delivers. */
 export interface Delivery {

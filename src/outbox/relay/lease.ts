@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { sql } from 'kysely';
 import { v4 as uuidv4 } from 'uuid';
 import { LeaseLostError } from '../../protocol/errors.js';
+import { isTransientSqliteError } from '../../sqlite/local-errors.js';
 import { params, prepare, prepareConstant, queryBuilder } from '../../sqlite/statements.js';
 import type { OutboxFile } from '../file/outbox-file.js';
 import type { OutboxSchema } from '../file/schema.js';
@@ -104,7 +105,34 @@ export class RelayLease {
   }
 
   release(): void {
+    this.stopRenewing();
     if (this.file.db.open) this.statements.releaseLease.run({ owner: this.owner });
+  }
+
+  private renewTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * Renews the lease every third of its TTL until released or `stopRenewing()`, so that a relay idle
+   * between commits keeps it. A renewal that could not be written (the file busy or full) is tried at
+   * the next tick, as the lease is still ours until it expires; any other failure, a lost lease
+   * included, goes to `onFatal`.
+   */
+  keepRenewed(onFatal: (error: unknown) => void): void {
+    this.stopRenewing();
+    this.renewTimer = setInterval(() => {
+      try {
+        this.file.db.transaction(() => this.confirm()).immediate();
+      } catch (error) {
+        if (isTransientSqliteError(error)) return;
+        onFatal(error);
+      }
+    }, Math.max(10, Math.floor(this.ttlMs / 3)));
+    this.renewTimer.unref();
+  }
+
+  stopRenewing(): void {
+    clearInterval(this.renewTimer);
+    this.renewTimer = undefined;
   }
 
   /** A holder on this machine whose process is gone left its lease behind; no need to wait it out. */

@@ -1,8 +1,11 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
+import { isTransientSqliteError } from '../../sqlite/local-errors.js';
 import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
 import type { OutboxSchema } from '../file/schema.js';
 
+/** How often the relay prunes, at most. */
+const PRUNE_EVERY_MS = 60_000;
 /** Rows deleted per statement: a long prune never holds the file's write lock for long. */
 const PRUNE_BATCH = 1000;
 
@@ -32,6 +35,23 @@ export class DeliveredRows {
             .limit(prune.limit),
         ),
     );
+  }
+
+  private lastPrune = 0;
+
+  /**
+   * Prunes what is older than `afterMs` at most once a minute (the relay calls it after each batch); a
+   * prune that could not be written (the file busy or full) waits for a later call, as pruning only
+   * frees space.
+   */
+  pruneNowAndThen(afterMs: number | null | undefined, now: number): void {
+    if (afterMs === null || afterMs === undefined || now - this.lastPrune < PRUNE_EVERY_MS) return;
+    this.lastPrune = now;
+    try {
+      this.pruneSettledBefore(now - afterMs);
+    } catch (error) {
+      if (!isTransientSqliteError(error)) throw error;
+    }
   }
 
   /** Deletes the delivered rows settled before `cutoff`, in bounded batches; returns how many. */

@@ -12,43 +12,31 @@ import { waitUntilDrained, watchForeignCommits } from './file-watch.js';
 import { failpoint } from '../../client/failpoints.js';
 import { RelayLease } from './lease.js';
 import { DeliveredRows } from './pruning.js';
-import type { OutboxFile, OutboxRow } from '../file/outbox-file.js';
+import type { OutboxFile } from '../file/outbox-file.js';
+import type { OutboxRow } from '../file/schema.js';
 import type { RelayError, SettledRow } from '../events.js';
 import type { Reporter } from './reporter.js';
 import { DeliveryError, type ServerClient } from '../../client/server-client.js';
-import { RELAY_DEFAULTS } from './defaults.js';
+import { RELAY_DEFAULTS, type DeliverySettings } from './defaults.js';
 import { wireTask } from '../run.js';
 
-/** @internal */
-export interface RelayOptions {
-  client: ServerClient;
-  /** Most rows in one request. @defaultValue 500 */
-  batchMaxRows: number;
-  /** Most bytes of payload in one request (roughly: extra plus a fixed allowance per row). @defaultValue 1 MiB */
-  batchMaxBytes: number;
-  /** Most requests of one stream in flight at once, in order. @defaultValue 4 */
-  maxInFlight?: number;
-  /** Backoff between retries of one batch: exponential from min to max, with jitter, and no limit on count. */
-  retryMinDelayMs: number;
-  retryMaxDelayMs: number;
-  leaseTtlMs: number;
-  /**
-   * Delivered rows older than this are deleted, a bounded batch at a time; null keeps them. A pruned
-   * emission committed again is still deduplicated by the server (or refused there if its payload
-   * changed), only no longer at commit. @defaultValue 7 days
-   */
-  pruneDeliveredAfterMs?: number | null;
-  now: () => number;
-  /** Told about every row the relay settled, with its final state; for receipt promises. */
-  onSettled?: (rows: readonly SettledRow[]) => void;
-  /** Logs and events for failures, dead rows and fences. */
-  reporter?: Reporter;
-}
+/**
+ * @internal What a relay is built from: the delivery settings it uses (each documented, with its
+ * default, on OutboxOptions; a relay built without `maxInFlight` or `pruneDeliveredAfterMs` takes
+ * RELAY_DEFAULTS' and keeps delivered rows), and its hooks.
+ */
+export type RelayOptions = Pick<DeliverySettings, 'batchMaxRows' | 'batchMaxBytes' | 'retryMinDelayMs' | 'retryMaxDelayMs' | 'leaseTtlMs'> &
+  Partial<Pick<DeliverySettings, 'maxInFlight' | 'pruneDeliveredAfterMs'>> & {
+    client: ServerClient;
+    now: () => number;
+    /** Told about every row the relay settled, with its final state; for receipt promises. */
+    onSettled?: ((rows: readonly SettledRow[]) => void) | undefined;
+    /** Logs and events for failures, dead rows and fences. */
+    reporter?: Reporter | undefined;
+  };
 
 /** How often a relay standing by looks whether the lease holder has stopped or died. */
 const STANDBY_CHECK_MS = 250;
-/** How often the relay looks for delivered rows to prune. */
-const PRUNE_EVERY_MS = 60_000;
 
 /**
  * Delivers an outbox file's pending rows to the server in commit order, one batch at a time, and
@@ -64,10 +52,8 @@ export class Relay {
   private loop: Promise<void> | undefined;
   private wake: (() => void) | undefined;
   private woken = false;
-  private renewTimer: NodeJS.Timeout | undefined;
   private maxRows: number;
   private holding = false;
-  private lastPrune = 0;
   private readonly applyResults;
   private otel: OtelApi | undefined;
   /** Why the relay stopped on its own (lease lost, stream state lost); undefined while it runs. */
@@ -188,7 +174,7 @@ export class Relay {
           continue;
         }
         this.holding = true;
-        this.startRenewing();
+        this.lease.keepRenewed((error) => this.fail(error instanceof OnceboxError ? error : new OnceboxError('relay_failed', String(error))));
       }
       const windowSize = this.options.maxInFlight ?? RELAY_DEFAULTS.maxInFlight;
       const window = this.nextBatches(windowSize);
@@ -282,18 +268,6 @@ export class Relay {
     return this.delivered.pruneSettledBefore(this.options.now() - after);
   }
 
-  private pruneNowAndThen(): void {
-    const now = this.options.now();
-    if (now - this.lastPrune < PRUNE_EVERY_MS) return;
-    this.lastPrune = now;
-    try {
-      this.prune();
-    } catch (error) {
-      // Pruning frees space; it can wait until the file can be written again.
-      if (!isTransientSqliteError(error)) throw error;
-    }
-  }
-
   /** Sends one batch: the stream it belongs to and the server's per-item results. */
   private async send(batch: readonly OutboxRow[]): Promise<{ stream: StreamIdentity; results: ItemResult[] }> {
     const first = batch[0]!;
@@ -330,7 +304,7 @@ export class Relay {
       this.options.reporter?.settled(applied.settled);
     }
     if (applied.fence) this.options.reporter?.fenced({ runId: applied.fence.runId, attempt: applied.fence.attempt, by: applied.fence.by });
-    this.pruneNowAndThen();
+    this.delivered.pruneNowAndThen(this.options.pruneDeliveredAfterMs, this.options.now());
     return afterAnswers(stream, batch, results, applied, windowStart);
   }
 
@@ -341,21 +315,8 @@ export class Relay {
     return this.otel ? sendInSpan(this.otel, stream, batch, send) : send();
   }
 
-  private startRenewing(): void {
-    this.renewTimer = setInterval(() => {
-      try {
-        this.file.db.transaction(() => this.lease.confirm()).immediate();
-      } catch (error) {
-        // A renewal that could not be written is tried again at the next tick; the lease is still ours.
-        if (isTransientSqliteError(error)) return;
-        this.fail(error instanceof OnceboxError ? error : new OnceboxError('relay_failed', String(error)));
-      }
-    }, Math.max(10, Math.floor(this.options.leaseTtlMs / 3)));
-    this.renewTimer.unref();
-  }
-
   private releaseLease(): void {
-    clearInterval(this.renewTimer);
+    this.lease.stopRenewing();
     clearInterval(this.foreignWatch);
     if (this.holding) this.lease.release();
     this.holding = false;
@@ -368,7 +329,7 @@ export class Relay {
     this.options.reporter?.stopped(error);
     this.stopper.abort(error);
     this.notify();
-    clearInterval(this.renewTimer);
+    this.lease.stopRenewing();
     if (!(error instanceof LeaseLostError)) this.releaseLease();
     this.holding = false;
   }

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { OnceboxError } from '../../protocol/errors.js';
+import { ProducerErrorCode, type OnceboxError } from '../../protocol/errors.js';
 import type { SettledRow } from '../events.js';
 import type { OutboxLogger } from '../../client/logger.js';
 import type { DeliveredNotice, DeliveryProblem, FencedNotice, OutboxEventMap } from '../events.js';
@@ -59,7 +59,7 @@ export class Reporter {
         delivered.push({ id: row.id, key: row.key, eventId: row.eventId, timestamp: row.timestamp, duplicate: row.duplicate });
         continue;
       }
-      if (row.code === 'fenced') continue; // told once, by fenced()
+      if (row.code === ProducerErrorCode.Fenced) continue; // told once, by fenced()
       this.once(`dead:${row.code}`, 'error', { code: row.code, id: row.id, key: row.key, reason: row.reason }, `oncebox relay: an emission was refused for good and parked as dead: ${row.reason}; see \`oncebox dead list\``);
       this.events.emit('dead', { id: row.id, key: row.key, code: row.code, reason: row.reason });
     }
@@ -70,7 +70,7 @@ export class Reporter {
     this.once(
       `fenced:${fence.runId}:${fence.attempt}`,
       'warn',
-      { code: 'fenced', ...fence },
+      { code: ProducerErrorCode.Fenced, ...fence },
       `oncebox relay: attempt ${fence.attempt} of run ${fence.runId} was fenced by attempt ${fence.by}; its pending rows are parked, and this process should stop`,
     );
     this.events.emit('fenced', fence);

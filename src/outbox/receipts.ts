@@ -1,8 +1,9 @@
-import { FencedError, RejectedError } from '../../protocol/errors.js';
-import type { Receipt } from '../../protocol/wire.js';
-import type { OutboxRow } from '../file/schema.js';
-import type { SettledRow } from '../events.js';
-import type { Fence } from '../file/run-attempts.js';
+import { FencedError, ProducerErrorCode, RejectedError } from '../protocol/errors.js';
+import { deathOf } from './file/rows.js';
+import type { Receipt } from '../protocol/wire.js';
+import type { OutboxRow } from './file/schema.js';
+import type { SettledRow } from './events.js';
+import type { Fence } from './run.js';
 
 interface Waiter {
   resolve: (receipt: Receipt) => void;
@@ -52,10 +53,35 @@ export class ReceiptWaiters {
   }
 
   rejectAll(error: Error): void {
+    this.stopPolling();
     for (const list of this.waiting.values()) for (const waiter of list) waiter.reject(error);
     this.waiting.clear();
   }
+
+  private pollTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * Settles the waiters from the file while another process's relay delivers (`relay: 'external'`, or
+   * this process's relay standing by): its answers reach the file, never `settle`. Reads every
+   * RECEIPT_POLL_MS until nobody waits; `readSettled` gives a row's answer once it has one.
+   */
+  pollFile(readSettled: (rowId: number) => SettledRow | undefined, ourRelayDelivers: () => boolean): void {
+    if (this.pollTimer !== undefined) return;
+    this.pollTimer = setInterval(() => {
+      if (this.waiting.size === 0) return this.stopPolling();
+      if (ourRelayDelivers()) return;
+      this.settle(this.rowIds().flatMap((id) => readSettled(id) ?? []));
+    }, RECEIPT_POLL_MS);
+  }
+
+  stopPolling(): void {
+    clearInterval(this.pollTimer);
+    this.pollTimer = undefined;
+  }
 }
+
+/** How often a receipt promise checks the file while another process's relay does the delivering. */
+const RECEIPT_POLL_MS = 50;
 
 /** @internal The settled form of a row read back from the file. */
 export function fromRow(row: OutboxRow, fence?: Fence): SettledRow {
@@ -64,9 +90,8 @@ export function fromRow(row: OutboxRow, fence?: Fence): SettledRow {
         id: row.id,
         state: 'dead',
         key: row.key,
-        code: row.dead_code ?? 'unknown',
-        reason: row.dead_reason ?? '',
-        ...(row.dead_code === 'fenced' && fence ? { fence } : {}),
+        ...deathOf(row),
+        ...(row.dead_code === ProducerErrorCode.Fenced && fence ? { fence } : {}),
       }
     : {
         id: row.id,
@@ -81,7 +106,7 @@ export function fromRow(row: OutboxRow, fence?: Fence): SettledRow {
 function settleWaiter(waiter: Waiter, row: SettledRow): void {
   if (row.state === 'delivered') {
     waiter.resolve({ eventId: row.eventId, timestamp: row.timestamp, duplicate: row.duplicate || waiter.recommitted });
-  } else if (row.code === 'fenced') {
+  } else if (row.code === ProducerErrorCode.Fenced) {
     const { attempt, by } = row.fence ?? { attempt: 0, by: 0 };
     waiter.reject(new FencedError(attempt, by, `the emission was not delivered: ${row.reason}; a later attempt of this run has delivered`));
   } else {

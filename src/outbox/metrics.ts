@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { SettledRow } from '../events.js';
+import type { SettledRow } from './events.js';
 
 /** What a metrics source reads from one open outbox at scrape time. */
 export interface OutboxGauges {

@@ -1,7 +1,8 @@
 import type Database from 'better-sqlite3';
 import { sql, type Selectable } from 'kysely';
 import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
-import type { OfRun, OutboxSchema } from './schema.js';
+import type { OutboxSchema } from './schema.js';
+import type { RunKey } from '../run.js';
 
 /** @internal An emission held for its run's success. */
 export type HeldRow = Selectable<OutboxSchema['held_emissions']>;
@@ -13,14 +14,14 @@ const HELD = sql.lit('held' as const);
  * @internal The statements of terminal commits: held emissions and attempt outcomes.
  * It is long because it is a list, one entry per prepared statement, each read on its own; split, the statements of one table would scatter.
  */
-export function lifecycleStatements(db: Database.Database) {
+export function terminalStatements(db: Database.Database) {
   const q = queryBuilder<OutboxSchema>(db);
   const p = {
     hold: params<Omit<HeldRow, 'id' | 'state' | 'settled_at' | 'reason'>>(),
-    run: params<OfRun>(),
-    settle: params<OfRun & { state: 'released' | 'discarded'; now: number; reason: string | null }>(),
-    attempt: params<OfRun & { attempt: number }>(),
-    outcome: params<OfRun & { attempt: number; outcome: 'succeeded' | 'failed'; reason: string | null; now: number }>(),
+    run: params<RunKey>(),
+    settle: params<RunKey & { state: 'released' | 'discarded'; now: number; reason: string | null }>(),
+    attempt: params<RunKey & { attempt: number }>(),
+    outcome: params<RunKey & { attempt: number; outcome: 'succeeded' | 'failed'; reason: string | null; now: number }>(),
   };
   return {
     hold: prepare(
@@ -100,4 +101,4 @@ export function lifecycleStatements(db: Database.Database) {
 }
 
 /** @internal */
-export type LifecycleStatements = ReturnType<typeof lifecycleStatements>;
+export type TerminalStatements = ReturnType<typeof terminalStatements>;
