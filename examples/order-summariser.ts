@@ -4,8 +4,11 @@
  * Killed at any point and restarted, on its file or on a fresh one, each event's effect is applied once
  * and each summary reaches the server once. The crash tests run it as a child process and kill it.
  *
- *   tsx examples/order-summariser.ts --db FILE --server URL [--group summariser] [--source orders_ready]
+ *   ONCEBOX_TOKEN=… tsx examples/order-summariser.ts --db FILE --server URL [--group summariser] [--source orders_ready]
  *     [--target orders_summarised] [--until CURSOR]
+ *
+ * Its token (ONCEBOX_TOKEN) is the group's: a publish token of producer "summariser" to the target asset
+ * that consumes the source asset (docs/consumers.md, "Run the examples").
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -43,9 +46,12 @@ const consumer = await openConsumer({
 });
 consumer.db.exec('CREATE TABLE IF NOT EXISTS order_counts (partition_key TEXT PRIMARY KEY, applied INTEGER NOT NULL)');
 const addCount = consumer.db.prepare('INSERT INTO order_counts VALUES (?, 1) ON CONFLICT DO UPDATE SET applied = applied + 1');
-console.log(JSON.stringify({ event: 'start', epoch: consumer.epoch, cursor: consumer.cursor }));
+// Where it resumed from: its own file's cursor, the server's copy (a fresh file), or the first event.
+console.log(JSON.stringify({ event: 'start', epoch: consumer.epoch, cursor: consumer.cursor, resumedFrom: consumer.resumedFrom.source }));
 
 const stop = new AbortController();
+// Ctrl-C (or a supervisor's SIGTERM) stops it after the event in hand, with its file closed cleanly.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort());
 const pauseMs = Number(args['pause-ms']);
 const until = args.until === undefined ? Number.POSITIVE_INFINITY : Number(args.until);
 try {

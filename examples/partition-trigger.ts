@@ -4,7 +4,10 @@
  * starts the downstream work, in the transaction that consumes the completing event. A duplicate, or a
  * re-run's event for a day that already fired, does not fire it again.
  *
- *   tsx examples/partition-trigger.ts --db FILE --server URL --when orders_ready,payments_ready --emit daily_close_ready [--until CURSOR]
+ *   ONCEBOX_TOKEN=… tsx examples/partition-trigger.ts --db FILE --server URL --when orders_ready,payments_ready --emit daily_close_ready [--until CURSOR]
+ *
+ * Its token (ONCEBOX_TOKEN) is the group's: a publish token of producer "daily-close" (the group) to the
+ * emitted asset that consumes the assets of --when.
  */
 import { parseArgs } from 'node:util';
 import { openConsumer } from '../src/consumer/index.js';
@@ -29,7 +32,10 @@ const when = args.when!.split(',');
 const until = args.until === undefined ? Number.POSITIVE_INFINITY : Number(args.until);
 
 const consumer = await openConsumer({ path: args.db, server: args.server, group: args.group!, assets: when, waitSeconds: 1 });
+console.log(JSON.stringify({ event: 'start', epoch: consumer.epoch, cursor: consumer.cursor, resumedFrom: consumer.resumedFrom.source }));
 const stop = new AbortController();
+// Ctrl-C (or a supervisor's SIGTERM) stops it after the event in hand, with its file closed cleanly.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort());
 consumer.trigger({ when, by: 'partitionKey' }, (partition, events, ctx) => {
   ctx.tx.emit(args.emit!, { partitionKey: partition, extra: { inputs: events.map((event) => event.eventId) } });
   console.log(JSON.stringify({ event: 'fired', partition, refresh: ctx.refresh }));

@@ -1,36 +1,43 @@
 // The README's quickstart, kept as a file so that it is type-checked and run by the tests.
 import { z } from 'zod';
-import { openOutbox } from '../src/outbox/index.js';
+import { describeLeftovers, openOutbox, type Emission } from '../src/outbox/index.js';
 
-const server = process.env.ONCEBOX_SERVER ?? 'http://127.0.0.1:8787';
-const token = process.env.ONCEBOX_TOKEN; // the job's token, from the environment, never from the code
 const storage = { writeBatch: async (batch: number) => void batch }; // your idempotent data write
 
+// The job's token comes from ONCEBOX_TOKEN in its environment, never from the code.
 const box = await openOutbox({
   path: process.env.ONCEBOX_OUTBOX ?? '.oncebox/orders-ingest.db',
-  server,
-  token,
+  server: process.env.ONCEBOX_SERVER ?? 'http://127.0.0.1:8787',
   producer: 'orders-ingest',
   run: { workflow: 'orders', runId: '2026-11-30', task: 'ingest', attempt: 1 },
 });
-box.on('delivered', (rows) => rows.forEach((row) => console.log(`stored ${row.key} as event ${row.eventId}`)));
 const batchReady = box.asset('batch_ready');
 const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
+const start = (progress.get()?.batch ?? 0) + 1; // a second run resumes from the checkpoint
+console.log(start === 1 ? 'starting at batch 1' : `resuming at batch ${start}: the file's checkpoint says ${start - 1} are done`);
 
-for (let batch = (progress.get()?.batch ?? 0) + 1; batch <= 3; batch++) {
+const emitted: Emission[] = [];
+for (let batch = start; batch <= 3; batch++) {
   await storage.writeBatch(batch); // idempotent: overwrites batch N
-  box.commit((tx) => {
+  const event = box.commit((tx) => {
     // one SQLite transaction: the checkpoint and the event, or neither
     tx.set(progress, { batch });
-    tx.emit(batchReady, { partitionKey: `batch-${batch}`, extra: { rows: 1000 } });
+    return tx.emit(batchReady, { partitionKey: `batch-${batch}`, extra: { rows: 1000 } });
   }); // durable here; the relay is woken at once and delivers in commit order
+  emitted.push(event);
 }
+emitted.push(box.commit((tx) => tx.emit(batchReady, { partitionKey: 'done' })));
 
-box.commit((tx) => tx.emit(batchReady, { partitionKey: 'done' }));
-
-const { pending, dead, lastError } = await box.close(); // waits up to 10 s for delivery, then says what is left
-if (pending > 0 || dead > 0) {
+const receipts = Promise.allSettled(emitted.map((event) => event.receipt())); // each once the server has stored it
+const left = await box.close(); // waits up to 10 s for delivery, then says what is left
+for (const [index, receipt] of (await receipts).entries()) {
+  const partition = emitted[index]!.partitionKey;
+  if (receipt.status === 'rejected') console.log(`${partition}: not published yet (${receipt.reason.code})`);
+  else if (receipt.value.duplicate) console.log(`${partition}: published before, as event ${receipt.value.eventId}; this retry added nothing`);
+  else console.log(`${partition}: published as event ${receipt.value.eventId}`);
+}
+if (left.pending > 0 || left.dead > 0) {
   // Nothing is lost: pending rows stay in the file, and the next run (or `oncebox relay`) delivers them.
-  console.error(`not delivered yet: ${pending} pending, ${dead} dead; last error: ${lastError?.message ?? 'none'}`);
+  console.error(`not done: ${describeLeftovers(box.path, left)}`);
   process.exitCode = 1;
 }

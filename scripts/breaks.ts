@@ -892,7 +892,7 @@ export const BREAKS: Break[] = [
   {
     what: 'the producer defining checkpoints past what the server keeps (refused only at delivery, dead)',
     guarantee: 'G8',
-    edits: [{ file: 'src/outbox/outbox.ts', find: '    if (!this.checkpointNames.has(parsed.data) && this.checkpointNames.size >= Limits.maxCheckpointNames - 1) {', replace: '    if (!this.checkpointNames.has(parsed.data) && this.checkpointNames.size >= Limits.maxCheckpointNames * 2) {' }],
+    edits: [{ file: 'src/outbox/checkpoint-names.ts', find: '    if (!this.names.has(parsed.data) && this.names.size >= Limits.maxCheckpointNames - 1) {', replace: '    if (!this.names.has(parsed.data) && this.names.size >= Limits.maxCheckpointNames * 2) {' }],
     caughtBy: [{ file: 'test/unit/checkpoint.test.ts', name: 'are at most 63 names per job' }],
   },
   {
@@ -1358,6 +1358,54 @@ export const BREAKS: Break[] = [
     guarantee: 'G11',
     edits: [{ file: 'src/outbox/relay/batch-encoding.ts', find: 'const revision = row.revision === 0 ?', replace: 'const revision = row.revision >= 0 ?' }],
     caughtBy: [{ file: 'test/unit/batch-encoding.test.ts' }],
+  },
+  {
+    what: 'a 401 or 403 retried like a server that is down (the relay and every command wait forever)',
+    guarantee: 'G19',
+    edits: [{ file: 'src/client/server-client.ts', find: '    if (answer.status === 401 || answer.status === 403) return credentialsRefused(', replace: '    if (answer.status === 0) return credentialsRefused(' }],
+    caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'ends `oncebox relay --drain`' }, { file: 'test/integration/credentials.test.ts', name: 'stops a running relay at once' }],
+  },
+  {
+    what: "openOutbox not asking whether the server takes the job's token (a wrong token found only after the first commit)",
+    guarantee: 'G19',
+    edits: [{ file: 'src/outbox/outbox.ts', find: '      await this.client.assertTokenAccepted({ stream:', replace: '      void this.client.assertTokenAccepted({ stream:' }],
+    caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'is refused at openOutbox' }],
+  },
+  {
+    what: '`oncebox events --follow` retrying a refused token forever',
+    guarantee: 'G19',
+    edits: [{ file: 'src/cli/events-command.ts', find: '      if (!command.follow || error instanceof CredentialsError) {', replace: '      if (!command.follow) {' }],
+    caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'ends openConsumer' }],
+  },
+  {
+    what: 'an idle consumer never asking for its group’s epoch (a replaced consumer with no events runs on forever)',
+    guarantee: 'G21',
+    edits: [{ file: 'src/consumer/consumer.ts', find: '        if (events.length === 0) await this.box.learnFenceFromServer();', replace: '' }],
+    caughtBy: [{ file: 'test/fault/consumer-zombie.test.ts', name: 'within one long-poll' }],
+  },
+  {
+    what: "a map entry's URI looked up without Airflow's normal form of an empty path (`ceo://refunds` not found as `ceo://refunds/`)",
+    guarantee: 'G24',
+    edits: [{ file: 'src/airflow/airflow-client.ts', find: "  path = path.replace(/\\/+$/, '') || '/';", replace: "  path = path.replace(/\\/+$/, '');" }],
+    caughtBy: [{ file: 'test/airflow/uri-forms.test.ts' }],
+  },
+  {
+    what: 'a publish token that consumes some assets reading every asset’s events',
+    guarantee: 'G17',
+    edits: [{ file: 'src/dedupe/tokens.ts', find: "  return grant.scope === 'read' ? grant.assets : (grant.consumes ?? []);", replace: "  return grant.scope === 'read' ? grant.assets : null;" }],
+    caughtBy: [{ file: 'test/integration/route-scopes.test.ts', name: 'refuses every caller outside' }],
+  },
+  {
+    what: "the server taking the jobs' ONCEBOX_TOKEN as its admin token",
+    guarantee: 'G17',
+    edits: [{ file: 'src/cli/server-command.ts', find: '  const fromEnvironment = process.env[ADMIN_TOKEN_VARIABLE]?.trim();', replace: '  const fromEnvironment = (process.env[ADMIN_TOKEN_VARIABLE] ?? process.env[TOKEN_VARIABLE])?.trim();' }],
+    caughtBy: [{ file: 'test/integration/first-hour.test.ts', name: 'never ONCEBOX_TOKEN' }],
+  },
+  {
+    what: '`oncebox status` exiting 0 with events dead',
+    guarantee: 'G19',
+    edits: [{ file: 'src/cli/status-command.ts', find: '    const exit = status.dead > 0 ? Exit.NeedsAttention : Exit.Ok;', replace: '    const exit = Exit.Ok;' }],
+    caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'end to end' }],
   },
 ];
 

@@ -5,12 +5,12 @@
  * --write it also rewrites the table in docs/guarantees.md; `--table` only rewrites the table. Not part
  * of npm test: the checks take minutes.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { cleanCopy } from './clean-copy.js';
 import { BREAKS, breaksTable, TABLE_END, TABLE_START, type Break, type TestSelection } from './breaks.js';
 
 const { values } = parseArgs({
@@ -22,17 +22,7 @@ const postgres = spawnSync('pg_isready', ['-h', '127.0.0.1', '-p', '5432', '-q']
 
 /** A copy of the working tree (tracked and new files, not ignored ones) sharing node_modules. */
 function scratchCopy(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'oncebox-breaks-'));
-  const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '-z'], { cwd: repo, encoding: 'utf8' }).split('\0').filter(Boolean);
-  for (const file of files) {
-    mkdirSync(dirname(join(dir, file)), { recursive: true });
-    try {
-      cpSync(join(repo, file), join(dir, file));
-    } catch {
-      // Deleted in the working tree but still in the index.
-    }
-  }
-  symlinkSync(join(repo, 'node_modules'), join(dir, 'node_modules'));
+  const dir = cleanCopy(repo, 'oncebox-breaks-');
   // The Airflow tests run against the Airflow installed here, when it is.
   if (existsSync(join(repo, '.airflow'))) symlinkSync(join(repo, '.airflow'), join(dir, '.airflow'));
   return dir;

@@ -84,9 +84,17 @@ export class AirflowClient {
     await this.bearer();
   }
 
-  /** The asset with exactly this name, or this URI; undefined when Airflow has none. */
+  /**
+   * The asset with exactly this name, or this URI; undefined when Airflow has none. A URI is looked up
+   * as given, then as Airflow stores it (airflowNormalisedUri): `ceo://refunds` is `ceo://refunds/` there.
+   */
   async findAsset(by: { name: string } | { uri: string }): Promise<AirflowAsset | undefined> {
-    const [field, value] = 'name' in by ? (['name', by.name] as const) : (['uri', by.uri] as const);
+    if ('name' in by) return this.findAssetBy('name', by.name);
+    const normalised = airflowNormalisedUri(by.uri);
+    return (await this.findAssetBy('uri', by.uri)) ?? (normalised === by.uri ? undefined : await this.findAssetBy('uri', normalised));
+  }
+
+  private async findAssetBy(field: 'name' | 'uri', value: string): Promise<AirflowAsset | undefined> {
     for (let offset = 0; ; offset += PAGE) {
       // The pattern is a substring match (ILIKE), so the page is filtered to the exact value here.
       const query = new URLSearchParams({ [`${field}_pattern`]: value, limit: String(PAGE), offset: String(offset) });
@@ -233,4 +241,36 @@ function describe(error: unknown): string {
   if (error.name === 'TimeoutError') return 'timed out';
   if (cause?.code && cause.message) return `${cause.code} (${cause.message})`;
   return cause?.code ?? cause?.message ?? error.message;
+}
+
+/**
+ * A URI as Airflow stores an asset's (its `_sanitize_uri`): the scheme in lower case, a password's user
+ * info dropped, trailing slashes stripped from the path and an empty path made `/`, the query's pairs
+ * sorted (blank ones dropped), no fragment. A scheme starting with `x-`, and text that is no URI, stay
+ * as they are. Providers' own rules for their schemes (a default port, say) are not applied: the
+ * lookup's error says to give such a URI as Airflow lists it.
+ * @internal
+ */
+export function airflowNormalisedUri(uri: string): string {
+  const match = /^([A-Za-z][A-Za-z0-9+.-]*):(.*)$/s.exec(uri);
+  if (match === null) return uri;
+  const scheme = match[1]!.toLowerCase();
+  if (scheme.startsWith('x-')) return uri;
+  const withoutFragment = match[2]!.split('#')[0]!;
+  const queryAt = withoutFragment.indexOf('?');
+  const hierarchy = queryAt < 0 ? withoutFragment : withoutFragment.slice(0, queryAt);
+  const query = queryAt < 0 ? '' : withoutFragment.slice(queryAt + 1);
+  let authority: string | undefined;
+  let path = hierarchy;
+  if (hierarchy.startsWith('//')) {
+    const slash = hierarchy.indexOf('/', 2);
+    authority = slash < 0 ? hierarchy.slice(2) : hierarchy.slice(2, slash);
+    path = slash < 0 ? '' : hierarchy.slice(slash);
+    const at = authority.lastIndexOf('@');
+    if (at >= 0 && authority.slice(0, at).includes(':')) authority = authority.slice(at + 1);
+  }
+  path = path.replace(/\/+$/, '') || '/';
+  const pairs = [...new URLSearchParams(query)].filter(([, value]) => value !== '').sort(([a, x], [b, y]) => (a === b ? (x < y ? -1 : x > y ? 1 : 0) : a < b ? -1 : 1));
+  const sortedQuery = new URLSearchParams(pairs).toString();
+  return `${scheme}:${authority === undefined ? '' : `//${authority}`}${path}${sortedQuery ? `?${sortedQuery}` : ''}`;
 }

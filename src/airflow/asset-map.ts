@@ -61,7 +61,9 @@ export async function resolveAssetMap(client: AirflowClient, map: AirflowAssetMa
       throw new AirflowError(
         AirflowErrorCode.UnknownAsset,
         `the asset map sends "${oncebox}" to the Airflow asset with ${field} "${value}", but Airflow at ${new URL(client.url).origin} has none; ` +
-          `check the map, or deploy a DAG that declares that asset`,
+          ('uri' in by
+            ? `give the URI as Airflow lists it (GET /api/v2/assets; Airflow normalises URIs, and a provider may add its own rules, such as a default port), or deploy a DAG that declares that asset`
+            : `check the map, or deploy a DAG that declares that asset`),
         { field: typeof ref === 'string' ? oncebox : `${oncebox}.${field}` },
       );
     }

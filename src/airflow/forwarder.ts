@@ -92,6 +92,9 @@ export interface ForwardRunResult {
 export interface ForwarderStatus extends ConsumerStatus {
   /** Events forwarded, as recorded in the file. */
   forwarded: number;
+  /** Since this forwarder opened: lookups made in Airflow, and events they found there (posted before an answer was lost). */
+  lookups: number;
+  found: number;
   /** The last error talking to Airflow, while it lasts; null once Airflow answers again. */
   lastAirflowError: string | null;
 }
@@ -141,7 +144,7 @@ export class AirflowForwarder {
   }
 
   status(): ForwarderStatus {
-    return { ...this.consumer.status(), forwarded: this.statements.count(), lastAirflowError: this.airflowFailures.lastError };
+    return { ...this.consumer.status(), forwarded: this.statements.count(), lookups: this.tally.lookups, found: this.tally.found, lastAirflowError: this.airflowFailures.lastError };
   }
 
   /** Every forward receipt in the file, in cursor order. */

@@ -1,3 +1,8 @@
+/**
+ * `oncebox/airflow`: the Airflow forwarder: each oncebox event as one Airflow asset event.
+ * @packageDocumentation
+ * @module oncebox/airflow
+ */
 export {
   openAirflowForwarder,
   AirflowForwarder,

@@ -1,3 +1,8 @@
+/**
+ * `oncebox/bullmq`: the BullMQ adapter: a worker whose jobs are oncebox runs.
+ * @packageDocumentation
+ * @module oncebox/bullmq
+ */
 export { onceboxWorker } from './worker.js';
 export type { OnceboxWorkerOptions } from './options.js';
 export type { OnceboxJobProcessor } from './job-run.js';

@@ -1,5 +1,50 @@
+import type { Command } from 'commander';
 import { DeadLetters, type DeadLetter, type Selection } from '../outbox/file/dead-letters.js';
 import { OutboxFile } from '../outbox/file/outbox-file.js';
+import { Exit, exitsWith, UsageError, wholeNumber } from './arguments.js';
+
+/** `oncebox dead list|show|retry|discard FILE`. */
+export function deadCommand(program: Command): Command {
+  const dead = program
+    .command('dead')
+    .summary('events the server refused for good, in an outbox file: list, show, retry, discard')
+    .description(
+      'Dead rows are events the server refused for good (an unknown asset, a token outside its scope, a conflict),\n' +
+        "parked in the job's outbox file with the server's reason while the rest of the stream went on.\n" +
+        'Fix the cause, then send them again (each exactly once), or discard them on the record.',
+    )
+    .addHelpText('after', '\nExamples:\n  $ oncebox dead list .oncebox/orders-ingest.db\n  $ oncebox dead retry .oncebox/orders-ingest.db --all --note "asset registered"');
+  const ids = (text: string, previous: number[] | undefined) => [...(previous ?? []), wholeNumber(text)];
+  const action = (name: string) => (file: string, flags: { id?: number[]; all?: boolean; note?: string; json?: boolean }) =>
+    runDeadCommand(name, { path: file, ids: flags.id ?? [], all: flags.all ?? false, note: flags.note ?? '', json: flags.json ?? false });
+  dead
+    .command('list')
+    .description('lists the dead rows, with the code and reason of each')
+    .argument('<file>', "the job's outbox file")
+    .option('--json', 'one JSON object, for scripts')
+    .action(exitsWith(action('list')));
+  dead
+    .command('show')
+    .description('shows dead rows whole: key, payload, run, attempt and reason')
+    .argument('<file>', "the job's outbox file")
+    .requiredOption('--id <n>', 'a dead row, by the number `dead list` shows; repeatable', ids)
+    .option('--json', 'one JSON object per row, for scripts')
+    .action(exitsWith(action('show')));
+  // retry and discard take the same selection: rows by id, or all of them.
+  const selecting = (name: 'retry' | 'discard', description: string, all: string) =>
+    dead
+      .command(name)
+      .description(description)
+      .argument('<file>', "the job's outbox file")
+      .option('--id <n>', 'a dead row; repeatable', ids)
+      .option('--all', all)
+      .option('--note <text>', 'why, kept with the record of the action')
+      .option('--json', 'one JSON object, for scripts')
+      .action(exitsWith(action(name)));
+  selecting('retry', 'sends dead rows again, with their keys: each reaches the server once; a row that cannot go again stays dead, saying why (exit 3)', 'every dead row that can go again');
+  selecting('discard', "removes dead rows for good, keeping each whole in the file's record of actions", 'every dead row');
+  return dead;
+}
 
 export interface DeadCommandOptions {
   path: string;
@@ -13,7 +58,7 @@ export interface DeadCommandOptions {
  * `oncebox dead list|show|retry|discard FILE`: the rows the server refused for good, and what to do with
  * them once the cause is fixed (send again, exactly once) or accepted (discard, on the record).
  */
-export function runDeadCommand(action: string | undefined, options: DeadCommandOptions): number {
+export function runDeadCommand(action: string, options: DeadCommandOptions): number {
   const file = new OutboxFile(options.path, 'full', false);
   try {
     const letters = new DeadLetters(file);
@@ -28,7 +73,7 @@ export function runDeadCommand(action: string | undefined, options: DeadCommandO
       case 'show':
         for (const id of requireIds(options, 'show')) {
           const row = letters.get(id);
-          if (!row) throw new DeadUsageError(`dead show: row ${id} of ${options.path} is not dead (\`oncebox dead list\` shows the dead rows)`);
+          if (!row) throw new UsageError(`dead show: row ${id} of ${options.path} is not dead (\`oncebox dead list\` shows the dead rows)`);
           console.log(options.json ? JSON.stringify(row) : JSON.stringify(row, null, 2));
         }
         return 0;
@@ -40,9 +85,9 @@ export function runDeadCommand(action: string | undefined, options: DeadCommandO
           if (retried.length === 0 && skipped.length === 0) console.log(`${options.path}: no dead rows to send again`);
           for (const row of retried) console.log(`row ${row.id} goes out again as row ${row.newId} (attempt ${row.attempt}, seq ${row.seq}, key ${row.key})`);
           for (const row of skipped) console.log(`row ${row.id} stays dead: ${row.why}`);
-          if (retried.length > 0) console.log(`the job's relay sends them with its next commit; or now: oncebox relay --db ${options.path} --server URL --drain`);
+          if (retried.length > 0) console.log(`the job's relay sends them with its next commit; or now: oncebox relay ${options.path} --server URL --drain`);
         }
-        return skipped.length > 0 ? 3 : 0;
+        return skipped.length > 0 ? Exit.NeedsAttention : Exit.Ok;
       }
       case 'discard': {
         const discarded = letters.discard(selection(options, 'discard'), options.note);
@@ -51,14 +96,12 @@ export function runDeadCommand(action: string | undefined, options: DeadCommandO
         return 0;
       }
       default:
-        throw new DeadUsageError(`dead: say list, show, retry or discard (got ${action === undefined ? 'nothing' : `"${action}"`})`);
+        throw new UsageError(`dead: say list, show, retry or discard (got ${action === undefined ? 'nothing' : `"${action}"`})`);
     }
   } finally {
     file.close();
   }
 }
-
-export class DeadUsageError extends Error {}
 
 function oneLine(row: DeadLetter): string {
   const partition = row.partitionKey === null ? '' : ` ${row.partitionKey}`;
@@ -66,13 +109,13 @@ function oneLine(row: DeadLetter): string {
 }
 
 function requireIds(options: DeadCommandOptions, action: string): number[] {
-  if (options.ids.length === 0) throw new DeadUsageError(`dead ${action}: give the rows with --id N (repeatable)`);
+  if (options.ids.length === 0) throw new UsageError(`dead ${action}: give the rows with --id N (repeatable)`);
   return options.ids;
 }
 
 function selection(options: DeadCommandOptions, action: string): Selection {
-  if (options.all && options.ids.length > 0) throw new DeadUsageError(`dead ${action}: give --id N or --all, not both`);
+  if (options.all && options.ids.length > 0) throw new UsageError(`dead ${action}: give --id N or --all, not both`);
   if (options.all) return 'all';
-  if (options.ids.length === 0) throw new DeadUsageError(`dead ${action}: give the rows with --id N (repeatable), or --all`);
+  if (options.ids.length === 0) throw new UsageError(`dead ${action}: give the rows with --id N (repeatable), or --all`);
   return options.ids;
 }

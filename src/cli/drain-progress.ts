@@ -3,9 +3,14 @@
  * pending, rate, time left); elsewhere (a log file, CI) a plain line every second.
  */
 export interface DrainCounts {
+  /** Events not yet delivered. */
   pending: number;
+  /** Events delivered. */
   delivered: number;
+  /** Events refused for good. */
   dead: number;
+  /** Checkpoint updates not yet mirrored to the server: rows too, but no events. */
+  checkpoints?: number;
 }
 
 export interface ProgressOutput {
@@ -50,7 +55,7 @@ export class DrainProgress {
   finish(counts: DrainCounts, outcome: string): void {
     if (this.drawn) this.out.write(`\r${this.line(counts, this.now())}\u001b[K\n`);
     const done = counts.delivered - this.startDelivered;
-    this.out.write(`oncebox relay: ${outcome}: ${done} delivered, ${counts.pending} pending, ${counts.dead} dead\n`);
+    this.out.write(`oncebox relay: ${outcome}: ${done} events delivered, ${counts.pending} pending, ${counts.dead} dead${checkpointsPending(counts)}\n`);
   }
 
   private rate(counts: DrainCounts, now: number): number {
@@ -69,11 +74,16 @@ export class DrainProgress {
     const total = done + counts.pending;
     const filled = total === 0 ? BAR_WIDTH : Math.round((done / total) * BAR_WIDTH);
     const bar = `[${'#'.repeat(filled)}${'-'.repeat(BAR_WIDTH - filled)}]`;
-    return `${bar} ${done}/${total} · ${counts.pending} pending · ${Math.round(this.rate(counts, now))}/s · ${this.timeLeft(counts, now)} left`;
+    return `${bar} ${done}/${total} events · ${counts.pending} pending · ${Math.round(this.rate(counts, now))}/s · ${this.timeLeft(counts, now)} left`;
   }
 
   private plain(counts: DrainCounts, now: number): string {
     const done = counts.delivered - this.startDelivered;
-    return `${done} delivered, ${counts.pending} pending, ${counts.dead} dead, ${Math.round(this.rate(counts, now))} rows/s, time left ${this.timeLeft(counts, now)}`;
+    return `${done} events delivered, ${counts.pending} pending, ${counts.dead} dead, ${Math.round(this.rate(counts, now))} events/s, time left ${this.timeLeft(counts, now)}${checkpointsPending(counts)}`;
   }
+}
+
+function checkpointsPending(counts: DrainCounts): string {
+  const checkpoints = counts.checkpoints ?? 0;
+  return checkpoints === 0 ? '' : `; ${checkpoints} checkpoint update${checkpoints === 1 ? '' : 's'} pending`;
 }

@@ -1,7 +1,38 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Command } from 'commander';
 import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
 import { ServerClient } from '../client/server-client.js';
+import { CredentialsError } from '../protocol/errors.js';
 import type { StoredEvent } from '../protocol/wire.js';
+import { clientToken, collect, cursor, Exit, exitsWith, stopSignal, withTokenOptions } from './arguments.js';
+
+/** `oncebox events`. */
+export function eventsCommand(program: Command): Command {
+  const command = program
+    .command('events')
+    .summary('print stored events in cursor order')
+    .description('Prints the events the server stored, in cursor order: one aligned line each, or JSON lines. With --follow it waits for more.')
+    .requiredOption('--server <url>', 'the server; repeat it for several instances over one database', collect)
+    .option('--asset <name>', 'only the events of this asset')
+    .option('--after <cursor>', 'only the events after this cursor', cursor, 0)
+    .option('--follow', 'wait for new events until stopped (Ctrl-C)')
+    .option('--json', 'one JSON object per event, for scripts');
+  return withTokenOptions(command)
+    .addHelpText('after', '\nExample:\n  $ ONCEBOX_TOKEN=$(cat reader.token) oncebox events --server http://127.0.0.1:8787 --asset batch_ready --follow')
+    .action(
+      exitsWith((flags: { server: string[]; asset?: string; after: number; follow?: boolean; json?: boolean; token?: string; tokenFile?: string }) =>
+        printEvents({
+          servers: flags.server,
+          token: clientToken(flags, 'events'),
+          asset: flags.asset,
+          after: flags.after,
+          follow: flags.follow ?? false,
+          json: flags.json ?? false,
+          signal: stopSignal(),
+        }),
+      ),
+    );
+}
 
 export interface EventsCommand {
   servers: string[];
@@ -35,9 +66,10 @@ export async function printEvents(command: EventsCommand): Promise<number> {
     } catch (error) {
       if (command.signal.aborted) break;
       const message = (error as Error).message;
-      if (!command.follow) {
+      // A refused token is refused again: following on would only repeat it.
+      if (!command.follow || error instanceof CredentialsError) {
         console.error(`oncebox events: ${message}`);
-        return 1;
+        return Exit.Failed;
       }
       if (message !== failing) console.error(`oncebox events: ${message}; trying again`);
       failing = message;
@@ -49,7 +81,7 @@ export async function printEvents(command: EventsCommand): Promise<number> {
     after = page.next;
     if (!command.follow && page.events.length === 0) break;
   }
-  return 0;
+  return Exit.Ok;
 }
 
 /** One event on one line: cursor, time, asset and partition, then where it came from and its id. */

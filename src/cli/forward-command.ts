@@ -1,10 +1,13 @@
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Command } from 'commander';
 import { z } from 'zod';
 import { openAirflowForwarder } from '../airflow/forwarder.js';
 import { readAssetMap } from '../airflow/asset-map.js';
 import type { AirflowCredentials } from '../airflow/airflow-client.js';
 import { AirflowError, AirflowErrorCode } from '../airflow/errors.js';
 import { FencedError } from '../protocol/errors.js';
+import { clientToken, collect, Exit, exitsWith, stopSignal, wholeNumber, withTokenOptions } from './arguments.js';
 
 export interface ForwardAirflowArgs {
   servers: string[];
@@ -14,9 +17,88 @@ export interface ForwardAirflowArgs {
   group: string;
   token: string | undefined;
   credentialsFile: string | undefined;
-  settleMs: number | undefined;
-  batchSize: number | undefined;
+  settleMs?: number | undefined;
+  batchSize?: number | undefined;
+  requestTimeoutMs?: number | undefined;
+  clockSkewMs?: number | undefined;
+  retryMaxDelayMs?: number | undefined;
+  /** One JSON line per event even on a terminal. */
+  json?: boolean | undefined;
   signal: AbortSignal;
+}
+
+interface ForwardFlags {
+  server: string[];
+  airflow: string;
+  map: string;
+  db: string;
+  group: string;
+  token?: string;
+  tokenFile?: string;
+  airflowCredentialsFile?: string;
+  settleMs?: number;
+  batchSize?: number;
+  requestTimeoutMs?: number;
+  clockSkewMs?: number;
+  retryMaxDelayMs?: number;
+  json?: boolean;
+}
+
+/** `oncebox forward airflow`. */
+export function forwardCommand(program: Command): Command {
+  const forward = program.command('forward').summary('forward events to another system (airflow)').description('Forwards oncebox events into another system, each exactly once.');
+  const airflow = forward
+    .command('airflow')
+    .description(
+      "Posts each event of the mapped assets to Airflow's REST API as an asset event, exactly once (looking first after any\n" +
+        'lost answer), with its partition key, so that a partitioned DAG runs once per partition. Runs until stopped.\n' +
+        'An Airflow that does not answer, refuses the credentials, or lacks a mapped asset stops it at start (exit 1): run it under a\n' +
+        'supervisor (systemd, Kubernetes) that restarts it. Mid-run, an unanswered request is retried; a later forwarder of the group\n' +
+        'fences this one (exit 3).',
+    )
+    .requiredOption('--server <url>', 'the oncebox server; repeat it for several instances', collect)
+    .requiredOption('--airflow <url>', "Airflow's API server, e.g. http://127.0.0.1:8080")
+    .requiredOption('--map <file>', 'JSON: which oncebox asset goes to which Airflow asset (by name, or { "uri": … })')
+    .option('--db <file>', "the forwarder's SQLite file: its cursor and forward receipts", '.oncebox/airflow-forwarder.db')
+    .option('--group <name>', 'the consumer group: one live forwarder per group', 'airflow-forwarder')
+    .option('--airflow-credentials-file <file>', 'JSON {"username","password"} or {"token"} (default: ONCEBOX_AIRFLOW_USERNAME and ONCEBOX_AIRFLOW_PASSWORD, or ONCEBOX_AIRFLOW_TOKEN)')
+    .option('--batch-size <n>', 'events posted between two durable commits of their receipts (default: 20)', wholeNumber)
+    .option('--settle-ms <ms>', 'after a lost answer, how long Airflow gets to commit before the lookup (default: 1000)', wholeNumber)
+    .option('--request-timeout-ms <ms>', 'how long one request may take before its outcome counts as unknown (default: 10000)', wholeNumber)
+    .option('--clock-skew-ms <ms>', "how far Airflow's clock may be behind the oncebox server's (default: 300000)", wholeNumber)
+    .option('--retry-max-delay-ms <ms>', 'the longest pause between retries while Airflow gives no answer (default: 5000)', wholeNumber)
+    .option('--json', 'one JSON line per event even on a terminal (it is JSON elsewhere)');
+  withTokenOptions(airflow)
+    .addHelpText(
+      'after',
+      `
+Example:
+  $ ONCEBOX_TOKEN=$(cat forwarder.token) ONCEBOX_AIRFLOW_USERNAME=admin ONCEBOX_AIRFLOW_PASSWORD=… \\
+      oncebox forward airflow --server http://127.0.0.1:8787 --airflow http://127.0.0.1:8080 --map airflow-map.json
+See docs/airflow.md.`,
+    )
+    .action(
+      exitsWith((flags: ForwardFlags) => {
+        mkdirSync(dirname(flags.db), { recursive: true });
+        return runForwardAirflow({
+          servers: flags.server,
+          airflow: flags.airflow,
+          mapFile: flags.map,
+          db: flags.db,
+          group: flags.group,
+          token: clientToken(flags, 'forward'),
+          credentialsFile: flags.airflowCredentialsFile,
+          settleMs: flags.settleMs,
+          batchSize: flags.batchSize,
+          requestTimeoutMs: flags.requestTimeoutMs,
+          clockSkewMs: flags.clockSkewMs,
+          retryMaxDelayMs: flags.retryMaxDelayMs,
+          json: flags.json,
+          signal: stopSignal(),
+        });
+      }),
+    );
+  return forward;
 }
 
 const credentialsFile = z.union([
@@ -62,35 +144,50 @@ export async function runForwardAirflow(args: ForwardAirflowArgs): Promise<numbe
     map: readAssetMap(args.mapFile),
     group: args.group,
     token: args.token,
-    ...(args.settleMs === undefined ? {} : { settleMs: args.settleMs }),
-    ...(args.batchSize === undefined ? {} : { batchSize: args.batchSize }),
+    settleMs: args.settleMs,
+    batchSize: args.batchSize,
+    requestTimeoutMs: args.requestTimeoutMs,
+    clockSkewMs: args.clockSkewMs,
+    retryMaxDelayMs: args.retryMaxDelayMs,
   });
+  const json = args.json === true || !process.stdout.isTTY;
   const assets = Object.fromEntries([...forwarder.resolvedAssets].map(([oncebox, asset]) => [oncebox, { id: asset.id, name: asset.name, uri: asset.uri }]));
-  console.log(JSON.stringify({ event: 'forwarding', group: args.group, epoch: forwarder.epoch, cursor: forwarder.cursor, assets }));
+  console.log(
+    json
+      ? JSON.stringify({ event: 'forwarding', group: args.group, epoch: forwarder.epoch, cursor: forwarder.cursor, assets })
+      : `oncebox forward: group ${args.group} (epoch ${forwarder.epoch}) forwarding after cursor ${forwarder.cursor}: ` +
+          Object.entries(assets).map(([oncebox, asset]) => `${oncebox} → ${asset.name} (${asset.uri})`).join(', '),
+  );
   try {
     const result = await forwarder.run({
       signal: args.signal,
       onForwarded: (receipt) =>
         console.log(
-          JSON.stringify({
-            event: 'forwarded',
-            cursor: receipt.cursor,
-            key: receipt.key,
-            partitionKey: receipt.partitionKey,
-            airflowEventId: receipt.airflowEventId,
-            foundByLookup: receipt.foundByLookup,
-          }),
+          json
+            ? JSON.stringify({
+                event: 'forwarded',
+                cursor: receipt.cursor,
+                key: receipt.key,
+                partitionKey: receipt.partitionKey,
+                airflowEventId: receipt.airflowEventId,
+                foundByLookup: receipt.foundByLookup,
+              })
+            : `#${receipt.cursor} ${receipt.asset} ${receipt.partitionKey ?? '-'} → Airflow event ${receipt.airflowEventId}${receipt.foundByLookup ? ' (found there: posted before its answer was lost)' : ''}`,
         ),
     });
     const cursor = forwarder.cursor;
     const closed = await forwarder.close();
-    console.log(JSON.stringify({ event: 'stopped', ...result, cursor, pending: closed.pending }));
-    return 0;
+    console.log(
+      json
+        ? JSON.stringify({ event: 'stopped', ...result, cursor, pending: closed.pending })
+        : `oncebox forward: stopped at cursor ${cursor}: ${result.forwarded} forwarded (${result.found} found by lookup), ${result.lookups} lookups`,
+    );
+    return Exit.Ok;
   } catch (error) {
     await forwarder.close({ timeoutMs: 0 });
     if (error instanceof FencedError) {
       console.error(`oncebox forward: fenced: a later forwarder of group "${args.group}" took over (${error.message})`);
-      return 3;
+      return Exit.NeedsAttention;
     }
     throw error;
   }

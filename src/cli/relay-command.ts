@@ -1,9 +1,44 @@
+import { Command, Option } from 'commander';
 import { ServerClient } from '../client/server-client.js';
 import { OutboxFile } from '../outbox/file/outbox-file.js';
 import { assembleDelivery } from '../outbox/relay/assemble.js';
 import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
 import { readStatus } from '../outbox/status.js';
 import { DrainProgress, type DrainCounts, type ProgressOutput } from './drain-progress.js';
+import { clientToken, collect, Exit, exitsWith, stopSignal, UsageError, withTokenOptions } from './arguments.js';
+
+/** `oncebox relay FILE`: delivers an outbox file from a process of its own. */
+export function relayCommand(program: Command): Command {
+  const command = program
+    .command('relay')
+    .summary("deliver an outbox file from a process of its own")
+    .description(
+      "Delivers an outbox file's pending rows to the server, in commit order, for a job opened with relay: 'external',\n" +
+        'or to finish what a job left behind. Runs until stopped, or with --drain until nothing is pending.',
+    )
+    .argument('[file]', "the job's outbox file (the path it gave openOutbox)")
+    .addOption(new Option('--db <file>', 'the outbox file, as a flag (as FILE)').hideHelp())
+    .requiredOption('--server <url>', 'the server; repeat it for several instances over one database', collect)
+    .option('--drain', 'exit once nothing is pending: 0 when all was delivered, 3 when rows are dead, 1 otherwise');
+  return withTokenOptions(command)
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ ONCEBOX_TOKEN=$(cat job.token) oncebox relay .oncebox/orders-ingest.db --server http://127.0.0.1:8787 --drain
+  $ oncebox relay .oncebox/orders-ingest.db --server http://a:8787 --server http://b:8787 --token-file job.token
+
+A token the server refuses (401, 403) ends it at once with status 1, naming the fix; nothing pending is lost.`,
+    )
+    .action(
+      exitsWith((file: string | undefined, flags: { db?: string; server: string[]; drain?: boolean; token?: string; tokenFile?: string }) => {
+        const db = file ?? flags.db;
+        if (db === undefined) throw new UsageError('relay: give the outbox FILE to deliver');
+        if (file !== undefined && flags.db !== undefined && file !== flags.db) throw new UsageError('relay: give the outbox file once, as FILE');
+        return runRelay({ db, servers: flags.server, token: clientToken(flags, 'relay'), drain: flags.drain ?? false, signal: stopSignal() });
+      }),
+    );
+}
 
 /** How often a drain looks whether it is done, and updates its progress. */
 const PROGRESS_EVERY_MS = 100;
@@ -20,7 +55,7 @@ export interface RelayCommandOptions {
 }
 
 /** How `oncebox relay` ends: every row delivered; stopped or interrupted with rows pending; rows dead. */
-export const RelayExit = { Drained: 0, NotDrained: 1, DeadRows: 3 } as const;
+export const RelayExit = { Drained: Exit.Ok, NotDrained: Exit.Failed, DeadRows: Exit.NeedsAttention } as const;
 
 /** `oncebox relay`: delivers an outbox file that a job (opened with relay: 'external') commits to. */
 export async function runRelay(options: RelayCommandOptions): Promise<number> {
@@ -35,7 +70,7 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
   const keepAlive = setInterval(() => undefined, 60_000);
   const counts = (): DrainCounts => {
     const status = readStatus(file, relay);
-    return { pending: status.pending + status.pendingCheckpoints, delivered: status.delivered, dead: status.dead };
+    return { pending: status.pending, checkpoints: status.pendingCheckpoints, delivered: status.delivered, dead: status.dead };
   };
   const progress = options.drain ? new DrainProgress(options.progressOutput ?? process.stdout, counts()) : undefined;
   try {
@@ -60,13 +95,13 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
     return RelayExit.NotDrained;
   }
   if (!options.drain) return RelayExit.Drained;
-  if (end.pending > 0) {
+  if (end.pending + (end.checkpoints ?? 0) > 0) {
     progress!.finish(end, 'interrupted');
     return RelayExit.NotDrained;
   }
   progress!.finish(end, 'drained');
   if (end.dead > 0) {
-    console.error(`oncebox relay: ${end.dead} row(s) are dead: see \`oncebox dead list ${options.db}\``);
+    console.error(`oncebox relay: ${end.dead} event${end.dead === 1 ? ' is' : 's are'} dead (refused for good): see \`oncebox dead list ${options.db}\``);
     return RelayExit.DeadRows;
   }
   return RelayExit.Drained;

@@ -1,14 +1,57 @@
 import { closeSync, openSync, rmSync, writeSync } from 'node:fs';
+import { Option, type Command } from 'commander';
 import { openDedupeStore } from '../dedupe/open-store.js';
 import type { DedupeStore } from '../dedupe/store.js';
 import { describeGrant, tokenRequestSchema, type TokenInfo } from '../dedupe/tokens.js';
 import { describeFirstIssue } from '../protocol/emission.js';
 import { OptionsError } from '../protocol/errors.js';
+import { Exit, exitsWith } from './arguments.js';
+
+/** `oncebox token create|list|revoke`: the server's scoped tokens, kept in its store. */
+export function tokenCommand(program: Command): Command {
+  const token = program
+    .command('token')
+    .summary("create, list and revoke the server's tokens")
+    .description(
+      "Tokens are kept in the server's store (its SQLite file or PostgreSQL database), so these commands take the\n" +
+        "server's --db, not a URL; a running server sees a new or revoked token within its token cache (2 s).\n" +
+        'publish tokens publish as given producers to given assets; read tokens read events, streams or metrics; admin does all.',
+    )
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ oncebox token create --db server.db --scope publish --producers orders-ingest --assets batch_ready --out job.token
+  $ ONCEBOX_TOKEN=$(cat job.token) node my-job.js
+  $ oncebox token create --db server.db --scope read --reads events --out reader.token
+  $ oncebox token list --db server.db
+  $ oncebox token revoke 3f2a9c… --db server.db`,
+    );
+  const store = (command: Command) =>
+    command.requiredOption('--db <file|url>', "the server's SQLite file or postgres:// URL").option('--schema <name>', 'its PostgreSQL schema (default: oncebox)').option('--json', 'JSON, for scripts');
+  store(
+    token
+      .command('create')
+      .description('stores a new token and shows its secret this once (only a hash is kept)')
+      .addOption(new Option('--scope <scope>', 'what it may do').choices(['publish', 'read', 'admin']).makeOptionMandatory())
+      .option('--producers <name|prefix*>', 'publish: the producer it publishes as, or a prefix ending in *')
+      .option('--assets <a,b>', 'publish: the assets it may publish to; read: the only assets it may read (default: all)')
+      .option('--reads <what>', 'read: comma-separated, of events, streams, metrics')
+      .option('--consumes <a,b>', "publish: the assets whose events it may name as an emission's cause (a consumer's)")
+      .option('--note <text>', 'what it is for, shown by token list')
+      .option('--out <file>', 'a new file to write it to, readable by its owner only, instead of printing it'),
+  ).action(exitsWith((flags: CreateTokenOptions) => createToken(flags)));
+  store(token.command('list').description('lists the tokens: id, state, scope and note, never a secret')).action(exitsWith((flags: TokenCommandOptions) => listTokens(flags)));
+  store(token.command('revoke').description('revokes a token for good; servers refuse it within their token cache').argument('<id>', 'its id, as token list shows it')).action(
+    exitsWith((id: string, flags: TokenCommandOptions) => revokeToken(id, flags)),
+  );
+  return token;
+}
 
 export interface TokenCommandOptions {
   db: string;
   schema?: string | undefined;
-  json: boolean;
+  json?: boolean | undefined;
 }
 
 export interface CreateTokenOptions extends TokenCommandOptions {
@@ -64,8 +107,8 @@ export async function createToken(options: CreateTokenOptions): Promise<number> 
       console.log(`created token ${info.id}: ${describeGrant(info, Number.POSITIVE_INFINITY)}`);
       console.log(
         options.out === undefined
-          ? `${token}\nThis is the only time the token is shown: keep it in a file only its user can read, and pass it with --token-file.`
-          : `wrote it to ${options.out} (mode 0600); pass that file with --token-file.`,
+          ? `${token}\nThis is the only time the token is shown: keep it in a file only its user can read; a job takes it as ONCEBOX_TOKEN, a command as --token-file FILE.`
+          : `wrote it to ${options.out} (mode 0600): a job or consumer takes it as ONCEBOX_TOKEN=$(cat ${options.out}), a command as --token-file ${options.out}.`,
       );
     }
     return 0;
@@ -91,7 +134,7 @@ export async function revokeToken(id: string, options: TokenCommandOptions): Pro
     const revoked = await store.tokens.revoke(id);
     if (!revoked) {
       console.error(`oncebox token revoke: no token ${id}; oncebox token list shows the ids`);
-      return 1;
+      return Exit.Failed;
     }
     console.log(options.json ? JSON.stringify(revoked) : `revoked ${describeToken(revoked)}`);
     return 0;

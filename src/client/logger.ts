@@ -1,4 +1,5 @@
-import { pino } from 'pino';
+import { pino, type DestinationStream } from 'pino';
+import { PinoPretty } from 'pino-pretty';
 import { z } from 'zod';
 
 /**
@@ -19,9 +20,29 @@ export const loggerSchema = z.custom<OutboxLogger>(
 );
 
 /**
- * The default logger: warnings and errors as JSON lines on stderr; `ONCEBOX_LOG_LEVEL` (a pino level, or
- * `silent`) changes the level.
+ * The default logger: warnings and errors on stderr; `ONCEBOX_LOG_LEVEL` (a pino level, or `silent`)
+ * changes the level. Its lines are for whoever reads stderr (see logDestination).
  */
 export function defaultLogger(): OutboxLogger {
-  return pino({ name: 'oncebox', level: process.env.ONCEBOX_LOG_LEVEL ?? 'warn' }, pino.destination({ fd: 2, sync: true }));
+  return pino({ name: 'oncebox', level: process.env.ONCEBOX_LOG_LEVEL ?? 'warn' }, logDestination());
+}
+
+/**
+ * @internal Where log lines go, on stderr: one readable line each (time, level, message and its code)
+ * when stderr is a terminal, a person's; JSON lines, one object each, when it is not (a file, a log
+ * collector, a pipe). `ONCEBOX_LOG_FORMAT=json` or `pretty` says which, whatever stderr is.
+ */
+export function logDestination(env: NodeJS.ProcessEnv = process.env, stderr: { isTTY?: boolean } = process.stderr): DestinationStream {
+  const format = env.ONCEBOX_LOG_FORMAT ?? (stderr.isTTY ? 'pretty' : 'json');
+  if (format !== 'pretty') return pino.destination({ fd: 2, sync: true });
+  return PinoPretty({
+    destination: 2,
+    sync: true,
+    colorize: stderr.isTTY === true && env.NO_COLOR === undefined,
+    translateTime: 'SYS:HH:MM:ss',
+    ignore: 'pid,hostname,name',
+    // The message says it all for a person; the code is what to search the docs for.
+    hideObject: true,
+    messageFormat: '{msg}{if code} [{code}]{end}',
+  });
 }

@@ -1,5 +1,5 @@
 import pRetry from 'p-retry';
-import { OnceboxError, OptionsError } from '../protocol/errors.js';
+import { CredentialsError, OnceboxError, OptionsError } from '../protocol/errors.js';
 import type { AttemptClaim, ClaimedAttempt, EmissionBatchResponse, EventPage, ItemResult, Problem, StreamState } from '../protocol/wire.js';
 
 /**
@@ -83,13 +83,36 @@ export class ServerClient {
    * and what each last answered.
    */
   async streamState(producer: string, runId: string, task: string | null, retryForMs: number): Promise<StreamState | undefined> {
-    const route = `${streamRoute(producer, runId)}${task === null ? '' : `?task=${encodeURIComponent(task)}`}`;
+    const route = streamStateRoute(producer, runId, task);
     return this.retrying(route, retryForMs, async () => {
       const answer = await this.exchange(route, { method: 'GET' });
       if (answer.status === 404) return undefined;
       if (answer.status !== 200) throw this.refusal(answer);
       return JSON.parse(answer.text) as StreamState;
     });
+  }
+
+  /**
+   * Asks the server once, waiting at most `waitMs`, whether it takes this token to read a stream's state
+   * (as a job and a consumer do) or an asset's events (as a consumer's reader does): throws
+   * CredentialsError when it refuses it (401, 403). Any other outcome (the server down or slow, or no
+   * such stream yet) says nothing about the token, and is left to the retries that follow.
+   */
+  async assertTokenAccepted(
+    what: { stream: { producer: string; runId: string; task: string | null } } | { events: { asset: string | undefined } },
+    waitMs: number,
+  ): Promise<void> {
+    const route =
+      'stream' in what
+        ? streamStateRoute(what.stream.producer, what.stream.runId, what.stream.task)
+        : `v1/events?${new URLSearchParams({ after: '0', limit: '1', ...(what.events.asset === undefined ? {} : { asset: what.events.asset }) })}`;
+    let answer: Answer;
+    try {
+      answer = await this.exchange(route, { method: 'GET' }, AbortSignal.timeout(waitMs));
+    } catch {
+      return;
+    }
+    if (answer.status === 401 || answer.status === 403) throw this.refusal(answer);
   }
 
   /**
@@ -134,12 +157,14 @@ export class ServerClient {
         maxTimeout: 2000,
         randomize: true,
         maxRetryTime: retryForMs,
+        shouldRetry: ({ error }) => !(error instanceof CredentialsError),
         onFailedAttempt: ({ error }) => {
           const url = error instanceof DeliveryError ? error.details.url : undefined;
           lastFailure.set(url ?? this.url(route), error.message);
         },
       });
     } catch (error) {
+      if (error instanceof CredentialsError) throw error;
       const tried = [...lastFailure].map(([url, why]) => `${url}: ${why}`).join('; ');
       throw new DeliveryError('unreachable', `no server answered within ${retryForMs} ms (${tried || (error as Error).message})`, {}, { cause: error });
     }
@@ -195,11 +220,16 @@ export class ServerClient {
     }
   }
 
-  /** A whole request refused: the problem's code, or `http_<status>` when the body is not a problem. */
-  private refusal(answer: Answer): DeliveryError {
+  /**
+   * A whole request refused: the problem's code, or `http_<status>` when the body is not a problem. A
+   * refused token (401, 403) is a CredentialsError, which nobody retries: the same token gets the same
+   * answer, and its message names the fix.
+   */
+  private refusal(answer: Answer): DeliveryError | CredentialsError {
     const problem = parseJson(answer.text) as Problem | undefined;
     const retryAfterMs = parseRetryAfter(answer.headers.get('retry-after'));
     const detail = problem?.detail ?? answer.text.slice(0, 200);
+    if (answer.status === 401 || answer.status === 403) return credentialsRefused(answer.status, answer.url, detail, this.options.token !== undefined);
     const code = typeof problem?.code === 'string' ? problem.code : `http_${answer.status}`;
     return this.fail(
       answer.server,
@@ -224,6 +254,22 @@ export class ServerClient {
   private url(route: string): string {
     return apiUrl(this.server, route).toString();
   }
+}
+
+/**
+ * What a 401 or 403 means for the one who must fix it. Jobs and consumers take their token from
+ * ONCEBOX_TOKEN (or the `token` option), commands from --token-file or ONCEBOX_TOKEN.
+ * @internal
+ */
+export function credentialsRefused(status: 401 | 403, url: string, detail: string, tokenGiven: boolean): CredentialsError {
+  const where = 'set ONCEBOX_TOKEN (or pass `token` to openOutbox/openConsumer; a command takes --token-file FILE)';
+  const fix =
+    status === 403
+      ? `the token is valid but does not cover this; create one that does with \`oncebox token create\` (docs/security.md) and ${where}`
+      : tokenGiven
+        ? `the server does not know this token (mistyped, revoked, or made for another server); ${where} to a token \`oncebox token list\` shows on this server`
+        : `the server requires a token and none was given; ${where}`;
+  return new CredentialsError(status, url, `${url} answered ${status} (${detail}): ${fix}. Nothing pending is lost: a run with a good token delivers it`);
 }
 
 /**
@@ -253,4 +299,8 @@ function parseRetryAfter(header: string | null): number | undefined {
 
 function streamRoute(producer: string, runId: string): string {
   return `v1/streams/${encodeURIComponent(producer)}/${encodeURIComponent(runId)}`;
+}
+
+function streamStateRoute(producer: string, runId: string, task: string | null): string {
+  return `${streamRoute(producer, runId)}${task === null ? '' : `?task=${encodeURIComponent(task)}`}`;
 }

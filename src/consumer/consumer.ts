@@ -5,19 +5,20 @@ import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import type { CommitTransaction } from '../outbox/commit/commit.js';
 import { failpoint } from '../client/failpoints.js';
 import { assertSyncCallback, refusePromise } from '../outbox/commit/sync-callback.js';
-import type { CloseResult, Outbox } from '../outbox/outbox.js';
+import { TOKEN_CHECK_MS, type CloseResult, type Outbox } from '../outbox/outbox.js';
 import { openResolvedOutbox } from '../outbox/open.js';
 import { resolveOutboxOptions } from '../outbox/options.js';
 import { runKeyOf } from '../outbox/run.js';
-import { defaultLogger, loggerSchema, type OutboxLogger } from '../client/logger.js';
-import { serversSchema } from '../client/server-urls.js';
+import { defaultLogger } from '../client/logger.js';
 import { FailureStreak } from '../client/failure-streak.js';
 import { ServerClient } from '../client/server-client.js';
-import { assetNameSchema } from '../protocol/emission.js';
-import { FencedError, OptionsError } from '../protocol/errors.js';
+import { tokenFromEnvironment } from '../client/token.js';
+import { CredentialsError, FencedError, OptionsError } from '../protocol/errors.js';
 import { resolveOptions } from '../protocol/options.js';
-import type { Same } from '../protocol/same-type.js';
-import { nameSchema, type StoredEvent } from '../protocol/wire.js';
+import type { StoredEvent } from '../protocol/wire.js';
+import { consumerOptionsSchema, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
+
+export type { ConsumerOptions } from './options.js';
 import { ConsumeTransaction } from './consume-transaction.js';
 import { consumerStatements, type ConsumerStatements } from './statements.js';
 import { Trigger, type TriggerHandler, type TriggerSpec } from './triggers.js';
@@ -26,63 +27,6 @@ import { Trigger, type TriggerHandler, type TriggerSpec } from './triggers.js';
 const CURSOR_CHECKPOINT = 'oncebox.cursor';
 /** The workflow name of a consumer group's stream on the server. */
 const CONSUMER_WORKFLOW = 'oncebox-consumer';
-
-/** Validates ConsumerOptions: each option is documented once, there; `Same` below ties the two. */
-const consumerOptionsSchema = z.strictObject({
-  path: z.string().min(1),
-  server: serversSchema,
-  group: nameSchema,
-  assets: z.array(assetNameSchema).min(1, { error: 'must list at least one asset to consume' }),
-  producer: nameSchema.optional(),
-  token: z.string().min(1).optional(),
-  readToken: z.string().min(1).optional(),
-  batchSize: z.number().int().min(1).max(1000).default(100),
-  waitSeconds: z.number().min(0.1).max(30).default(10),
-  durability: z.enum(['full', 'normal']).default('full'),
-  requestTimeoutMs: z.number().int().min(1).default(10_000),
-  resumeTimeoutMs: z.number().int().min(0).default(30_000),
-  retryMaxDelayMs: z.number().int().min(1).default(5_000),
-  relay: z
-    .strictObject({ batchMaxRows: z.number().int().min(1).max(1000).optional(), maxInFlight: z.number().int().min(1).max(64).optional() })
-    .default({}),
-  logger: loggerSchema.optional(),
-});
-
-/** What `openConsumer` takes. */
-export interface ConsumerOptions {
-  /** The consumer's SQLite file: its cursor, the events it processed, your tables, and its outbox. Created if missing. */
-  path: string;
-  /** The oncebox server, or several instances over one PostgreSQL database. */
-  server: string | string[];
-  /** The consumer group: one cursor, one stream on the server, one live consumer at a time (the others are fenced). */
-  group: string;
-  /** The assets to consume, in cursor order across them. */
-  assets: string[];
-  /** The producer name of the group's emissions and cursor mirror. @defaultValue the group */
-  producer?: string | undefined;
-  /** A publish token of the producer: for the cursor mirror, the epoch claim and emissions. */
-  token?: string | undefined;
-  /** A read token with reads "events", when `token` cannot read events. @defaultValue token */
-  readToken?: string | undefined;
-  /** Events per fetch, and per handler call with `batch: true`. @defaultValue 100 */
-  batchSize?: number | undefined;
-  /** How long one long-poll waits for a new event, in seconds (at most 30). @defaultValue 10 */
-  waitSeconds?: number | undefined;
-  /** 'full' fsyncs every commit. @defaultValue 'full' */
-  durability?: 'full' | 'normal' | undefined;
-  /** @defaultValue 10000 */
-  requestTimeoutMs?: number | undefined;
-  /** How long a consumer starting on a fresh file keeps trying to read its mirrored cursor. @defaultValue 30000 */
-  resumeTimeoutMs?: number | undefined;
-  /** The longest pause between fetches while the server is unreachable. @defaultValue 5000 */
-  retryMaxDelayMs?: number | undefined;
-  /** How the relay delivers emissions and cursor updates: rows per request, requests in flight. @defaultValue 500 rows, 4 in flight */
-  relay?: { batchMaxRows?: number | undefined; maxInFlight?: number | undefined } | undefined;
-  /** Where the consumer logs what you must act on (the server unreachable, a fence). @defaultValue JSON lines on stderr */
-  logger?: OutboxLogger | undefined;
-}
-const consumerOptionsAreDocumented: Same<ConsumerOptions, z.input<typeof consumerOptionsSchema>> = true;
-void consumerOptionsAreDocumented;
 
 /** What a handler gets besides its events. */
 export interface ConsumeContext {
@@ -131,18 +75,28 @@ export class Consumer {
   private readonly onlyAsset: string | undefined;
   private running = false;
   private readonly fetchFailures: FailureStreak;
+  /**
+   * Where this consumer took its cursor from when it opened: its own file (`file`), the server's mirror
+   * of the group's cursor because the file was new (`server`), or neither, at the first event (`start`).
+   * A file of the group that another consumer has since moved past resumes from its own, older cursor:
+   * it applies those events' effects again in its own file, and its cursor mirror moves the server's
+   * copy back; see docs/consumers.md.
+   */
+  readonly resumedFrom: { source: 'file' | 'server' | 'start'; cursor: number };
 
   /** @internal Use openConsumer. */
   constructor(
     private readonly box: Outbox,
     private readonly reader: ServerClient,
-    private readonly options: z.output<typeof consumerOptionsSchema>,
+    private readonly options: ResolvedConsumerOptions,
   ) {
     this.statements = consumerStatements(box.file.db);
     this.cursorCheckpoint = box.checkpoint(CURSOR_CHECKPOINT, z.number().int().min(0));
     this.assets = new Set(options.assets);
     this.onlyAsset = this.assets.size === 1 ? options.assets[0] : undefined;
     this.fetchFailures = new FailureStreak(options.logger ?? defaultLogger(), { group: options.group });
+    const cursor = this.cursor;
+    this.resumedFrom = { source: box.resumedFrom !== undefined ? 'server' : cursor > 0 ? 'file' : 'start', cursor };
     // The file took its cursor from the server's mirror (the transaction that did wrote 'resumed'): its
     // triggers' state must be rebuilt up to that cursor. Planned here, before anything is consumed, so a
     // crash between the resume and this start still finds the cursor it resumed from.
@@ -217,6 +171,9 @@ export class Consumer {
         const page = await this.fetchRetrying(this.cursor, this.options.waitSeconds, signal);
         if (!page) break;
         const { events, next } = page;
+        // Idle: nothing to deliver, so the relay would never hear of a later consumer's claim. Ask, so that
+        // an idle zombie learns within one long-poll of it (the next turn's assertCurrent throws).
+        if (events.length === 0) await this.box.learnFenceFromServer();
         const units = handler && options.batch ? [events] : events.map((event) => [event]);
         for (const unit of units) {
           if (unit.length === 0) continue;
@@ -342,6 +299,8 @@ export class Consumer {
         return page;
       } catch (error) {
         if (signal?.aborted) break;
+        // A refused token is refused again: the consumer stops at once, saying how to fix it.
+        if (error instanceof CredentialsError) throw error;
         this.failed(error as Error);
         await sleep(Math.min(this.options.retryMaxDelayMs, 100 * 2 ** failures), undefined, { signal }).catch(() => undefined);
       }
@@ -370,7 +329,8 @@ export class Consumer {
  * server. Then call `run`.
  */
 export async function openConsumer(options: ConsumerOptions): Promise<Consumer> {
-  const resolved = resolveOptions(consumerOptionsSchema, options, 'openConsumer');
+  const given = resolveOptions(consumerOptionsSchema, options, 'openConsumer');
+  const resolved = { ...given, token: given.token ?? tokenFromEnvironment() };
   const producer = resolved.producer ?? resolved.group;
   const outboxOptions = resolveOutboxOptions({
     path: resolved.path,
@@ -391,6 +351,13 @@ export async function openConsumer(options: ConsumerOptions): Promise<Consumer> 
     token: resolved.readToken ?? resolved.token,
     requestTimeoutMs: resolved.requestTimeoutMs,
   });
+  try {
+    // The token may publish and claim, yet not read events: say so now, not at the first fetch.
+    await reader.assertTokenAccepted({ events: { asset: resolved.assets.length === 1 ? resolved.assets[0] : undefined } }, Math.min(TOKEN_CHECK_MS, resolved.requestTimeoutMs));
+  } catch (error) {
+    await box.close({ timeoutMs: 0 });
+    throw error;
+  }
   return new Consumer(box, reader, resolved);
 }
 

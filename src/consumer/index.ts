@@ -1,3 +1,8 @@
+/**
+ * `oncebox/consumer`: consumers: each event's effect once, per-partition triggers, notifiers.
+ * @packageDocumentation
+ * @module oncebox/consumer
+ */
 export {
   openConsumer,
   Consumer,

@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ProblemCode } from '../protocol/errors.js';
 import { problem, sendProblem } from './problem.js';
-import { ADMIN_GRANT, describeGrant, hashToken, tokenId, type TokenGrant, type TokenRegistry } from './tokens.js';
+import { ADMIN_GRANT, describeGrant, hashToken, mayReadEvents, tokenId, type TokenGrant, type TokenRegistry } from './tokens.js';
 
 /**
  * Who may call a route:
@@ -147,7 +147,7 @@ const ACCESS_NEEDS: Record<RouteAccess, string> = {
   public: '',
   any: '',
   publish: 'publishing needs a publish token',
-  events: 'reading events needs a read token with reads "events"',
+  events: 'reading events needs a read token with reads "events", or a publish token that consumes the asset (--consumes)',
   streams: 'reading stream state needs a publish token of that producer, or a read token with reads "streams"',
   metrics: 'reading metrics needs a read token with reads "metrics"',
   admin: 'this needs an admin token',
@@ -159,7 +159,7 @@ function routeAllows(access: RouteAccess, grant: TokenGrant): boolean {
     case 'publish':
       return grant.scope === 'publish';
     case 'events':
-      return grant.scope === 'read' && grant.reads.includes('events');
+      return mayReadEvents(grant);
     case 'streams':
       return grant.scope === 'publish' || (grant.scope === 'read' && grant.reads.includes('streams'));
     case 'metrics':

@@ -48,7 +48,7 @@ export async function waitedPage(store: DedupeStore, query: EventQuery, maxBytes
     const page = await sharedPage(store, query, maxBytes);
     const remaining = deadline - Date.now();
     if (page.events.length > 0 || remaining <= 0 || gone.aborted || store.stored.isClosed) return page;
-    await store.stored.wait(Math.min(remaining, LOOK_AGAIN_MS), gone, query.asset);
+    await store.stored.wait(Math.min(remaining, LOOK_AGAIN_MS), gone, query.asset ?? query.assets);
   }
 }
 
@@ -58,7 +58,7 @@ const inFlight = new WeakMap<DedupeStore, Map<string, Promise<EventPage>>>();
 function sharedPage(store: DedupeStore, query: EventQuery, maxBytes: number): Promise<EventPage> {
   let reads = inFlight.get(store);
   if (reads === undefined) inFlight.set(store, (reads = new Map()));
-  const key = JSON.stringify([store.stored.generation, query.asset ?? null, query.after, query.limit, maxBytes]);
+  const key = JSON.stringify([store.stored.generation, query.asset ?? null, query.assets ?? null, query.after, query.limit, maxBytes]);
   const running = reads.get(key);
   if (running !== undefined) return running;
   const read = boundedPage(store, query, maxBytes).finally(() => reads.delete(key));

@@ -54,19 +54,25 @@ export class EventSignal {
   }
 
   /**
-   * Resolves at the next notify of `asset` (any asset when left out), after `timeoutMs`, when `signal`
-   * aborts, or at once when closed.
+   * Resolves at the next notify of one of `assets` (any asset when left out), after `timeoutMs`, when
+   * `signal` aborts, or at once when closed.
    * @returns true when it was woken by a notify.
    */
-  wait(timeoutMs: number, signal?: AbortSignal, asset?: string): Promise<boolean> {
+  wait(timeoutMs: number, signal?: AbortSignal, assets?: string | readonly string[]): Promise<boolean> {
     if (this.closed || signal?.aborted) return Promise.resolve(false);
-    const key = asset ?? ANY_ASSET;
+    const keys = assets === undefined ? [ANY_ASSET] : typeof assets === 'string' ? [assets] : [...new Set(assets)];
     return new Promise<boolean>((resolve) => {
+      let finished = false;
       const done = (woken: boolean) => {
+        // Waiting under several assets, a reader may be woken by each: it answers once.
+        if (finished) return;
+        finished = true;
         clearTimeout(timer);
         signal?.removeEventListener('abort', aborted);
-        const set = this.waiters.get(key);
-        if (set?.delete(wake) && set.size === 0) this.waiters.delete(key);
+        for (const key of keys) {
+          const set = this.waiters.get(key);
+          if (set?.delete(wake) && set.size === 0) this.waiters.delete(key);
+        }
         this.count--;
         resolve(woken);
       };
@@ -74,9 +80,11 @@ export class EventSignal {
       const aborted = () => done(false);
       const timer = setTimeout(() => done(false), timeoutMs);
       signal?.addEventListener('abort', aborted, { once: true });
-      let set = this.waiters.get(key);
-      if (set === undefined) this.waiters.set(key, (set = new Set()));
-      set.add(wake);
+      for (const key of keys) {
+        let set = this.waiters.get(key);
+        if (set === undefined) this.waiters.set(key, (set = new Set()));
+        set.add(wake);
+      }
       this.count++;
     });
   }

@@ -1,3 +1,8 @@
+/**
+ * `oncebox/server`: the deduplicating server and its stores.
+ * @packageDocumentation
+ * @module oncebox/server
+ */
 export { createServer, type OnceboxServer, type ServerOptions } from './server.js';
 export { SqliteDedupeStore, type SqliteStoreOptions } from './sqlite/store.js';
 export { PostgresDedupeStore, type PostgresStoreOptions } from './postgres/store.js';

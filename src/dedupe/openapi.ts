@@ -232,6 +232,9 @@ export function openApiDocument(version: string): Record<string, unknown> {
       '/v1/events': {
         get: {
           summary: 'Page the stored events by cursor',
+          description:
+            'Needs a read token with reads `events`, or a publish token that consumes assets. A token limited to some assets (a read ' +
+            "token's `assets`, a publish token's `consumes`) reads only those: all of them when it names no `asset`, and 403 for any other.",
           parameters: queryParameters(eventQuerySchema),
           responses: { '200': json(eventPageSchema, 'A page of events; `next` is the cursor to go on from.'), ...refusals },
         },

@@ -8,7 +8,10 @@ import type { TokenRegistry } from './tokens.js';
 export { DEFAULT_MAX_ATTEMPT_STEP } from './ingest/steps.js';
 
 export interface EventQuery {
+  /** One asset's events. */
   asset?: string | undefined;
+  /** Or the events of any of these assets (a token limited to them that named none): never empty. */
+  assets?: readonly string[] | undefined;
   /** Return events with a cursor greater than this. */
   after: number;
   limit: number;
@@ -61,6 +64,8 @@ export interface DedupeStore {
   listEvents(query: EventQuery): Promise<EventPage>;
   /** Epoch, sequence numbers and mirrored checkpoints of one stream; undefined when it never delivered. */
   streamState(producer: string, runId: string, task: string | null): Promise<StreamState | undefined>;
+  /** The tasks of a run that delivered (null for the run's task-less stream), at most `limit`, in name order. */
+  tasksOfRun(producer: string, runId: string, limit: number): Promise<(string | null)[]>;
   /**
    * Claims an attempt of a stream by `decideClaim`, in one atomic step under the stream's lock: a granted
    * attempt becomes the epoch at once, so every lower attempt is fenced, and two claims never get the

@@ -175,6 +175,22 @@ export function causeAllowed(grant: TokenGrant, asset: string): boolean {
 }
 
 /**
+ * Whether a token may read events at all: a read token with reads "events", or a publish token that
+ * consumes some asset (a consumer reads the events it responds to, with the one token it publishes with).
+ */
+export function mayReadEvents(grant: TokenGrant): boolean {
+  if (grant.scope === 'admin') return true;
+  if (grant.scope === 'read') return grant.reads.includes('events');
+  return (grant.consumes?.length ?? 0) > 0;
+}
+
+/** The assets whose events a token may read: null for all, else a read token's assets or a publish token's consumes. */
+export function readableAssets(grant: TokenGrant): string[] | null {
+  if (grant.scope === 'admin') return null;
+  return grant.scope === 'read' ? grant.assets : (grant.consumes ?? []);
+}
+
+/**
  * One line that says what a grant allows, for refusals and `token list`: at most `most` names of each
  * list (a refusal repeats a few; the CLI, for the operator, all of them).
  */

@@ -1,5 +1,11 @@
+/**
+ * `oncebox`: the producer: openOutbox, the Outbox, commits, checkpoints, receipts and errors.
+ * @packageDocumentation
+ * @module oncebox
+ */
 export { openOutbox } from './open.js';
-export { Outbox, type CloseOptions, type CloseResult, type TerminalResult } from './outbox.js';
+export { Outbox, type TerminalResult } from './outbox.js';
+export { describeLeftovers, type CloseOptions, type CloseResult } from './leftovers.js';
 export { Asset } from './asset.js';
 export { LifecycleAsset, isLifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
 export { CommitTransaction } from './commit/commit.js';

@@ -1,4 +1,4 @@
-import { ResumeUnavailableError } from '../protocol/errors.js';
+import { CredentialsError, ResumeUnavailableError } from '../protocol/errors.js';
 import type { AttemptClaim } from '../protocol/wire.js';
 import { ServerClient } from '../client/server-client.js';
 import { OutboxFile } from './file/outbox-file.js';
@@ -32,6 +32,7 @@ async function claimAttempt(options: ResolvedOutboxOptions & { servers: string[]
     try {
       return await server.claimAttempt(options.producer, run.runId, wireTask(run.task), wanted, options.resumeTimeoutMs);
     } catch (error) {
+      if (error instanceof CredentialsError) throw error;
       throw new ResumeUnavailableError(
         `run ${run.runId} could not claim its attempt from the server: ${(error as Error).message}. Make the server reachable, ` +
           'or pass a number as run.attempt',

@@ -8,6 +8,7 @@ import { RELAY_DEFAULTS } from './relay/defaults.js';
 import type { RunContext } from './run.js';
 import { loggerSchema, type OutboxLogger } from '../client/logger.js';
 import { serversSchema } from '../client/server-urls.js';
+import { tokenFromEnvironment } from '../client/token.js';
 
 /** Validates RunOptions: each option is documented once, there; `Same` below ties the two. */
 export const runContextSchema = z.strictObject({
@@ -114,7 +115,10 @@ export interface OutboxOptions {
    * to fail over between. A path in the URL is kept as a base path. Not needed with `relay: 'external'`.
    */
   server?: string | string[] | undefined;
-  /** Sent as `Authorization: Bearer <token>`: a publish token of this producer (`oncebox token create`). */
+  /**
+   * Sent as `Authorization: Bearer <token>`: a publish token of this producer (`oncebox token create`).
+   * @defaultValue the ONCEBOX_TOKEN environment variable, when set
+   */
   token?: string | undefined;
   /** The job's name, e.g. "orders-ingest": part of every key and every event's provenance. */
   producer: string;
@@ -195,5 +199,5 @@ export type ClaimedOptions = Omit<ResolvedOutboxOptions, 'run'> & { servers: str
 export function resolveOutboxOptions(options: OutboxOptions): ResolvedOutboxOptions & { servers: string[] } {
   const resolved = resolveOptions(outboxOptionsSchema, options, 'openOutbox');
   const servers = resolved.server === undefined ? [] : typeof resolved.server === 'string' ? [resolved.server] : resolved.server;
-  return { ...resolved, servers };
+  return { ...resolved, token: resolved.token ?? tokenFromEnvironment(), servers };
 }

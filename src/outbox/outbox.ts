@@ -2,16 +2,15 @@ import type { z } from 'zod';
 import { Checkpoint } from '../checkpoint/checkpoint.js';
 import { assetNameSchema, describeFirstIssue, emissionPayloadSchema } from '../protocol/emission.js';
 import {
+  CredentialsError,
   EmissionValidationError,
   NoRunContextError,
   NotCommittedError,
-  OptionsError,
   OutboxClosedError,
   RunEndedError,
 } from '../protocol/errors.js';
-import { Limits } from '../protocol/limits.js';
 import { activeTraceContext, loadOtel, type OtelApi } from '../protocol/trace.js';
-import { nameSchema, type Receipt, type StreamState } from '../protocol/wire.js';
+import type { Receipt, StreamState } from '../protocol/wire.js';
 import { CommitTransaction, describeFailure, type CommitContext, type Terminal } from './commit/commit.js';
 import type { Emission } from './commit/emission.js';
 import { Asset } from './asset.js';
@@ -25,19 +24,21 @@ import type { Relay } from './relay/relay.js';
 import { assembleDelivery } from './relay/assemble.js';
 import { assertSyncCallback, refusePromise } from './commit/sync-callback.js';
 import type { OutboxLogger } from '../client/logger.js';
-import type { OutboxEventMap, RelayError } from './events.js';
+import type { OutboxEventMap } from './events.js';
 import type { Fence, RunKey } from './run.js';
 import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
+import { CheckpointNames } from './checkpoint-names.js';
+import { describeLeftovers, type CloseOptions, type CloseResult } from './leftovers.js';
+
+export type { CloseOptions, CloseResult } from './leftovers.js';
 import { OutboxMetrics } from './metrics.js';
 import type { Reporter } from './relay/reporter.js';
 import type { ServerClient } from '../client/server-client.js';
-import { runKeyOf } from './run.js';
+import { runKeyOf, wireTask } from './run.js';
 
-export interface CloseOptions {
-  /** How long to wait for pending rows to be delivered before closing anyway. @defaultValue 10000 */
-  timeoutMs?: number;
-}
+/** How long opening an outbox (or a consumer) waits for the server to say whether it takes the token. */
+export const TOKEN_CHECK_MS = 1000;
 
 /** What `box.complete` and `box.fail` return. */
 export interface TerminalResult<R> {
@@ -48,15 +49,6 @@ export interface TerminalResult<R> {
   value: R | undefined;
   /** The lifecycle event (`oncebox.run_succeeded` or `oncebox.run_failed`): await its `receipt()`. */
   event: Emission | undefined;
-}
-
-export interface CloseResult {
-  /** Emissions and checkpoint updates still pending at close; the next relay on this file delivers them. */
-  pending: number;
-  /** Emissions parked as dead in the file: each needs `oncebox dead retry` or `discard`. */
-  dead: number;
-  /** The relay's last delivery error, if delivery ever failed. */
-  lastError: RelayError | null;
 }
 
 /** An open outbox: the producer's side of oncebox. Create it with `openOutbox`. */
@@ -84,8 +76,8 @@ export class Outbox {
   /** The highest attempt of this run whose rows the file held when this one opened it. */
   private readonly lastWriter: number | undefined;
   private closed = false;
-  /** The checkpoint names this job defined: the server keeps at most Limits.maxCheckpointNames per run. */
-  private readonly checkpointNames = new Set<string>();
+  /** The checkpoint names this job defined. */
+  private readonly checkpointNames = new CheckpointNames();
   private closing: Promise<CloseResult> | undefined;
   /** The server's stream state this retry resumed from, when it did (a fresh machine). */
   resumedFrom: StreamState | undefined;
@@ -104,6 +96,10 @@ export class Outbox {
       onSettled: (rows) => {
         this.waiters.settle(rows);
         this.metrics?.settled(rows, Date.now());
+      },
+      // A refused token is refused again for every row: the receipts awaited say so now, not at close.
+      onStopped: (error) => {
+        if (error instanceof CredentialsError) this.waiters.rejectAll(error);
       },
     });
     this.logger = delivery.logger;
@@ -163,6 +159,11 @@ export class Outbox {
         resumeTimeoutMs: this.options.resumeTimeoutMs,
       });
     }
+    if (this.options.relay === 'in-process' && run && this.client) {
+      // A job whose token the server refuses learns it here, at open, not from a relay that would find
+      // nothing to deliver until its first commit. A server that is down or slow is the relay's to wait for.
+      await this.client.assertTokenAccepted({ stream: { producer: this.producer, runId: run.runId, task: wireTask(run.task) } }, Math.min(TOKEN_CHECK_MS, this.options.requestTimeoutMs));
+    }
     if (this.options.relay === 'in-process') this.relay!.start();
   }
 
@@ -198,20 +199,8 @@ export class Outbox {
 
   /** A named checkpoint, typed and validated by `schema`. */
   checkpoint<Schema extends z.ZodType>(name: string, schema: Schema): Checkpoint<z.output<Schema>> {
-    const parsed = nameSchema.safeParse(name);
-    if (!parsed.success) {
-      const { message } = describeFirstIssue(parsed.error, { input: name, prefix: 'checkpoint name' });
-      throw new OptionsError('name', message);
-    }
-    // One name is the producer's own (the held emissions' mirror, oncebox.held).
-    if (!this.checkpointNames.has(parsed.data) && this.checkpointNames.size >= Limits.maxCheckpointNames - 1) {
-      throw new OptionsError(
-        'name',
-        `checkpoint name: a run keeps at most ${Limits.maxCheckpointNames - 1} checkpoints, and this job defined them all; keep several values in one checkpoint (an object) rather than a checkpoint each`,
-      );
-    }
-    this.checkpointNames.add(parsed.data);
-    return new Checkpoint(parsed.data, schema as z.ZodType<z.output<Schema>>, {
+    const admitted = this.checkpointNames.admit(name, schema);
+    return new Checkpoint(admitted, schema as z.ZodType<z.output<Schema>>, {
       // Without a run there is no progress to read: such an outbox commits nothing either.
       read: (checkpointName) => (this.runKey === undefined ? undefined : this.file.checkpoints.getCheckpoint.get({ ...this.runKey, name: checkpointName })?.value),
     });
@@ -301,6 +290,25 @@ export class Outbox {
     this.transact(new CommitTransaction(this.commitContext), (inner) => inner.noteFenced(previous), true);
   }
 
+  /**
+   * @internal Asks the server once for the run's epoch, and records a later attempt's fence in the file
+   * when the server has seen one: for a process with nothing to deliver (an idle consumer), whose relay
+   * would otherwise never hear of it. A server that cannot answer now is asked again next time; a
+   * refused token is thrown.
+   */
+  async learnFenceFromServer(): Promise<void> {
+    const run = this.run;
+    if (run === undefined || this.client === undefined || this.closed) return;
+    let state: StreamState | undefined;
+    try {
+      state = await this.client.streamState(this.producer, run.runId, wireTask(run.task), 0);
+    } catch (error) {
+      if (error instanceof CredentialsError) throw error;
+      return;
+    }
+    if (state !== undefined && state.epoch > run.attempt && this.file.db.open) this.file.runs.recordFence(runKeyOf(run), state.epoch);
+  }
+
   private assertCanCommit(): CommitContext {
     if (this.closed) throw new OutboxClosedError(`${this.path}: the outbox is closed; open it again to commit`);
     if (this.commitContext === undefined) {
@@ -337,16 +345,17 @@ export class Outbox {
     if (this.options.relay === 'external') await waitUntilDrained(this.file, timeoutMs);
     await this.relay?.stop();
     const status = this.status();
-    const result: CloseResult = { pending: status.pending + status.pendingCheckpoints, dead: status.dead, lastError: status.lastError };
+    const result: CloseResult = {
+      pending: status.pending + status.pendingCheckpoints,
+      pendingEvents: status.pending,
+      pendingCheckpoints: status.pendingCheckpoints,
+      dead: status.dead,
+      deadRows: status.deadRows,
+      lastError: status.lastError,
+    };
     if (result.pending > 0 || result.dead > 0) {
       // The job is about to end: say what it leaves behind, once, where its operator will look.
-      this.logger.warn(
-        { code: 'closed_with_work_left', path: this.path, ...result },
-        `oncebox: ${this.path} closed with ${result.pending} row(s) pending and ${result.dead} dead` +
-          (result.pending > 0 ? '; the next relay on this file delivers the pending ones' : '') +
-          (result.dead > 0 ? '; see `oncebox dead list`' : '') +
-          (result.lastError ? `; last error: ${result.lastError.message}` : ''),
-      );
+      this.logger.warn({ code: 'closed_with_work_left', path: this.path, ...result, deadRows: undefined }, `oncebox: ${describeLeftovers(this.path, result)}`);
     }
     this.metrics?.detach();
     this.waiters.rejectAll(
@@ -368,6 +377,8 @@ export class Outbox {
       );
     }
     const row = this.file.rows.rowById.get({ id: emission.rowId })!;
+    const stopped = this.relay?.failure;
+    if (row.state === 'pending' && stopped instanceof CredentialsError) return Promise.reject(stopped);
     const promise = this.waiters.wait(row, emission.recommitted, this.fenceOf(row));
     if (row.state === 'pending') {
       // With no relay of ours delivering, receipts come from whichever process does, through the file.

@@ -1,6 +1,6 @@
 import type { OutboxFile } from './file/outbox-file.js';
 import type { ServerClient } from '../client/server-client.js';
-import { ResumeUnavailableError } from '../protocol/errors.js';
+import { CredentialsError, ResumeUnavailableError } from '../protocol/errors.js';
 import type { StreamState } from '../protocol/wire.js';
 import { HELD_CHECKPOINT, restoreHeld } from './commit/held-mirror.js';
 import { runKeyOf, wireTask, type RunContext } from './run.js';
@@ -64,6 +64,7 @@ async function fetchStreamState(options: ResumeOptions): Promise<StreamState | u
   try {
     return await options.client.streamState(options.producer, run.runId, wireTask(run.task), options.resumeTimeoutMs);
   } catch (error) {
+    if (error instanceof CredentialsError) throw error;
     throw new ResumeUnavailableError(
       `attempt ${run.attempt} of run ${run.runId} could not read its stream state: ${(error as Error).message}. Without it a retry ` +
         "on a fresh machine would start from scratch. Make the server reachable, or pass resume: 'never' to start from this " +

@@ -28,7 +28,7 @@ export interface OutboxStatus {
   /** Emissions held for their run's success (`on: 'success'`), and those a failed run discarded. */
   held: number;
   discarded: number;
-  /** Whether a later attempt of the file's run has delivered to the server or opened this file, and which. */
+  /** Whether a later attempt of the file's run has claimed the run at the server, delivered to it, or opened this file, and which. */
   fenced: boolean;
   fencedBy: number | null;
   /** Age in ms of the oldest pending row, or null when nothing is pending. */

@@ -25,6 +25,10 @@ export const ProducerErrorCode = {
   NotCommitted: 'not_committed',
   CommitEnded: 'commit_ended',
   RunEnded: 'run_ended',
+  /** The server requires a token and got none, or one it does not know (401). */
+  Unauthorized: 'unauthorized',
+  /** The server knows the token, but it does not cover what was asked (403). */
+  Forbidden: 'forbidden',
 } as const;
 export type ProducerErrorCode = (typeof ProducerErrorCode)[keyof typeof ProducerErrorCode];
 
@@ -201,13 +205,16 @@ export class OutboxFileError extends OnceboxError {
     readonly file: string,
     cause: unknown,
   ) {
-    const reason = cause instanceof Error ? `${(cause as { code?: string }).code ?? cause.name}: ${cause.message}` : String(cause);
-    super(
-      ProducerErrorCode.OutboxFileUnusable,
-      `${file}: cannot use this outbox file (${reason}). Check that the path is right and that its directory exists and is ` +
-        'writable; a file that is not an oncebox outbox, or is damaged, must be moved aside (its pending rows go with it).',
-      { cause },
-    );
+    const code = (cause as { code?: string } | undefined)?.code;
+    const reason = cause instanceof Error ? `${code ?? cause.name}: ${cause.message}` : String(cause);
+    // A tool pointed at the wrong file (the server's database, a typo) needs the right path, not advice
+    // about a damaged outbox, whose pending rows moving it aside would take along.
+    const fix =
+      code === 'NOT_AN_OUTBOX' || code === 'ENOENT'
+        ? "Point it at the job's outbox file: the path the job gave openOutbox (`oncebox status FILE` tells what a file holds)."
+        : 'Check that the path is right and that its directory exists and is writable. A damaged outbox still holds pending rows: ' +
+          'keep a copy before anything else, and see docs/operations.md.';
+    super(ProducerErrorCode.OutboxFileUnusable, `${file}: cannot use this outbox file (${reason}). ${fix}`, { cause });
   }
 }
 
@@ -251,6 +258,24 @@ export class FencedError extends OnceboxError {
     message: string,
   ) {
     super(ProducerErrorCode.Fenced, message);
+  }
+}
+
+/**
+ * The server refused the token: it requires one and got none, or does not know the one given (401,
+ * `unauthorized`), or the token does not cover what was asked (403, `forbidden`). Permanent: retrying
+ * with the same token cannot help, so the relay, the consumer and every command stop at once with
+ * this error, whose message names the fix. Nothing pending is lost: the next run with a good token
+ * delivers it.
+ */
+export class CredentialsError extends OnceboxError {
+  constructor(
+    readonly status: 401 | 403,
+    /** The URL that refused. */
+    readonly url: string,
+    message: string,
+  ) {
+    super(status === 401 ? ProducerErrorCode.Unauthorized : ProducerErrorCode.Forbidden, message);
   }
 }
 

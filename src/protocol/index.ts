@@ -1,3 +1,8 @@
+/**
+ * `oncebox/protocol`: the wire protocol's types and schemas, and every error code.
+ * @packageDocumentation
+ * @module oncebox/protocol
+ */
 export * from './errors.js';
 export * from './wire.js';
 export { Limits } from './limits.js';

@@ -218,6 +218,24 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
     await byName.close();
   });
 
+  it('resolves a map entry by URI written as a user writes it, where Airflow stores another form', async () => {
+    const dir = tempDir();
+    const server = await startServer({ assets: ['batch_ready'] });
+    // Airflow keeps `ceo://refunds` as `ceo://refunds/`, and `s3://bucket/landed/` as `s3://bucket/landed`.
+    const forms: [string, string][] = [
+      ['ceo://refunds', 'refunds'],
+      ['ceo://refunds/', 'refunds'],
+      ['CEO://refunds', 'refunds'],
+      ['s3://bucket/landed/', 'landed'],
+      ['S3://bucket/landed//', 'landed'],
+    ];
+    for (const [index, [uri, name]] of forms.entries()) {
+      const forwarder = await openForwarder(dir, server, { path: join(dir, `form-${index}.db`), group: `form-${index}`, map: { batch_ready: { uri } } });
+      expect(forwarder.resolvedAssets.get('batch_ready'), uri).toMatchObject({ name, id: await airflow.admin.assetId(name) });
+      await forwarder.close();
+    }
+  });
+
   it('refuses wrong credentials with an error naming the user, and forwards nothing', async () => {
     const dir = tempDir();
     const server = await startServer({ assets: ['batch_ready'] });

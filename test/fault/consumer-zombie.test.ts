@@ -98,3 +98,28 @@ describe('a zombie consumer', () => {
     expect(holders).toEqual(Array.from({ length: 40 }, () => 1));
   });
 });
+
+describe('an idle zombie consumer on another machine', () => {
+  it('stops with FencedError within one long-poll of its replacement’s claim, though no event comes', { timeout: 60_000 }, async () => {
+    const server = await startServer({ assets: ['orders_ready', 'orders_summarised'] });
+    const dir = tempDir();
+    await publish(server, join(dir, 'p1.db'), ['d1']);
+    const waitSeconds = 1;
+    const old = await openConsumer({ path: join(dir, 'old.db'), server: server.url, group: 'g', assets: ['orders_ready'], logger: quiet, waitSeconds });
+    const oldRun = summarise(old, new AbortController().signal).catch((error: unknown) => error);
+    await until(() => old.cursor >= 1, 20_000, 'old');
+    // Idle from here: no event will come to tell it, by a fence on delivery, that it was replaced.
+    const claimedAt = Date.now();
+    const replacement = await openConsumer({ path: join(dir, 'new.db'), server: server.url, group: 'g', assets: ['orders_ready'], logger: quiet, waitSeconds });
+    const ended = await Promise.race([oldRun, new Promise((resolve) => setTimeout(() => resolve('still running after 10 s'), 10_000))]);
+    const took = Date.now() - claimedAt;
+    expect(ended).toBeInstanceOf(FencedError);
+    expect(ended).toMatchObject({ attempt: old.epoch, fencedBy: replacement.epoch });
+    expect((ended as Error).message).toContain('has claimed this run at the server or delivered to it');
+    // One long-poll, and the request that learns the epoch: well within two.
+    expect(took).toBeLessThan(2 * waitSeconds * 1000 + 1000);
+    await replacement.close();
+    await old.close({ timeoutMs: 0 });
+    await oldRun;
+  });
+});

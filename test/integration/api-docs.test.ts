@@ -25,6 +25,6 @@ describe('the API reference', () => {
     const committed = files(join(REPO, 'docs/api'));
     expect([...committed.keys()].sort(), 'docs/api is stale: run npm run docs:api').toEqual([...generated.keys()].sort());
     for (const [path, text] of generated) expect(committed.get(path), `docs/api/${path} is stale: run npm run docs:api`).toBe(text);
-    expect(generated.get('outbox/interfaces/OutboxOptions.md')).toContain('How long delivery may fail before it is logged');
+    expect(generated.get('oncebox/interfaces/OutboxOptions.md')).toContain('How long delivery may fail before it is logged');
   }, 180_000);
 });

@@ -29,24 +29,29 @@ describe('the oncebox command', () => {
     const pending = await runScript(CLI, ['status', path, '--json']);
     expect(JSON.parse(pending.lines.map((l) => JSON.stringify(l)).join(''))).toMatchObject({ pending: 4, delivered: 0, dead: 0 });
 
-    const relay = await runScript(CLI, ['relay', '--db', path, '--server', url, '--drain'], { env: { ONCEBOX_LOG_LEVEL: 'warn' } });
+    const relay = await runScript(CLI, ['relay', path, '--server', url, '--drain'], { env: { ONCEBOX_LOG_LEVEL: 'warn' } });
     // Drained, but a row is dead: that needs someone to act, so the exit code is not 0.
     expect(relay.code).toBe(3);
-    expect(relay.lines.at(-1)).toEqual({ text: 'oncebox relay: drained: 3 delivered, 0 pending, 1 dead' });
-    expect(relay.stderr).toContain(`oncebox relay: 1 row(s) are dead: see \`oncebox dead list ${path}\``);
+    expect(relay.lines.at(-1)).toEqual({ text: 'oncebox relay: drained: 3 events delivered, 0 pending, 1 dead' });
+    expect(relay.stderr).toContain(`oncebox relay: 1 event is dead (refused for good): see \`oncebox dead list ${path}\``);
     expect(relay.stderr).toContain('"code":"unknown_asset"');
     // The job process learns its receipts from the file, written by the relay process.
     const stored = await allEvents(url);
     expect((await Promise.all(receipts)).map((r) => r.eventId)).toEqual(stored.map((e) => e.eventId));
 
+    // Status exits 3 while an event is dead: a script checking the file learns it needs a person.
     const status = await runScript(CLI, ['status', path, '--json']);
+    expect(status.code).toBe(3);
     expect(status.lines[0]).toMatchObject({ pending: 0, delivered: 3, dead: 1, producer: 'orders-ingest' });
     const human = await runScript(CLI, ['status', path]);
+    expect(human.code).toBe(3);
     expect(human.lines.map((l) => l.text)).toEqual(
       expect.arrayContaining([
         `outbox     ${path} (producer orders-ingest)`,
         'run        orders/2026-11-30/ingest attempt 1',
-        'rows       0 pending, 3 delivered, 1 dead; 0 checkpoint updates pending',
+        'events     0 pending, 3 delivered, 1 dead',
+        'checkpoint 0 updates not yet mirrored to the server',
+        `next       fix the cause, then \`oncebox dead retry ${path} --all\` (or discard them: \`oncebox dead discard\`)`,
         'held       0 until the run succeeds, 0 discarded by a failure',
         'fenced     no',
         'lease      free',
@@ -74,13 +79,29 @@ describe('the oncebox command', () => {
     await box.close();
   });
 
-  it('refuses unknown flags and commands with the usage', async () => {
-    const unknown = await runScript(CLI, ['server', '--dbb', 'x']);
-    expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/^oncebox: Unknown option '--dbb'/);
-    const missing = await runScript(CLI, ['relay', '--db', 'x']);
-    expect(missing.stderr).toMatch(/^oncebox: relay: --db FILE and --server URL are required/);
-    expect((await runScript(CLI, ['frobnicate'])).stderr).toMatch(/^oncebox: unknown command "frobnicate"/);
+  it('refuses unknown flags and commands in one line that points to the command’s --help, with status 2', async () => {
+    const cases: [string[], RegExp][] = [
+      [['server', '--db', 'x.db', '--dbb', 'x'], /^oncebox: unknown option '--dbb' \(Did you mean --db\?\) \(see 'oncebox server --help'\)\n$/],
+      [['relay', 'x.db'], /^oncebox: required option '--server <url>' not specified \(see 'oncebox relay --help'\)\n$/],
+      [['relay', '--server', 'http://127.0.0.1:9'], /^oncebox relay: give the outbox FILE to deliver \(see 'oncebox relay --help'\)\n$/],
+      [['frobnicate'], /^oncebox: unknown command 'frobnicate' \(see 'oncebox --help'\)\n$/],
+      [['dead', 'retry'], /^oncebox: missing required argument 'file' \(see 'oncebox dead retry --help'\)\n$/],
+      [['status', 'a.db', '--port', '1'], /^oncebox: unknown option '--port' \(see 'oncebox status --help'\)\n$/],
+      [['server', '--db', 'x.db', '--port', 'high'], /^oncebox: option '--port <n>' argument 'high' is invalid\. must be 0-65535 \(got high\) \(see 'oncebox server --help'\)\n$/],
+    ];
+    for (const [args, message] of cases) {
+      const run = await runScript(CLI, args);
+      expect({ args, code: run.code, stderr: run.stderr }).toEqual({ args, code: 2, stderr: expect.stringMatching(message) });
+    }
+  });
+
+  it('shows the help of a command given without its subcommand, instead of an error', async () => {
+    for (const command of ['token', 'dead', 'forward']) {
+      const run = await runScript(CLI, [command]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain(`Usage: oncebox ${command} [options] [command]`);
+      expect(run.stderr).toContain('Commands:');
+    }
   });
 
   it('takes the token from a file, warns when it is given on the command line, and never prints it', async () => {
@@ -99,7 +120,7 @@ describe('the oncebox command', () => {
     await visible.waitFor((line) => line.event === 'listening');
     visible.signal('SIGTERM');
     const warned = await visible.done;
-    expect(warned.stderr).toContain('oncebox server: warning: --token is visible to every user of this machine (ps); use --token-file or ONCEBOX_TOKEN');
+    expect(warned.stderr).toContain('oncebox server: warning: --token is visible to every user of this machine (ps); use --token-file or ONCEBOX_ADMIN_TOKEN');
     expect(warned.stderr).not.toContain(token);
 
     const empty = join(dir, 'empty.txt');
@@ -141,7 +162,7 @@ describe('the oncebox command', () => {
     const path = join(dir, 'outbox.db');
     const box = await openOutbox({ path, producer: 'orders-ingest', run: RUN, relay: 'external' });
     box.asset('batch_ready').emit({ partitionKey: 'batch-1' });
-    const relay = await runScript(CLI, ['relay', '--db', path, '--server', url, '--token-file', tokenFile, '--drain']);
+    const relay = await runScript(CLI, ['relay', path, '--server', url, '--token-file', tokenFile, '--drain']);
     expect(relay.code).toBe(0);
     expect((await fetch(`${url}/v1/events`, { headers: { authorization: `Bearer ${reader.token}` } })).status).toBe(200);
     expect((await fetch(`${url}/v1/events`, { headers: { authorization: `Bearer ${secret}` } })).status).toBe(403);
@@ -159,7 +180,7 @@ describe('the oncebox command', () => {
     const bad = await runScript(CLI, ['token', 'create', '--db', db, '--scope', 'publish']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('token create: --producers: a publish token needs the producer it publishes as (or a prefix ending in *)');
-    expect((await runScript(CLI, ['token', 'list', '--db', db, '--scope', 'read'])).stderr).toContain('--scope is an option of token create only');
+    expect((await runScript(CLI, ['token', 'list', '--db', db, '--scope', 'read'])).stderr).toContain("unknown option '--scope'");
   }, 180_000);
 });
 
@@ -167,10 +188,10 @@ describe('the oncebox command, polished', () => {
   it('refuses a forward with no target, no map or no Airflow credentials, naming what is missing', async () => {
     const noTarget = await runScript(CLI, ['forward', 'kafka']);
     expect(noTarget.code).toBe(2);
-    expect(noTarget.stderr).toMatch(/^oncebox: forward: the only target is "airflow" \(got "kafka"\)/);
+    expect(noTarget.stderr).toMatch(/^oncebox: unknown command 'kafka' \(see 'oncebox forward --help'\)/);
     const noMap = await runScript(CLI, ['forward', 'airflow', '--server', 'http://127.0.0.1:1', '--airflow', 'http://127.0.0.1:1']);
     expect(noMap.code).toBe(2);
-    expect(noMap.stderr).toMatch(/^oncebox: forward airflow: --server URL, --airflow URL and --map FILE are required/);
+    expect(noMap.stderr).toMatch(/^oncebox: required option '--map <file>' not specified \(see 'oncebox forward airflow --help'\)/);
     const dir = tempDir();
     writeFileSync(join(dir, 'map.json'), JSON.stringify({ batch_ready: 'oncebox_batches' }));
     const args = ['forward', 'airflow', '--server', 'http://127.0.0.1:1', '--airflow', 'http://127.0.0.1:1', '--map', join(dir, 'map.json'), '--db', join(dir, 'f.db')];
@@ -181,14 +202,22 @@ describe('the oncebox command, polished', () => {
     expect(existsSync(join(dir, 'f.db'))).toBe(false);
   });
 
-  it('prints its version, and each command its own usage with --help', async () => {
+  it('prints its version, and for each command and subcommand a help that describes every option', async () => {
     const { version } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string };
     expect((await runScript(CLI, ['--version'])).lines).toEqual([{ text: version }]);
-    for (const command of ['server', 'relay', 'status', 'dead', 'token', 'forward']) {
-      const help = await runScript(CLI, [command, '--help']);
+    const commands = [['server'], ['relay'], ['status'], ['events'], ['dead', 'list'], ['dead', 'retry'], ['token', 'create'], ['token', 'revoke'], ['forward', 'airflow']];
+    for (const command of commands) {
+      const help = await runScript(CLI, [...command, '--help']);
       expect(help.code).toBe(0);
-      expect(help.lines[0]).toEqual({ text: 'usage:' });
-      expect(help.lines.slice(1).every((line) => !/^ {2}oncebox (?!\s)/.test(line.text as string) || (line.text as string).startsWith(`  oncebox ${command}`))).toBe(true);
+      const text = help.lines.map((line) => line.text as string).join('\n');
+      expect(text.startsWith(`Usage: oncebox ${command.join(' ')} `), text).toBe(true);
+      // Every option line carries a description after its flags.
+      const options = text.slice(text.indexOf('Options:')).split('\n').filter((line) => /^ {2}-/.test(line));
+      expect(options.length).toBeGreaterThan(1);
+      for (const line of options) expect(line, `${command.join(' ')}: ${line}`).toMatch(/^ {2}-\S.*\s{2,}\S/);
+    }
+    for (const command of ['server', 'relay', 'status', 'events', 'dead', 'token']) {
+      expect((await runScript(CLI, [command, '--help'])).lines.map((line) => line.text).join('\n')).toMatch(/Examples?:\n {2}\$ /);
     }
   });
 
@@ -196,13 +225,15 @@ describe('the oncebox command, polished', () => {
     const dir = tempDir();
     const serverDb = join(dir, 'server.db');
     await (await startServer({ db: serverDb })).close();
-    for (const args of [['status', serverDb], ['relay', '--db', serverDb, '--server', 'http://127.0.0.1:9', '--drain'], ['dead', 'list', serverDb]]) {
+    for (const args of [['status', serverDb], ['relay', serverDb, '--server', 'http://127.0.0.1:9', '--drain'], ['dead', 'list', serverDb]]) {
       const refused = await runScript(CLI, args);
       expect({ args, code: refused.code }).toEqual({ args, code: 1 });
-      expect(refused.stderr).toContain(`${serverDb}: cannot use this outbox file (NOT_AN_OUTBOX: it is an oncebox server database, not a producer's outbox file)`);
+      expect(refused.stderr).toContain(`${serverDb}: cannot use this outbox file (NOT_AN_OUTBOX: it is an oncebox server database, not a producer's outbox file). Point it at the job's outbox file`);
+      // Never the advice to move it aside: this is the server's database.
+      expect(refused.stderr).not.toMatch(/moved? aside/);
     }
     const misspelt = join(dir, 'orders-ingset.db');
-    const relay = await runScript(CLI, ['relay', '--db', misspelt, '--server', 'http://127.0.0.1:9', '--drain']);
+    const relay = await runScript(CLI, ['relay', misspelt, '--server', 'http://127.0.0.1:9', '--drain']);
     expect(relay.code).toBe(1);
     expect(relay.stderr).toContain(`${misspelt}: cannot use this outbox file (ENOENT: no such file; check the path (it is never created here))`);
     expect(existsSync(misspelt)).toBe(false);
@@ -231,12 +262,12 @@ describe('oncebox relay --drain', () => {
     const slow = await startFaultProxy(url, { delayMs: 400 });
     slow.plan(...Array<Fault>(20).fill('delay'));
     const path = await committed(2000);
-    const relay = await runScript(CLI, ['relay', '--db', path, '--server', slow.url, '--drain']);
+    const relay = await runScript(CLI, ['relay', path, '--server', slow.url, '--drain']);
     expect(relay.code, relay.stderr).toBe(0);
     const texts = relay.lines.map((line) => line.text as string);
     expect(texts.length).toBeGreaterThan(1);
-    for (const text of texts.slice(0, -1)) expect(text).toMatch(/^oncebox relay: \d+ delivered, \d+ pending, 0 dead, \d+ rows\/s, time left (\d+ s|unknown)$/);
-    expect(texts.at(-1)).toBe('oncebox relay: drained: 2000 delivered, 0 pending, 0 dead');
+    for (const text of texts.slice(0, -1)) expect(text).toMatch(/^oncebox relay: \d+ events delivered, \d+ pending, 0 dead, \d+ events\/s, time left (\d+ s|unknown)(; \d+ checkpoint updates? pending)?$/);
+    expect(texts.at(-1)).toBe('oncebox relay: drained: 2000 events delivered, 0 pending, 0 dead');
   });
 
   it('draws a progress bar on a terminal, and exits 3 when rows are dead', async () => {
@@ -245,7 +276,7 @@ describe('oncebox relay --drain', () => {
     slow.plan(...Array<Fault>(20).fill('delay'));
     const path = await committed(1500, 1);
     // `script` runs the command under a pseudo-terminal, as a person at a terminal would.
-    const command = [process.execPath, '--import', 'tsx', CLI, 'relay', '--db', path, '--server', slow.url, '--drain'].join(' ');
+    const command = [process.execPath, '--import', 'tsx', CLI, 'relay', path, '--server', slow.url, '--drain'].join(' ');
     // Not spawnSync: the server and the proxy run in this process and must go on answering.
     const child = spawn('script', ['-qefc', command, '/dev/null'], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -253,10 +284,10 @@ describe('oncebox relay --drain', () => {
     const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
     const result = { status, stdout };
     expect(result.status, result.stdout).toBe(3);
-    expect(result.stdout).toMatch(/\r\[#*-*\] \d+\/1501 · \d+ pending · \d+\/s · (\d+ s|unknown) left\u001b\[K/);
-    expect(result.stdout).toContain('\r[########################] 1500/1500 · 0 pending');
-    expect(result.stdout).toContain('oncebox relay: drained: 1500 delivered, 0 pending, 1 dead');
-    expect(result.stdout).toContain('1 row(s) are dead');
+    expect(result.stdout).toMatch(/\r\[#*-*\] \d+\/1501 events · \d+ pending · \d+\/s · (\d+ s|unknown) left\u001b\[K/);
+    expect(result.stdout).toContain('\r[########################] 1500/1500 events · 0 pending');
+    expect(result.stdout).toContain('oncebox relay: drained: 1500 events delivered, 0 pending, 1 dead');
+    expect(result.stdout).toContain('1 event is dead');
   });
 });
 
@@ -281,7 +312,7 @@ describe('oncebox events', () => {
     ]);
     const wrong = await runScript(CLI, ['events', '--server', url, '--after', 'soon']);
     expect(wrong.code).toBe(2);
-    expect(wrong.stderr).toContain('events: --after must be a cursor (0 or a whole number above), not "soon"');
+    expect(wrong.stderr).toContain(`oncebox: option '--after <cursor>' argument 'soon' is invalid. must be a cursor (0 or a whole number above), not "soon" (see 'oncebox events --help')`);
     const down = await runScript(CLI, ['events', '--server', 'http://127.0.0.1:9']);
     expect(down.code).toBe(1);
     expect(down.stderr).toContain('could not reach http://127.0.0.1:9/v1/events');

@@ -44,17 +44,17 @@ describe('dead letters', () => {
     // Sent again before the cause is fixed, it dies again, and nothing is stored.
     const tooSoon = await runScript(CLI, ['dead', 'retry', path, '--id', '2']);
     expect(tooSoon.code).toBe(0);
-    expect((await runScript(CLI, ['relay', '--db', path, '--server', url, '--drain'])).code).toBe(3);
+    expect((await runScript(CLI, ['relay', path, '--server', url, '--drain'])).code).toBe(3);
     expect((await server.store.listEvents({ after: 0, limit: 10 })).events.map((e) => e.partitionKey)).toEqual(['batch-1', 'batch-3']);
 
     await server.store.registerAsset('late_asset');
     const [dead] = new DeadLetters(new OutboxFile(path, 'full', false)).list();
     const retried = await runScript(CLI, ['dead', 'retry', path, '--all', '--note', 'asset registered']);
     expect(retried.lines[0]!.text).toMatch(new RegExp(`^row ${dead!.id} goes out again as row \\d+ \\(attempt 1, seq 5, key ${dead!.key}\\)$`));
-    expect((await runScript(CLI, ['relay', '--db', path, '--server', url, '--drain'])).code).toBe(0);
+    expect((await runScript(CLI, ['relay', path, '--server', url, '--drain'])).code).toBe(0);
     // Retrying again finds nothing dead; a second drain sends nothing.
     expect((await runScript(CLI, ['dead', 'retry', path, '--all'])).lines).toEqual([{ text: `${path}: no dead rows to send again` }]);
-    expect((await runScript(CLI, ['relay', '--db', path, '--server', url, '--drain'])).code).toBe(0);
+    expect((await runScript(CLI, ['relay', path, '--server', url, '--drain'])).code).toBe(0);
 
     const events = (await server.store.listEvents({ after: 0, limit: 10 })).events;
     expect(events.map((e) => [e.partitionKey, e.key])).toEqual([
@@ -84,7 +84,7 @@ describe('dead letters', () => {
     const file = new OutboxFile(path, 'full', false);
     new DeadLetters(file).retry('all');
     file.close();
-    expect((await runScript(CLI, ['relay', '--db', path, '--server', proxy.url, '--drain'])).code).toBe(0);
+    expect((await runScript(CLI, ['relay', path, '--server', proxy.url, '--drain'])).code).toBe(0);
     expect(proxy.stats.forwarded).toBeGreaterThanOrEqual(3);
     expect((await server.store.listEvents({ after: 0, limit: 10 })).events.map((e) => e.partitionKey)).toEqual(['batch-1', 'batch-3', 'batch-2']);
   });

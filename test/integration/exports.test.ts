@@ -38,7 +38,7 @@ describe('package exports', () => {
       protocol: ['canonicalJson', 'payloadFingerprint'],
       deep: 'ERR_PACKAGE_PATH_NOT_EXPORTED',
     });
-    expect(execFileSync(process.execPath, ['dist/cli/main.js', 'help'], { cwd: REPO, encoding: 'utf8' })).toMatch(/^usage:\n {2}oncebox server/);
+    expect(execFileSync(process.execPath, ['dist/cli/main.js', 'help'], { cwd: REPO, encoding: 'utf8' })).toMatch(/^Usage: oncebox \[options\] \[command\]\n[\s\S]*\n {2}server \[options\] /);
   });
 });
 

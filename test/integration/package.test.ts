@@ -19,14 +19,14 @@ describe('the packed package', () => {
     // repository's dist/.
     const source = join(dir, 'source');
     mkdirSync(source);
-    for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'CHANGELOG.md', 'src', 'docs']) {
+    for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'src', 'docs']) {
       cpSync(join(REPO, entry), join(source, entry), { recursive: true });
     }
     symlinkSync(join(REPO, 'node_modules'), join(source, 'node_modules'));
     npm(['pack', '--pack-destination', dir], source);
     const tarball = readdirSync(dir).find((file) => file.endsWith('.tgz'))!;
     const listing = execFileSync('tar', ['-tzf', join(dir, tarball)], { encoding: 'utf8' }).split('\n');
-    expect(listing).toEqual(expect.arrayContaining(['package/dist/outbox/index.js', 'package/dist/cli/main.js', 'package/README.md', 'package/CHANGELOG.md']));
+    expect(listing).toEqual(expect.arrayContaining(['package/dist/outbox/index.js', 'package/dist/cli/main.js', 'package/README.md', 'package/CHANGELOG.md', 'package/LICENSE']));
     expect(listing.filter((file) => /^package\/(src|test|bench|scripts)\//.test(file))).toEqual([]);
 
     const app = join(dir, 'app');
@@ -36,8 +36,15 @@ describe('the packed package', () => {
     // binaries cannot be downloaded); that build is better-sqlite3's own, and `npm ci` does it for the
     // repository. So scripts are skipped, and the addon the repository built, for the same version and
     // Node, is put in place.
-    const pinned = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies;
-    npm(['install', '--ignore-scripts', join(dir, tarball), `zod@${pinned.zod}`, '@types/node@20.19.43'], app);
+    const pinned = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies;
+    // As the README's install line says: oncebox and zod, its peer. No engine warning on Node 20: the
+    // package pins what fastify would otherwise resolve to a release that wants Node 22.
+    const install = spawnSync('npm', ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline', join(dir, tarball), `zod@${pinned.zod}`, '@types/node@20.19.43'], { cwd: app, encoding: 'utf8' });
+    expect(install.status, install.stderr).toBe(0);
+    expect(install.stdout + install.stderr).not.toMatch(/EBADENGINE|Unsupported engine/);
+    const installed = (name: string) => (JSON.parse(readFileSync(join(app, 'node_modules', name, 'package.json'), 'utf8')) as { version: string; engines?: { node?: string } });
+    expect(installed('light-my-request').version).toBe('6.6.0');
+    expect(installed('cookie').engines?.node).not.toBe('>=22');
     const addon = 'node_modules/better-sqlite3/build/Release/better_sqlite3.node';
     const version = (root: string) => (JSON.parse(readFileSync(join(root, 'node_modules/better-sqlite3/package.json'), 'utf8')) as { version: string }).version;
     expect(version(app)).toBe(version(REPO));

@@ -24,25 +24,57 @@ describe('the README quickstart', () => {
     for (const line of lines) expect(job).toContain(line);
   });
 
-  it('runs against a real server and publishes each batch once, also when run twice', async () => {
+  it('runs against a real server and publishes each batch once, also when run twice, saying what it did', async () => {
     // As in the README: the server holds an admin token, and the job a publish token of its own producer.
     const { url, server } = await startServer({ token: 'quickstart-admin-token' });
     const { token } = await server.store.tokens.create({ scope: 'publish', producers: 'orders-ingest', assets: ['batch_ready'] });
     const env = { ONCEBOX_SERVER: url, ONCEBOX_TOKEN: token, ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db') };
     const first = await runScript('examples/quickstart.ts', [], { env });
     expect(first.code, first.stderr).toBe(0);
+    const firstLines = first.lines.map((line) => line.text);
+    expect(firstLines[0]).toBe('starting at batch 1');
+    expect(firstLines.slice(1)).toEqual(['batch-1', 'batch-2', 'batch-3', 'done'].map((partition) => expect.stringMatching(new RegExp(`^${partition}: published as event [0-9a-f-]{36}$`))));
     const again = await runScript('examples/quickstart.ts', [], { env });
     expect(again.code, again.stderr).toBe(0);
+    expect(again.lines.map((line) => line.text)).toEqual([
+      "resuming at batch 4: the file's checkpoint says 3 are done",
+      expect.stringMatching(/^done: published before, as event [0-9a-f-]{36}; this retry added nothing$/),
+    ]);
     const stored = (await server.store.listEvents({ after: 0, limit: 100 })).events;
     expect(stored.map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2', 'batch-3', 'done']);
   });
 
   it('says what is left and exits 1 when the server is down, instead of hanging', async () => {
-    const env = { ONCEBOX_SERVER: 'http://127.0.0.1:9', ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db'), ONCEBOX_LOG_LEVEL: 'warn' };
+    const path = join(tempDir(), 'quickstart.db');
+    const env = { ONCEBOX_SERVER: 'http://127.0.0.1:9', ONCEBOX_OUTBOX: path, ONCEBOX_LOG_LEVEL: 'warn' };
     const run = await runScript('examples/quickstart.ts', [], { env, timeoutMs: 40_000 });
     expect(run.code).toBe(1);
-    expect(run.stderr).toContain('not delivered yet: 7 pending, 0 dead; last error: could not reach http://127.0.0.1:9/v1/emissions');
-    // The default logger said it too, as JSON on stderr, once per cause.
+    expect(run.lines.map((line) => line.text)).toContain('batch-1: not published yet (outbox_closed)');
+    expect(run.stderr).toContain(
+      `not done: ${path}: 4 events and 3 checkpoint updates not delivered yet (they stay in the file; the next run, or \`oncebox relay ${path}\`, delivers them); last delivery error: could not reach http://127.0.0.1:9/v1/emissions`,
+    );
+    // The default logger said it too, as JSON on stderr (not a terminal), once per cause.
     expect(run.stderr.match(/"code":"closed_with_work_left"/g)).toHaveLength(1);
+  });
+
+  it('names the refusal when the server refuses an event for good, instead of "last error: none"', async () => {
+    const { url } = await startServer({ assets: [] });
+    const path = join(tempDir(), 'quickstart.db');
+    const run = await runScript('examples/quickstart.ts', [], { env: { ONCEBOX_SERVER: url, ONCEBOX_OUTBOX: path }, timeoutMs: 40_000 });
+    expect(run.code).toBe(1);
+    expect(run.lines.map((line) => line.text)).toContain('batch-1: not published yet (rejected)');
+    expect(run.stderr).toContain(`not done: ${path}: 4 events refused for good, the first refused with unknown_asset: asset: "batch_ready" is not registered on this server`);
+    expect(run.stderr).toContain(`\`oncebox dead retry ${path} --all\``);
+  });
+
+  it('logs one readable line per cause on a terminal (or with ONCEBOX_LOG_FORMAT=pretty), not JSON', async () => {
+    const env = { ONCEBOX_SERVER: 'http://127.0.0.1:9', ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db'), ONCEBOX_LOG_LEVEL: 'warn', ONCEBOX_LOG_FORMAT: 'pretty' };
+    const run = await runScript('examples/quickstart.ts', [], { env, timeoutMs: 40_000 });
+    const logLines = run.stderr.split('\n').filter((line) => / (WARN|ERROR): /.test(line));
+    expect(logLines.length).toBeGreaterThan(0);
+    for (const line of logLines) {
+      expect(line).toMatch(/^\[\d\d:\d\d:\d\d\] (WARN|ERROR): oncebox.* \[[a-z_]+\]$/);
+      expect(line).not.toContain('{"');
+    }
   });
 });

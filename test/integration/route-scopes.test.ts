@@ -27,6 +27,10 @@ const CALLERS = {
   reader: { scope: 'read', reads: ['events', 'streams', 'metrics'] },
   /** A reader of another asset's events only (the default for a read token limited to assets). */
   otherReader: { scope: 'read', assets: ['other_asset'] },
+  /** A consumer of the victim's asset: it publishes as itself, and reads the events it consumes. */
+  consumer: { scope: 'publish', producers: 'summariser', consumes: ['victim_asset'] },
+  /** A consumer of another asset. */
+  otherConsumer: { scope: 'publish', producers: 'other-summariser', consumes: ['other_asset'] },
 } satisfies Record<string, TokenRequest>;
 type Caller = keyof typeof CALLERS | 'none';
 
@@ -48,9 +52,9 @@ const ROUTES: Record<string, RouteRow> = {
     allowed: { admin: 201, victim: 201 },
   },
   'GET /v1/streams/:producer/:runId': { target: () => ({ method: 'GET', path: '/v1/streams/victim/r1' }), allowed: { admin: 200, victim: 200, reader: 200 } },
-  'GET /v1/events': { target: () => ({ method: 'GET', path: '/v1/events?asset=victim_asset' }), allowed: { admin: 200, reader: 200 } },
-  // A reader of other assets is shown those only: checked on its own below.
-  'GET /v1/assets': { target: () => ({ method: 'GET', path: '/v1/assets' }), allowed: { admin: 200, reader: 200, otherReader: 200 } },
+  'GET /v1/events': { target: () => ({ method: 'GET', path: '/v1/events?asset=victim_asset' }), allowed: { admin: 200, reader: 200, consumer: 200 } },
+  // A reader (or consumer) of other assets is shown those only: checked on its own below.
+  'GET /v1/assets': { target: () => ({ method: 'GET', path: '/v1/assets' }), allowed: { admin: 200, reader: 200, otherReader: 200, consumer: 200, otherConsumer: 200 } },
   'PUT /v1/assets/:name': { target: () => ({ method: 'PUT', path: `/v1/assets/squat_${++seq}` }), allowed: { admin: 201 } },
   'GET /v1/tokens': { target: () => ({ method: 'GET', path: '/v1/tokens' }), allowed: { admin: 200 } },
   'POST /v1/tokens': { target: () => ({ method: 'POST', path: '/v1/tokens', body: { scope: 'publish', producers: 'victim' } }), allowed: { admin: 201 } },
@@ -154,8 +158,17 @@ describe('the route scope matrix', () => {
         for (const { route, row, caller, status } of allowedCalls) {
           const answer = await call(caller, row.target({ victimTokenId }));
           expect({ call: `${route} by ${caller}`, status: answer.status }).toEqual({ call: `${route} by ${caller}`, status });
-          if (route === 'GET /v1/assets' && caller === 'otherReader') expect(answer.json.assets).toEqual(['other_asset']);
+          if (route === 'GET /v1/assets' && (caller === 'otherReader' || caller === 'otherConsumer')) expect(answer.json.assets).toEqual(['other_asset']);
+          if (route === 'GET /v1/assets' && caller === 'consumer') expect(answer.json.assets).toEqual(['victim_asset']);
         }
+        // A token limited to some assets that names none reads those, and only those.
+        for (const [caller, asset] of [['otherReader', 'other_asset'], ['otherConsumer', 'other_asset'], ['consumer', 'victim_asset']] as const) {
+          const page = await call(caller, { method: 'GET', path: '/v1/events?after=0' });
+          expect({ caller, status: page.status }).toEqual({ caller, status: 200 });
+          expect(page.json.events.every((event: { asset: string }) => event.asset === asset)).toBe(true);
+        }
+        const victimEvents = await call('consumer', { method: 'GET', path: '/v1/events?after=0' });
+        expect(victimEvents.json.events.length).toBeGreaterThan(0);
       },
     );
   }

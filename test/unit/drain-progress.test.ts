@@ -19,10 +19,10 @@ describe('drain progress', () => {
     progress.update({ pending: 20, delivered: 130, dead: 0 });
     progress.finish({ pending: 0, delivered: 150, dead: 1 }, 'drained');
     expect(written).toEqual([
-      '\r[##########--------------] 40/100 · 60 pending · 40/s · 2 s left\u001b[K',
-      '\r[###################-----] 80/100 · 20 pending · 40/s · 1 s left\u001b[K',
-      '\r[########################] 100/100 · 0 pending · 50/s · 0 s left\u001b[K\n',
-      'oncebox relay: drained: 100 delivered, 0 pending, 1 dead\n',
+      '\r[##########--------------] 40/100 events · 60 pending · 40/s · 2 s left\u001b[K',
+      '\r[###################-----] 80/100 events · 20 pending · 40/s · 1 s left\u001b[K',
+      '\r[########################] 100/100 events · 0 pending · 50/s · 0 s left\u001b[K\n',
+      'oncebox relay: drained: 100 events delivered, 0 pending, 1 dead\n',
     ]);
   });
 
@@ -39,8 +39,8 @@ describe('drain progress', () => {
     progress.finish({ pending: 6, delivered: 4, dead: 0 }, 'interrupted');
     // Not before a second has passed since the start, nor since the last line.
     expect(written).toEqual([
-      'oncebox relay: 3 delivered, 7 pending, 0 dead, 2 rows/s, time left 4 s\n',
-      'oncebox relay: interrupted: 4 delivered, 6 pending, 0 dead\n',
+      'oncebox relay: 3 events delivered, 7 pending, 0 dead, 2 events/s, time left 4 s\n',
+      'oncebox relay: interrupted: 4 events delivered, 6 pending, 0 dead\n',
     ]);
   });
 
@@ -49,7 +49,7 @@ describe('drain progress', () => {
     const { out, written } = output(false);
     const progress = new DrainProgress(out, { pending: 5, delivered: 0, dead: 0 }, () => now);
     now = 1000;
-    progress.update({ pending: 5, delivered: 0, dead: 0 });
-    expect(written).toEqual(['oncebox relay: 0 delivered, 5 pending, 0 dead, 0 rows/s, time left unknown\n']);
+    progress.update({ pending: 5, delivered: 0, dead: 0, checkpoints: 2 });
+    expect(written).toEqual(['oncebox relay: 0 events delivered, 5 pending, 0 dead, 0 events/s, time left unknown; 2 checkpoint updates pending\n']);
   });
 });

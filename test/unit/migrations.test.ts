@@ -187,7 +187,7 @@ describe('migrations', () => {
     const message = await opening.then(() => '', (error: Error) => error.message);
     expect(message.startsWith(`${path}: cannot use this outbox file (`)).toBe(true);
     expect(message).toMatch(cause);
-    expect(message).toMatch(/must be moved aside/);
+    expect(message).toMatch(/Check that the path is right/);
   });
 
   it('create a missing folder for a job, and refuse a missing file for a tool', async () => {

@@ -12,7 +12,7 @@ import { REPO } from '../support/child.js';
 const OPTIONS = [
   { file: 'src/outbox/options.ts', options: 'OutboxOptions', schema: 'outboxOptionsSchema' },
   { file: 'src/outbox/options.ts', options: 'RunOptions', schema: 'runContextSchema' },
-  { file: 'src/consumer/consumer.ts', options: 'ConsumerOptions', schema: 'consumerOptionsSchema' },
+  { file: 'src/consumer/options.ts', options: 'ConsumerOptions', schema: 'consumerOptionsSchema' },
   { file: 'src/dedupe/server.ts', options: 'ServerOptions', schema: 'serverOptionsSchema' },
   { file: 'src/airflow/forwarder.ts', options: 'AirflowForwarderOptions', schema: 'forwarderOptionsSchema' },
   { file: 'src/bullmq/options.ts', options: 'OnceboxWorkerOptions', schema: 'onceboxWorkerOptionsSchema' },

@@ -78,7 +78,7 @@ describe('the attempts of a run in an outbox file', () => {
       code: 'fenced',
       attempt: 4,
       fencedBy: 5,
-      message: 'attempt 4 of run r1 is fenced by attempt 5, which has delivered to the server: this attempt is a zombie and must stop; its work is being done by the later attempt',
+      message: 'attempt 4 of run r1 is fenced by attempt 5, which has claimed this run at the server or delivered to it: this attempt is a zombie and must stop; its work is being done by the later attempt',
     });
   });
 

@@ -173,6 +173,7 @@ export class PostgresDedupeStore implements DedupeStore {
       .orderBy('cursor')
       .limit(query.limit);
     if (query.asset !== undefined) select = select.where('asset', '=', query.asset);
+    else if (query.assets !== undefined) select = select.where('asset', 'in', [...query.assets]);
     // Only sequenced rows were selected: cursor is not null.
     const events = (await select.execute()).map((row) => toStoredEvent(row as EventRow));
     return { events, next: events.at(-1)?.cursor ?? query.after };
@@ -210,6 +211,11 @@ export class PostgresDedupeStore implements DedupeStore {
       attempts: attempts.map((row) => ({ attempt: row.attempt, lastSeq: Number(row.last_seq) })),
       checkpoints,
     };
+  }
+
+  async tasksOfRun(producer: string, runId: string, limit: number): Promise<(string | null)[]> {
+    const rows = await this.db.selectFrom('stream_seqs').select('task').distinct().where('producer', '=', producer).where('run_id', '=', runId).orderBy('task').limit(limit).execute();
+    return rows.map((row) => (row.task === '' ? null : row.task));
   }
 
   async claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim, scope: Pick<IngestScope, 'openStream'> = {}): Promise<ClaimDecision> {

@@ -8,7 +8,7 @@ import type { HttpAppOptions } from '../http-options.js';
 import type { LongPolls } from '../long-polls.js';
 import { invalidInput, problem, sendProblem } from '../problem.js';
 import { malformedQueryNumber } from '../query-numbers.js';
-import { assetAllowed, producerAllowed } from '../tokens.js';
+import { producerAllowed, readableAssets } from '../tokens.js';
 
 /** The routes that read what the server stored: events (paged, or waited for), a stream's state, the assets. */
 export function addReadingRoutes(app: FastifyInstance, options: HttpAppOptions, longPolls: LongPolls): void {
@@ -21,11 +21,13 @@ export function addReadingRoutes(app: FastifyInstance, options: HttpAppOptions, 
       return sendProblem(reply, invalidInput(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit', 'wait'] }));
     }
     const { asset } = parsed.data;
-    const { grant } = request;
-    if (grant.assets !== null && (asset === undefined || !assetAllowed(grant, asset))) {
-      return sendProblem(reply, forbidden(`asset: this token reads only the events of ${nameList(grant.assets)}; ask for one of them with ?asset=`, 'asset'));
+    const readable = readableAssets(request.grant);
+    if (readable !== null && asset !== undefined && !readable.includes(asset)) {
+      return sendProblem(reply, forbidden(`asset: this token reads only the events of ${nameList(readable)}`, 'asset'));
     }
-    const { wait, ...query } = parsed.data;
+    const { wait, ...asked } = parsed.data;
+    // A token limited to some assets that names none reads the events of those, in cursor order.
+    const query = readable !== null && asset === undefined ? { ...asked, assets: readable } : asked;
     if (wait === 0) return boundedPage(store, query, options.maxPageBytes);
     const admitted = longPolls.admit(request.principal);
     if ('refused' in admitted) {
@@ -59,13 +61,16 @@ export function addReadingRoutes(app: FastifyInstance, options: HttpAppOptions, 
     const state = await store.streamState(producer, runId, parsed.data.task ?? null);
     if (!state) {
       const task = parsed.data.task === undefined ? '' : ` task ${echo(parsed.data.task)}`;
-      return sendProblem(reply, problem(404, ProblemCode.NotFound, `no stream ${echo(producer)}/${echo(runId)}${task} has delivered to this server`));
+      // A run's stream is one per task: a reader that left out ?task= (or gave another) is told which exist.
+      const tasks = (await store.tasksOfRun(producer, runId, 8)).filter((other) => other !== (parsed.data.task ?? null));
+      const hint = tasks.length === 0 ? '' : `; this run has delivered as ${tasks.map((other) => (other === null ? 'no task (leave out ?task=)' : `?task=${echo(other)}`)).join(', ')}`;
+      return sendProblem(reply, problem(404, ProblemCode.NotFound, `no stream ${echo(producer)}/${echo(runId)}${task} has delivered to this server${hint}`));
     }
     return state;
   });
 
   // A token limited to assets sees only those: the list is no more public than the events.
   app.get('/v1/assets', { config: { access: 'events' } }, async (request) => ({
-    assets: (await store.listAssets()).filter((asset) => assetAllowed(request.grant, asset)),
+    assets: (await store.listAssets()).filter((asset) => readableAssets(request.grant)?.includes(asset) ?? true),
   }));
 }

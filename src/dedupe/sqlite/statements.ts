@@ -49,7 +49,10 @@ export function serverStatements(db: Database.Database) {
     outcome: params<OfAttempt & { seq: number; key: string; status: RecordedStatus; code: string; detail: string; field: string | null; createdAt: number }>(),
     checkpoint: params<OfAttempt & { name: string; value: string; seq: number; revision: number; ts: string }>(),
     page: params<{ after: number; limit: number }>(),
+    runTasks: params<{ producer: string; runId: string; limit: number }>(),
     assetPage: params<{ after: number; limit: number; asset: string }>(),
+    /** `assets`: a JSON array of asset names. */
+    assetsPage: params<{ after: number; limit: number; assets: string }>(),
     asset: params<{ name: string; createdAt: string }>(),
     /** Rows created before `cutoff` (milliseconds). */
     compactCreated: params<{ cutoff: number; limit: number }>(),
@@ -145,6 +148,18 @@ export function serverStatements(db: Database.Database) {
         .where((eb) => eb.and({ ...ofAttempt, seq: p.position.seq })),
     ),
     eventsAll: prepare(db, p.page, q.selectFrom('events').selectAll().where('cursor', '>', p.page.after).orderBy('cursor').limit(p.page.limit)),
+    // A token limited to some assets that names none reads all of those: the list travels as one JSON array.
+    eventsOfAssets: prepare(
+      db,
+      p.assetsPage,
+      q
+        .selectFrom('events')
+        .selectAll()
+        .where(sql<boolean>`asset IN (SELECT value FROM json_each(${p.assetsPage.assets}))`)
+        .where('cursor', '>', p.assetsPage.after)
+        .orderBy('cursor')
+        .limit(p.assetsPage.limit),
+    ),
     eventsByAsset: prepare(
       db,
       p.assetPage,
@@ -259,5 +274,10 @@ export function serverStatements(db: Database.Database) {
     streamCheckpointNames: prepare(db, stream, q.selectFrom('stream_checkpoints').select('name').where((eb) => eb.and(ofStream))),
     streamCheckpoints: prepare(db, stream, q.selectFrom('stream_checkpoints').select(['name', 'value']).where((eb) => eb.and(ofStream)).orderBy('name')),
     streamAttempts: prepare(db, stream, q.selectFrom('stream_seqs').select(['attempt', 'last_seq']).where((eb) => eb.and(ofStream)).orderBy('attempt')),
+    tasksOfRun: prepare(
+      db,
+      p.runTasks,
+      q.selectFrom('stream_seqs').select('task').distinct().where('producer', '=', p.runTasks.producer).where('run_id', '=', p.runTasks.runId).orderBy('task').limit(p.runTasks.limit),
+    ),
   };
 }

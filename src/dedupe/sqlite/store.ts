@@ -153,10 +153,13 @@ export class SqliteDedupeStore implements DedupeStore {
   }
 
   async listEvents(query: EventQuery): Promise<EventPage> {
+    const { after, limit } = query;
     const rows =
-      query.asset === undefined
-        ? this.statements.eventsAll.all({ after: query.after, limit: query.limit })
-        : this.statements.eventsByAsset.all({ asset: query.asset, after: query.after, limit: query.limit });
+      query.asset !== undefined
+        ? this.statements.eventsByAsset.all({ asset: query.asset, after, limit })
+        : query.assets !== undefined
+          ? this.statements.eventsOfAssets.all({ assets: JSON.stringify(query.assets), after, limit })
+          : this.statements.eventsAll.all({ after, limit });
     const events = rows.map(toStoredEvent);
     return { events, next: events.at(-1)?.cursor ?? query.after };
   }
@@ -169,6 +172,10 @@ export class SqliteDedupeStore implements DedupeStore {
     const checkpoints: Record<string, unknown> = Object.fromEntries(this.statements.streamCheckpoints.all(params).map((row) => [row.name, JSON.parse(row.value)]));
     // A stream that took positions has its epoch row: the first delivery of an attempt writes both.
     return { producer, runId, task, epoch: this.statements.epoch.get(params)!.epoch, attempts, checkpoints };
+  }
+
+  async tasksOfRun(producer: string, runId: string, limit: number): Promise<(string | null)[]> {
+    return this.statements.tasksOfRun.all({ producer, runId, limit }).map((row) => (row.task === '' ? null : row.task));
   }
 
   async claimAttempt(producer: string, runId: string, task: string | null, claim: AttemptClaim, scope: Pick<IngestScope, 'openStream'> = {}): Promise<ClaimDecision> {

@@ -88,7 +88,7 @@ export class RunAttempts {
   assertCurrent(run: RunKey, attempt: number): void {
     const superseded = this.supersededBy(run, attempt);
     if (!superseded) return;
-    const what = superseded.how === 'opened' ? 'has opened this outbox file' : 'has delivered to the server';
+    const what = superseded.how === 'opened' ? 'has opened this outbox file' : 'has claimed this run at the server or delivered to it';
     throw new FencedError(
       attempt,
       superseded.by,

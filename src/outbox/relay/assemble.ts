@@ -1,4 +1,5 @@
 import { defaultLogger, type OutboxLogger } from '../../client/logger.js';
+import type { OnceboxError } from '../../protocol/errors.js';
 import type { ServerClient } from '../../client/server-client.js';
 import type { SettledRow } from '../events.js';
 import type { OutboxFile } from '../file/outbox-file.js';
@@ -22,7 +23,7 @@ export function assembleDelivery(
   file: OutboxFile,
   settings: DeliverySettings,
   client: ServerClient | undefined,
-  hooks: { pending: () => number; onSettled?: (rows: readonly SettledRow[]) => void },
+  hooks: { pending: () => number; onSettled?: (rows: readonly SettledRow[]) => void; onStopped?: (error: OnceboxError) => void },
 ): Delivery {
   const logger = settings.logger ?? defaultLogger();
   const now = settings.now ?? Date.now;
@@ -40,6 +41,7 @@ export function assembleDelivery(
       pruneDeliveredAfterMs: settings.pruneDeliveredAfterMs,
       now,
       onSettled: hooks.onSettled,
+      onStopped: hooks.onStopped,
       reporter,
     });
   return { reporter, relay, logger };

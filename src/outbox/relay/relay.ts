@@ -33,6 +33,8 @@ export type RelayOptions = Pick<DeliverySettings, 'batchMaxRows' | 'batchMaxByte
     onSettled?: ((rows: readonly SettledRow[]) => void) | undefined;
     /** Logs and events for failures, dead rows and fences. */
     reporter?: Reporter | undefined;
+    /** Told once when the relay stops for good (see `failure`). */
+    onStopped?: ((error: OnceboxError) => void) | undefined;
   };
 
 /** How often a relay standing by looks whether the lease holder has stopped or died. */
@@ -327,6 +329,7 @@ export class Relay {
     this.failure = error;
     this.recordError(error);
     this.options.reporter?.stopped(error);
+    this.options.onStopped?.(error);
     this.stopper.abort(error);
     this.notify();
     this.lease.stopRenewing();

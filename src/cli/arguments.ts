@@ -1,0 +1,136 @@
+import { readFileSync } from 'node:fs';
+import { InvalidArgumentError, type Command } from 'commander';
+import { tokenFromEnvironment, TOKEN_VARIABLE } from '../client/token.js';
+import { OnceboxError } from '../protocol/errors.js';
+
+/*
+ * What the commands share: parsing flag values (commander calls these and turns an
+ * InvalidArgumentError into a one-line error pointing to --help), where tokens come from, and the
+ * exit statuses.
+ */
+
+/** How a command ends: done; failed (the message says why); wrong command line; done, but rows are dead or the process was fenced. */
+export const Exit = { Ok: 0, Failed: 1, Usage: 2, NeedsAttention: 3 } as const;
+
+let status: number = Exit.Ok;
+
+/**
+ * Wraps a command's action, which resolves to the process's exit status; main exits with it once
+ * commander has run the action (`actionStatus`).
+ */
+export function exitsWith<A extends unknown[]>(action: (...args: A) => Promise<number> | number): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    status = await action(...args);
+  };
+}
+
+/** The exit status the last action resolved to. */
+export function actionStatus(): number {
+  return status;
+}
+
+/** The command line itself is wrong: one line, a pointer to --help, and exit status 2. */
+export class UsageError extends OnceboxError {
+  constructor(message: string) {
+    super('usage', message);
+  }
+}
+
+/** A flag given as a whole number above 0. */
+export function wholeNumber(text: string): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value <= 0) throw new InvalidArgumentError(`must be a whole number above 0 (got ${text})`);
+  return value;
+}
+
+/** A port: 0 (any free one) to 65535. */
+export function port(text: string): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || value > 65535) throw new InvalidArgumentError(`must be 0-65535 (got ${text})`);
+  return value;
+}
+
+/** A cursor: 0, or a whole number above. */
+export function cursor(text: string): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value)) throw new InvalidArgumentError(`must be a cursor (0 or a whole number above), not "${text}"`);
+  return value;
+}
+
+/** A number of days, as milliseconds; fractions allowed (0.5 is twelve hours). */
+export function days(text: string): number {
+  const value = Number(text);
+  if (!Number.isFinite(value) || value <= 0) throw new InvalidArgumentError(`must be a positive number of days (got ${text})`);
+  return Math.round(value * 24 * 60 * 60 * 1000);
+}
+
+/** `--rate-limit MAX[/WINDOW_MS]`, or `off`. */
+export function rateLimit(text: string): false | { max: number; windowMs: number } {
+  if (text === 'off') return false;
+  const match = /^(\d+)(?:\/(\d+))?$/.exec(text);
+  if (!match || Number(match[1]) < 1) throw new InvalidArgumentError(`must be MAX or MAX/WINDOW_MS (such as 1000/10000), or off (got ${text})`);
+  return { max: Number(match[1]), windowMs: match[2] === undefined ? 10_000 : Number(match[2]) };
+}
+
+/** A comma-separated list of non-empty parts. */
+export function commaList(text: string): string[] {
+  const parts = text.split(',').map((part) => part.trim());
+  if (parts.some((part) => part === '')) throw new InvalidArgumentError(`must be comma-separated, with nothing empty between the commas (got ${text})`);
+  return parts;
+}
+
+/** For a repeatable flag: each use adds its value. */
+export function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+/**
+ * A token read from a file; the file must exist and hold one. Used for a job's or consumer's token
+ * (--token-file), and for the server's admin token.
+ */
+export function readTokenFile(path: string, command: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new UsageError(`${command}: --token-file ${path} cannot be read: ${(error as Error).message}`);
+  }
+  const token = text.trim();
+  if (token === '') throw new UsageError(`${command}: --token-file ${path} is empty; put the token in it`);
+  return token;
+}
+
+/**
+ * The token a client command sends: --token-file, else ONCEBOX_TOKEN, else --token (readable by every
+ * user of the machine in ps, so taken with a warning).
+ */
+export function clientToken(values: { token?: string | undefined; tokenFile?: string | undefined }, command: string): string | undefined {
+  if (values.tokenFile !== undefined) return readTokenFile(values.tokenFile, command);
+  if (values.token !== undefined) {
+    console.error(`oncebox ${command}: warning: --token is visible to every user of this machine (ps); use --token-file or ${TOKEN_VARIABLE}`);
+    return values.token;
+  }
+  return tokenFromEnvironment();
+}
+
+/** Adds the options every command that talks to the server takes for its token. */
+export function withTokenOptions(command: Command): Command {
+  return command
+    .option('--token-file <file>', `a file holding the token (default: the ${TOKEN_VARIABLE} environment variable)`)
+    .option('--token <token>', 'the token itself: every user of the machine can read it in ps; prefer --token-file');
+}
+
+/** Resolves on SIGTERM or SIGINT: a command that runs until stopped stops cleanly then. */
+export function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+}
+
+/** An AbortSignal that aborts on SIGTERM or SIGINT. */
+export function stopSignal(): AbortSignal {
+  const stop = new AbortController();
+  void untilSignal().then(() => stop.abort());
+  return stop.signal;
+}

@@ -1,0 +1,49 @@
+import type { RelayError } from './events.js';
+import type { DeadRow } from './status.js';
+
+/*
+ * What closing an outbox leaves behind: counted (CloseResult), and said in words for a job's last line.
+ */
+
+export interface CloseOptions {
+  /** How long to wait for pending rows to be delivered before closing anyway. @defaultValue 10000 */
+  timeoutMs?: number;
+}
+
+export interface CloseResult {
+  /** Rows still pending at close, emissions and checkpoint updates together; the next relay on this file delivers them. */
+  pending: number;
+  /** Of `pending`, the emissions (events not yet on the server). */
+  pendingEvents: number;
+  /** Of `pending`, the checkpoint updates (the server's copy of the job's progress, not yet mirrored). */
+  pendingCheckpoints: number;
+  /** Emissions parked as dead in the file: each needs `oncebox dead retry` or `discard`. */
+  dead: number;
+  /** The first dead emissions, each with the server's code and reason: what to fix before `oncebox dead retry`. */
+  deadRows: DeadRow[];
+  /** The relay's last delivery error, if delivery ever failed. */
+  lastError: RelayError | null;
+}
+
+/**
+ * What a closing outbox leaves behind, in words: events and checkpoint updates apart, the first dead
+ * row's reason, and what delivers or fixes each.
+ */
+export function describeLeftovers(path: string, left: CloseResult): string {
+  const parts: string[] = [];
+  if (left.pending > 0) {
+    const what = [left.pendingEvents > 0 ? count(left.pendingEvents, 'event') : '', left.pendingCheckpoints > 0 ? count(left.pendingCheckpoints, 'checkpoint update') : ''].filter(Boolean).join(' and ');
+    parts.push(`${what} not delivered yet (they stay in the file; the next run, or \`oncebox relay ${path}\`, delivers them)`);
+  }
+  if (left.dead > 0) {
+    const first = left.deadRows[0];
+    const why = first === undefined ? '' : `, the first refused with ${first.code}: ${first.reason}`;
+    parts.push(`${count(left.dead, 'event')} refused for good${why} (fix the cause, then \`oncebox dead retry ${path} --all\`; \`oncebox dead list ${path}\` shows each)`);
+  }
+  const error = left.lastError && left.pending > 0 ? `; last delivery error: ${left.lastError.message}` : '';
+  return `${path}: ${parts.join('; ')}${error}`;
+}
+
+function count(n: number, what: string): string {
+  return `${n} ${what}${n === 1 ? '' : 's'}`;
+}

@@ -1,0 +1,134 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { openConsumer } from '../../src/consumer/index.js';
+import { CredentialsError, openOutbox } from '../../src/outbox/index.js';
+import { REPO, runScript } from '../support/child.js';
+import { allEvents, startServer, type RunningServer } from '../support/server.js';
+import { quiet } from '../support/task-runs.js';
+import { tempDir } from '../support/temp.js';
+
+/**
+ * A token the server refuses (none where one is required, an unknown one: 401; one outside its scope:
+ * 403) is refused again however often it is sent: the relay, the consumer, every command and opening an
+ * outbox stop at once, naming the fix, and lose nothing; the next run with a good token delivers it.
+ */
+const CLI = join(REPO, 'src/cli/main.ts');
+const RUN = { workflow: 'orders', runId: '2026-11-30', task: 'ingest', attempt: 1 };
+const progress = z.object({ batch: z.number() });
+
+const ADMIN = 'admin-token-of-this-test';
+/** What the server stored, read with its admin token. */
+const stored = (server: RunningServer) => allEvents(server.url, {}, ADMIN);
+
+async function serverWithTokens(): Promise<{ server: RunningServer; job: string; other: string }> {
+  const server = await startServer({ token: ADMIN });
+  const job = (await server.server.store.tokens.create({ scope: 'publish', producers: 'orders-ingest', assets: ['batch_ready'] })).token;
+  const other = (await server.server.store.tokens.create({ scope: 'publish', producers: 'payments', assets: ['batch_ready'] })).token;
+  return { server, job, other };
+}
+
+/** A file with three batches committed and nothing delivered (written with the relay left to another process). */
+async function committedFile(url: string): Promise<string> {
+  const path = join(tempDir(), 'orders-ingest.db');
+  const box = await openOutbox({ path, server: url, producer: 'orders-ingest', run: RUN, relay: 'external', logger: quiet });
+  for (let batch = 1; batch <= 3; batch++) {
+    box.commit((tx) => {
+      tx.set(box.checkpoint('backlog', progress), { batch });
+      tx.emit(box.asset('batch_ready'), { partitionKey: `batch-${batch}` });
+    });
+  }
+  await box.close({ timeoutMs: 0 });
+  return path;
+}
+
+describe('a refused token', () => {
+  it.each([
+    ['no token, where the server requires one', undefined, 401, 'the server requires a token and none was given'],
+    ['an unknown token', `obx_${'0'.repeat(16)}_${'a'.repeat(43)}`, 401, 'the server does not know this token'],
+    ["another producer's token", 'other', 403, 'the token is valid but does not cover this'],
+  ] as const)('ends `oncebox relay --drain` in under 5 s with status 1 and the fix (%s), losing nothing', async (_case, given, status, fix) => {
+    const { server, job, other } = await serverWithTokens();
+    const path = await committedFile(server.url);
+    const token = given === 'other' ? other : given;
+    const started = Date.now();
+    const relay = await runScript(CLI, ['relay', path, '--server', server.url, '--drain'], { env: token === undefined ? { ONCEBOX_TOKEN: '' } : { ONCEBOX_TOKEN: token }, timeoutMs: 30_000 });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(relay.code).toBe(1);
+    expect(relay.stderr).toContain(`answered ${status}`);
+    expect(relay.stderr).toContain(fix);
+    expect(relay.stderr).toContain('set ONCEBOX_TOKEN');
+    expect(relay.stderr).toContain(`[${status === 401 ? 'unauthorized' : 'forbidden'}]`);
+    // Said once, not once a second.
+    expect(relay.stderr.split(fix).length - 1).toBeLessThanOrEqual(2);
+    expect(await stored(server)).toEqual([]);
+    // Nothing lost: the next run, with the job's token, delivers every batch.
+    const again = await runScript(CLI, ['relay', path, '--server', server.url, '--drain'], { env: { ONCEBOX_TOKEN: job }, timeoutMs: 30_000 });
+    expect(again.code, again.stderr).toBe(0);
+    expect((await stored(server)).map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2', 'batch-3']);
+  });
+
+  it('is refused at openOutbox, not after the first commit, with a typed error naming the fix', async () => {
+    const { server, other } = await serverWithTokens();
+    for (const [token, code] of [[undefined, 'unauthorized'], [other, 'forbidden']] as const) {
+      const started = Date.now();
+      const opening = openOutbox({ path: join(tempDir(), 'job.db'), server: server.url, token, producer: 'orders-ingest', run: RUN, logger: quiet });
+      await expect(opening).rejects.toBeInstanceOf(CredentialsError);
+      await expect(opening).rejects.toMatchObject({ code, status: code === 'unauthorized' ? 401 : 403 });
+      expect(Date.now() - started).toBeLessThan(3000);
+    }
+  });
+
+  it('takes ONCEBOX_TOKEN when openOutbox and openConsumer are given none', async () => {
+    const { server, job } = await serverWithTokens();
+    // One token for the consumer: it publishes as its group, and reads the events it consumes.
+    const consumerToken = (await server.server.store.tokens.create({ scope: 'publish', producers: 'summariser', assets: ['run_done'], consumes: ['batch_ready'] })).token;
+    const before = process.env.ONCEBOX_TOKEN;
+    try {
+      process.env.ONCEBOX_TOKEN = job;
+      const box = await openOutbox({ path: join(tempDir(), 'job.db'), server: server.url, producer: 'orders-ingest', run: RUN, logger: quiet });
+      await box.asset('batch_ready').emit({ partitionKey: 'batch-1' });
+      await box.close();
+      process.env.ONCEBOX_TOKEN = consumerToken;
+      const consumer = await openConsumer({ path: join(tempDir(), 'consumer.db'), server: server.url, group: 'summariser', assets: ['batch_ready'], logger: quiet, waitSeconds: 0.2 });
+      expect(consumer.epoch).toBe(1);
+      await consumer.close();
+    } finally {
+      if (before === undefined) delete process.env.ONCEBOX_TOKEN;
+      else process.env.ONCEBOX_TOKEN = before;
+    }
+  });
+
+  it('stops a running relay at once: receipts reject with it, close() says it, and nothing is lost', async () => {
+    const { server, job } = await serverWithTokens();
+    const path = join(tempDir(), 'job.db');
+    const box = await openOutbox({ path, server: server.url, token: job, producer: 'orders-ingest', run: RUN, logger: quiet });
+    await box.asset('batch_ready').emit({ partitionKey: 'batch-1' });
+    // The token is revoked while the job runs: the next delivery is refused.
+    const [info] = await server.server.store.tokens.list();
+    await server.server.store.tokens.revoke(info!.id);
+    await new Promise((resolve) => setTimeout(resolve, 2500)); // the server's token cache (2 s)
+    const second = box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'batch-2' }));
+    await expect(second.receipt()).rejects.toMatchObject({ code: 'unauthorized' });
+    const started = Date.now();
+    const left = await box.close();
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(left).toMatchObject({ pending: 1, pendingEvents: 1, pendingCheckpoints: 0, dead: 0, lastError: { code: 'unauthorized' } });
+    expect((await stored(server)).map((event) => event.partitionKey)).toEqual(['batch-1']);
+  });
+
+  it('ends openConsumer, a consumer whose read token is refused, and `oncebox events`, each at once', async () => {
+    const { server, job } = await serverWithTokens();
+    const group = (await server.server.store.tokens.create({ scope: 'publish', producers: 'summariser', assets: ['run_done'] })).token;
+    await expect(openConsumer({ path: join(tempDir(), 'c1.db'), server: server.url, group: 'summariser', assets: ['batch_ready'], logger: quiet })).rejects.toMatchObject({ code: 'unauthorized' });
+    // A token that may claim and publish, but not read events: refused at open, not at the first fetch.
+    await expect(openConsumer({ path: join(tempDir(), 'c2.db'), server: server.url, token: group, group: 'summariser', assets: ['batch_ready'], logger: quiet })).rejects.toMatchObject({ code: 'forbidden' });
+    for (const follow of [[], ['--follow']]) {
+      const started = Date.now();
+      const events = await runScript(CLI, ['events', '--server', server.url, ...follow], { env: { ONCEBOX_TOKEN: job }, timeoutMs: 30_000 });
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(events.code).toBe(1);
+      expect(events.stderr).toContain('answered 403');
+    }
+  });
+});
