@@ -14,24 +14,34 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { FencedError, openConsumer } from '../src/consumer/index.js';
 
-const { values: args } = parseArgs({
-  options: {
-    db: { type: 'string' },
-    server: { type: 'string' },
-    group: { type: 'string', default: 'summariser' },
-    source: { type: 'string', default: 'orders_ready' },
-    target: { type: 'string', default: 'orders_summarised' },
-    /** Stop once the cursor reaches this (the tests know how many events there are). */
-    until: { type: 'string' },
-    /** A pause after each event, so that a test can kill the consumer while its relay keeps up. */
-    'pause-ms': { type: 'string', default: '0' },
-    /** One row per delivery request, one at a time: a test can kill it between an emission's delivery and its cursor's. */
-    'relay-one-row': { type: 'boolean', default: false },
-  },
-  strict: true,
-});
+const USAGE = 'usage: order-summariser --db FILE --server URL [--group NAME] [--source ASSET] [--target ASSET] [--until CURSOR]';
+
+function parse() {
+  try {
+    return parseArgs({
+      options: {
+        db: { type: 'string' },
+        server: { type: 'string' },
+        group: { type: 'string', default: 'summariser' },
+        source: { type: 'string', default: 'orders_ready' },
+        target: { type: 'string', default: 'orders_summarised' },
+        /** Stop once the cursor reaches this (the tests know how many events there are). */
+        until: { type: 'string' },
+        /** A pause after each event, so that a test can kill the consumer while its relay keeps up. */
+        'pause-ms': { type: 'string', default: '0' },
+        /** One row per delivery request, one at a time: a test can kill it between an emission's delivery and its cursor's. */
+        'relay-one-row': { type: 'boolean', default: false },
+      },
+      strict: true,
+    });
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+}
+const { values: args } = parse();
 if (!args.db || !args.server) {
-  console.error('usage: order-summariser --db FILE --server URL [--group NAME] [--until CURSOR]');
+  console.error(USAGE);
   process.exit(2);
 }
 
@@ -43,6 +53,9 @@ const consumer = await openConsumer({
   waitSeconds: 1,
   // One row per request, one request at a time: a test can then kill it between two rows' delivery.
   relay: args['relay-one-row'] ? { batchMaxRows: 1, maxInFlight: 1 } : {},
+}).catch((error: Error) => {
+  console.error(`cannot start: ${error.message}`); // a refused token names its fix
+  process.exit(1);
 });
 consumer.db.exec('CREATE TABLE IF NOT EXISTS order_counts (partition_key TEXT PRIMARY KEY, applied INTEGER NOT NULL)');
 const addCount = consumer.db.prepare('INSERT INTO order_counts VALUES (?, 1) ON CONFLICT DO UPDATE SET applied = applied + 1');

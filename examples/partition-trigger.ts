@@ -12,26 +12,39 @@
 import { parseArgs } from 'node:util';
 import { openConsumer } from '../src/consumer/index.js';
 
-const { values: args } = parseArgs({
-  options: {
-    db: { type: 'string' },
-    server: { type: 'string' },
-    group: { type: 'string', default: 'daily-close' },
-    when: { type: 'string', default: 'orders_ready,payments_ready' },
-    emit: { type: 'string', default: 'daily_close_ready' },
-    /** Stop once the cursor reaches this. */
-    until: { type: 'string' },
-  },
-  strict: true,
-});
+const USAGE = 'usage: partition-trigger --db FILE --server URL [--group NAME] [--when A,B] [--emit ASSET] [--until CURSOR]';
+
+function parse() {
+  try {
+    return parseArgs({
+      options: {
+        db: { type: 'string' },
+        server: { type: 'string' },
+        group: { type: 'string', default: 'daily-close' },
+        when: { type: 'string', default: 'orders_ready,payments_ready' },
+        emit: { type: 'string', default: 'daily_close_ready' },
+        /** Stop once the cursor reaches this. */
+        until: { type: 'string' },
+      },
+      strict: true,
+    });
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+}
+const { values: args } = parse();
 if (!args.db || !args.server) {
-  console.error('usage: partition-trigger --db FILE --server URL [--when A,B] [--emit ASSET] [--until CURSOR]');
+  console.error(USAGE);
   process.exit(2);
 }
 const when = args.when!.split(',');
 const until = args.until === undefined ? Number.POSITIVE_INFINITY : Number(args.until);
 
-const consumer = await openConsumer({ path: args.db, server: args.server, group: args.group!, assets: when, waitSeconds: 1 });
+const consumer = await openConsumer({ path: args.db, server: args.server, group: args.group!, assets: when, waitSeconds: 1 }).catch((error: Error) => {
+  console.error(`cannot start: ${error.message}`); // a refused token names its fix
+  process.exit(1);
+});
 console.log(JSON.stringify({ event: 'start', epoch: consumer.epoch, cursor: consumer.cursor, resumedFrom: consumer.resumedFrom.source }));
 const stop = new AbortController();
 // Ctrl-C (or a supervisor's SIGTERM) stops it after the event in hand, with its file closed cleanly.

@@ -1,6 +1,6 @@
 // The README's quickstart, kept as a file so that it is type-checked and run by the tests.
 import { z } from 'zod';
-import { describeLeftovers, openOutbox, type Emission } from '../src/outbox/index.js';
+import { openOutbox, type Emission } from '../src/outbox/index.js';
 
 const storage = { writeBatch: async (batch: number) => void batch }; // your idempotent data write
 
@@ -10,6 +10,9 @@ const box = await openOutbox({
   server: process.env.ONCEBOX_SERVER ?? 'http://127.0.0.1:8787',
   producer: 'orders-ingest',
   run: { workflow: 'orders', runId: '2026-11-30', task: 'ingest', attempt: 1 },
+}).catch((error: Error) => {
+  console.error(`cannot start: ${error.message}`); // a refused token, a file that is not an outbox: the fix is named
+  process.exit(1);
 });
 const batchReady = box.asset('batch_ready');
 const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
@@ -32,12 +35,13 @@ const receipts = Promise.allSettled(emitted.map((event) => event.receipt())); //
 const left = await box.close(); // waits up to 10 s for delivery, then says what is left
 for (const [index, receipt] of (await receipts).entries()) {
   const partition = emitted[index]!.partitionKey;
-  if (receipt.status === 'rejected') console.log(`${partition}: not published yet (${receipt.reason.code})`);
+  // Refused for good (its code), or still pending in the file (why delivery failed).
+  if (receipt.status === 'rejected') console.log(`${partition}: not published yet (${receipt.reason.rejection ?? left.lastError?.code ?? 'pending'})`);
   else if (receipt.value.duplicate) console.log(`${partition}: published before, as event ${receipt.value.eventId}; this retry added nothing`);
   else console.log(`${partition}: published as event ${receipt.value.eventId}`);
 }
 if (left.pending > 0 || left.dead > 0) {
   // Nothing is lost: pending rows stay in the file, and the next run (or `oncebox relay`) delivers them.
-  console.error(`not done: ${describeLeftovers(box.path, left)}`);
+  console.error(`not done: ${left.summary}`);
   process.exitCode = 1;
 }

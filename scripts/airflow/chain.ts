@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { AirflowClient } from '../../src/airflow/airflow-client.js';
 import type { StoredEvent } from '../../src/protocol/wire.js';
 import { allEvents } from '../events.js';
-import { startFaultProxy, type Fault, type FaultProxy } from '../fault-proxy.js';
+import { startFaultProxy, type Fault, type FaultProxy } from '../../src/testing/fault-proxy.js';
 import { REPO, type RunningAirflow } from './harness.js';
 import { postPlainly } from './plain-client.js';
 

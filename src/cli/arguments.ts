@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { InvalidArgumentError, type Command } from 'commander';
 import { tokenFromEnvironment, TOKEN_VARIABLE } from '../client/token.js';
 import { OnceboxError } from '../protocol/errors.js';
@@ -13,6 +14,17 @@ import { OnceboxError } from '../protocol/errors.js';
 export const Exit = { Ok: 0, Failed: 1, Usage: 2, NeedsAttention: 3 } as const;
 
 let status: number = Exit.Ok;
+let command = 'oncebox';
+
+/** The command running now (`oncebox token create`), for the pointer to its --help in an error. */
+export function activeCommand(): string {
+  return command;
+}
+
+/** @internal Set by main before each action runs. */
+export function setActiveCommand(path: string): void {
+  command = path;
+}
 
 /**
  * Wraps a command's action, which resolves to the process's exit status; main exits with it once
@@ -72,6 +84,21 @@ export function rateLimit(text: string): false | { max: number; windowMs: number
   return { max: Number(match[1]), windowMs: match[2] === undefined ? 10_000 : Number(match[2]) };
 }
 
+/** `--trust-proxy`: addresses, CIDRs (address/bits), or proxy-addr's names (loopback, linklocal, uniquelocal). */
+export function proxyAddresses(text: string): string[] {
+  const parts = commaList(text);
+  for (const part of parts) {
+    const [address, bits, extra] = part.split('/');
+    const family = isIP(address!);
+    const named = ['loopback', 'linklocal', 'uniquelocal'].includes(part);
+    const validBits = bits === undefined || (/^\d+$/.test(bits) && Number(bits) <= (family === 6 ? 128 : 32));
+    if (!named && (family === 0 || !validBits || extra !== undefined)) {
+      throw new InvalidArgumentError(`must be addresses or CIDRs of the proxies (such as 10.0.0.5,10.1.0.0/16) or loopback, linklocal, uniquelocal; "${part}" is none`);
+    }
+  }
+  return parts;
+}
+
 /** A comma-separated list of non-empty parts. */
 export function commaList(text: string): string[] {
   const parts = text.split(',').map((part) => part.trim());
@@ -97,6 +124,10 @@ export function readTokenFile(path: string, command: string): string {
   }
   const token = text.trim();
   if (token === '') throw new UsageError(`${command}: --token-file ${path} is empty; put the token in it`);
+  // A token file others can read gives them the token: say so (token create --out writes mode 0600).
+  if ((statSync(path).mode & 0o077) !== 0) {
+    console.error(`oncebox ${command}: warning: --token-file ${path} can be read by other users of this machine; chmod 600 ${path}`);
+  }
   return token;
 }
 

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { DeadLetters, type DeadLetter, type Selection } from '../outbox/file/dead-letters.js';
+import { DeadLetterError } from '../protocol/errors.js';
 import { OutboxFile } from '../outbox/file/outbox-file.js';
 import { Exit, exitsWith, UsageError, wholeNumber } from './arguments.js';
 
@@ -9,8 +10,8 @@ export function deadCommand(program: Command): Command {
     .command('dead')
     .summary('events the server refused for good, in an outbox file: list, show, retry, discard')
     .description(
-      'Dead rows are events the server refused for good (an unknown asset, a token outside its scope, a conflict),\n' +
-        "parked in the job's outbox file with the server's reason while the rest of the stream went on.\n" +
+      'Dead rows are events the server refused for good (an unknown asset, a token outside its scope, a conflict), ' +
+        "parked in the job's outbox file with the server's reason while the rest of the stream went on. " +
         'Fix the cause, then send them again (each exactly once), or discard them on the record.',
     )
     .addHelpText('after', '\nExamples:\n  $ oncebox dead list .oncebox/orders-ingest.db\n  $ oncebox dead retry .oncebox/orders-ingest.db --all --note "asset registered"');
@@ -73,8 +74,8 @@ export function runDeadCommand(action: string, options: DeadCommandOptions): num
       case 'show':
         for (const id of requireIds(options, 'show')) {
           const row = letters.get(id);
-          if (!row) throw new UsageError(`dead show: row ${id} of ${options.path} is not dead (\`oncebox dead list\` shows the dead rows)`);
-          console.log(options.json ? JSON.stringify(row) : JSON.stringify(row, null, 2));
+          if (!row) throw new DeadLetterError([{ id, why: 'not dead' }], `dead show: row ${id} of ${options.path} is not dead (\`oncebox dead list ${options.path}\` shows the dead rows)`);
+          console.log(options.json ? JSON.stringify(row) : wholeRow(row));
         }
         return 0;
       case 'retry': {
@@ -101,6 +102,23 @@ export function runDeadCommand(action: string, options: DeadCommandOptions): num
   } finally {
     file.close();
   }
+}
+
+/** A dead row whole, one field a line, for a person. */
+function wholeRow(row: DeadLetter): string {
+  const fields: [string, unknown][] = [
+    ['row', `#${row.id}`],
+    ['refused', `[${row.code}] ${row.reason}`],
+    ['asset', row.asset],
+    ['partition', row.partitionKey ?? '-'],
+    ['date', row.partitionDate ?? '-'],
+    ['extra', row.extra === null ? '-' : JSON.stringify(row.extra)],
+    ['run', `${row.workflow}/${row.runId}${row.task === null ? '' : `/${row.task}`} attempt ${row.attempt} seq ${row.seq}`],
+    ['key', row.key],
+    ['committed', row.committedAt],
+    ['dead since', row.deadSince ?? '-'],
+  ];
+  return fields.map(([name, value]) => `${name.padEnd(10)} ${String(value)}`).join('\n');
 }
 
 function oneLine(row: DeadLetter): string {

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
 import { ServerClient } from '../client/server-client.js';
-import { CredentialsError } from '../protocol/errors.js';
+import { CredentialsError, OnceboxError } from '../protocol/errors.js';
 import type { StoredEvent } from '../protocol/wire.js';
 import { clientToken, collect, cursor, Exit, exitsWith, stopSignal, withTokenOptions } from './arguments.js';
 
@@ -68,7 +68,7 @@ export async function printEvents(command: EventsCommand): Promise<number> {
       const message = (error as Error).message;
       // A refused token is refused again: following on would only repeat it.
       if (!command.follow || error instanceof CredentialsError) {
-        console.error(`oncebox events: ${message}`);
+        console.error(`oncebox events: ${message}${error instanceof OnceboxError ? ` [${error.code}]` : ''}`);
         return Exit.Failed;
       }
       if (message !== failing) console.error(`oncebox events: ${message}; trying again`);

@@ -50,10 +50,10 @@ export function forwardCommand(program: Command): Command {
   const airflow = forward
     .command('airflow')
     .description(
-      "Posts each event of the mapped assets to Airflow's REST API as an asset event, exactly once (looking first after any\n" +
-        'lost answer), with its partition key, so that a partitioned DAG runs once per partition. Runs until stopped.\n' +
-        'An Airflow that does not answer, refuses the credentials, or lacks a mapped asset stops it at start (exit 1): run it under a\n' +
-        'supervisor (systemd, Kubernetes) that restarts it. Mid-run, an unanswered request is retried; a later forwarder of the group\n' +
+      "Posts each event of the mapped assets to Airflow's REST API as an asset event, exactly once (looking first after any " +
+        'lost answer), with its partition key, so that a partitioned DAG runs once per partition. Runs until stopped. ' +
+        'An Airflow that does not answer, refuses the credentials, or lacks a mapped asset stops it at start (exit 1): run it under a ' +
+        'supervisor (systemd, Kubernetes) that restarts it. Mid-run, an unanswered request is retried; a later forwarder of the group ' +
         'fences this one (exit 3).',
     )
     .requiredOption('--server <url>', 'the oncebox server; repeat it for several instances', collect)

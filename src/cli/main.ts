@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
-import { OnceboxError } from '../protocol/errors.js';
+import { OnceboxError, OptionsError } from '../protocol/errors.js';
 import { packageVersion } from '../protocol/version.js';
-import { actionStatus, Exit, UsageError } from './arguments.js';
+import { actionStatus, activeCommand, Exit, setActiveCommand, UsageError } from './arguments.js';
 import { deadCommand } from './dead-command.js';
 import { eventsCommand } from './events-command.js';
 import { forwardCommand } from './forward-command.js';
@@ -30,6 +30,8 @@ function buildProgram(): Command {
     oneLineErrors(command);
   }
   program.command('version', { hidden: true }).action(() => console.log(packageVersion()));
+  // An error an action throws points to that command's own --help.
+  program.hook('preAction', (_program, action) => setActiveCommand(commandPath(action)));
   program.addHelpText(
     'after',
     `
@@ -76,9 +78,9 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    if (error instanceof UsageError) {
-      const command = error.message.split(':')[0];
-      console.error(`oncebox ${error.message} (see 'oncebox ${command} --help')`);
+    // What the command line asked for cannot be: one line, where to look, and status 2.
+    if (error instanceof UsageError || error instanceof OptionsError) {
+      console.error(`oncebox ${error.message} (see '${activeCommand()} --help')`);
       process.exit(Exit.Usage);
     }
     const code = error instanceof OnceboxError ? ` [${error.code}]` : '';

@@ -4,6 +4,8 @@ import { OutboxFile } from '../outbox/file/outbox-file.js';
 import { assembleDelivery } from '../outbox/relay/assemble.js';
 import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
 import { readStatus } from '../outbox/status.js';
+import { TOKEN_CHECK_MS } from '../outbox/outbox.js';
+import { wireTask } from '../outbox/run.js';
 import { DrainProgress, type DrainCounts, type ProgressOutput } from './drain-progress.js';
 import { clientToken, collect, Exit, exitsWith, stopSignal, UsageError, withTokenOptions } from './arguments.js';
 
@@ -13,7 +15,7 @@ export function relayCommand(program: Command): Command {
     .command('relay')
     .summary("deliver an outbox file from a process of its own")
     .description(
-      "Delivers an outbox file's pending rows to the server, in commit order, for a job opened with relay: 'external',\n" +
+      "Delivers an outbox file's pending rows to the server, in commit order, for a job opened with relay: 'external', " +
         'or to finish what a job left behind. Runs until stopped, or with --drain until nothing is pending.',
     )
     .argument('[file]', "the job's outbox file (the path it gave openOutbox)")
@@ -62,6 +64,17 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
   const file = new OutboxFile(options.db, 'full', false);
   // Built as a job's in-process relay is (relay/assemble.ts), with the defaults a job gets.
   const client = new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs });
+  // A token the server refuses is said at once, with nothing pending too, as a job says it at open.
+  const run = file.meta.read('run');
+  const producer = file.meta.read('producer');
+  if (run && producer !== undefined) {
+    try {
+      await client.assertTokenAccepted({ stream: { producer, runId: run.runId, task: wireTask(run.task) } }, TOKEN_CHECK_MS);
+    } catch (error) {
+      file.close();
+      throw error;
+    }
+  }
   const relay = assembleDelivery(file, RELAY_DEFAULTS, client, { pending: () => file.pendingCount() }).relay!;
   // The relay watches the file for the job's commits itself (another connection's, seen by data_version).
   relay.start();

@@ -5,7 +5,7 @@ import { logDestination } from '../client/logger.js';
 import { TOKEN_VARIABLE } from '../client/token.js';
 import { isPostgresUrl } from '../dedupe/open-store.js';
 import { createServer, type ServerOptions } from '../dedupe/server.js';
-import { commaList, days, Exit, exitsWith, port, rateLimit, readTokenFile, untilSignal, UsageError, wholeNumber } from './arguments.js';
+import { days, Exit, exitsWith, port, proxyAddresses, rateLimit, readTokenFile, untilSignal, UsageError, wholeNumber } from './arguments.js';
 
 /** Where the server's admin token may come from when no --token-file is given. */
 export const ADMIN_TOKEN_VARIABLE = 'ONCEBOX_ADMIN_TOKEN';
@@ -41,9 +41,9 @@ export function serverCommand(program: Command): Command {
     .command('server')
     .summary('run the deduplicating server')
     .description(
-      'Runs the oncebox server on a SQLite file, or on PostgreSQL for several instances behind a load balancer.\n' +
-        `Its admin token comes from --token-file or ${ADMIN_TOKEN_VARIABLE}; jobs get tokens of their own from \`oncebox token create\`.\n` +
-        'Once an admin token or any token exists, every request but /healthz, /openapi.json and /console needs one.',
+      'Runs the oncebox server on a SQLite file, or on PostgreSQL for several instances behind a load balancer. ' +
+        `Its admin token comes from --token-file or ${ADMIN_TOKEN_VARIABLE}; jobs get tokens of their own from \`oncebox token create\`. ` +
+        'Once an admin token or any token exists, every request but /healthz and /openapi.json needs one.',
     )
     .requiredOption('--db <file|url>', 'a SQLite file, or a postgres:// URL (password in PGPASSWORD or ~/.pgpass, not in the URL)')
     .option('--port <n>', 'the port to listen on; 0 takes any free one', port, 8787)
@@ -65,7 +65,7 @@ export function serverCommand(program: Command): Command {
     .option('--max-waiters-per-token <n>', 'waiting reads one token may hold (default: 32)', wholeNumber)
     .option('--max-attempt-step <n>', "how far above a run's highest attempt a new one may be (default: 1000)", wholeNumber)
     .option('--rate-limit <max[/window-ms]|off>', 'requests one token may make per window (default: 1000/10000)', rateLimit)
-    .option('--trust-proxy <addresses>', "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For names the client", commaList)
+    .option('--trust-proxy <addresses>', "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For names the client", proxyAddresses)
     .option('--json', 'print the start line as JSON even on a terminal (it is JSON elsewhere)')
     .addHelpText(
       'after',
@@ -107,6 +107,10 @@ async function serve(flags: ServerFlags): Promise<number> {
     trustProxy: flags.trustProxy,
     logger: { level: process.env.ONCEBOX_LOG_LEVEL ?? 'warn', stream: logDestination() },
   };
+  if (flags.streamRetentionDays !== undefined && flags.streamRetentionDays < flags.dedupeRetentionDays) {
+    // A retry after its run's stream state is gone starts the stream anew: no checkpoint copy to resume from.
+    console.error('oncebox server: warning: --stream-retention-days is shorter than --dedupe-retention-days; keep a run\'s stream state at least as long as its keys (docs/operations.md, Retention)');
+  }
   const server = await createServer(options);
   const url = await server.listen({ port: flags.port, host: flags.host });
   const auth = token !== undefined || (await server.store.tokens.any());

@@ -9,8 +9,8 @@ export function statusCommand(program: Command): Command {
     .command('status')
     .summary("an outbox file's counts, lease and last error")
     .description(
-      "Shows what an outbox file holds: events pending, delivered and dead, checkpoint updates not yet mirrored,\n" +
-        'held emissions, whether its run was fenced, the relay holding it, and the last delivery error.\n' +
+      "Shows what an outbox file holds: events pending, delivered and dead, checkpoint updates not yet mirrored, " +
+        'held emissions, whether its run was fenced, the relay holding it, and the last delivery error. ' +
         'Exits 0 when nothing is dead, 3 when events are dead (see `oncebox dead list FILE`).',
     )
     .argument('<file>', "the job's outbox file")

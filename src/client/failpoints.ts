@@ -1,12 +1,20 @@
+import { writeSync } from 'node:fs';
+
 /**
- * Named crash and stall points for the crash tests. `ONCEBOX_FAILPOINT=commit:after-write@3` kills this
- * process with SIGKILL the third time it reaches `commit:after-write`; `bullmq:before-claim@1:stall=3000`
- * instead blocks its event loop for 3 seconds the first time (a GC pause, a busy sibling job: no timer,
- * lock renewal or socket is served meanwhile), after printing `{"failpoint":…,"stall":3000}` on stdout.
- * Several points are separated by commas. With the variable unset (always, outside tests) a failpoint is
- * one comparison.
+ * Named crash and stall points for the crash tests and the testing kit (`oncebox/testing`).
+ * `ONCEBOX_FAILPOINT=commit:after-write@3` kills this process with SIGKILL the third time it reaches
+ * `commit:after-write`; `bullmq:before-claim@1:stall=3000` instead blocks its event loop for 3 seconds the
+ * first time (a GC pause, a busy sibling job: no timer, lock renewal or socket is served meanwhile), after
+ * printing `{"failpoint":…,"stall":3000}` on stdout; `…:stop` prints `{"failpoint":…,"stop":true}` and stops
+ * the process with SIGSTOP, for whoever started it to continue (SIGCONT) when it chooses: a zombie paused
+ * at an exact point. Several points are separated by commas. With the variable unset (always, outside
+ * tests) a failpoint is one comparison.
  *
+ * - `commit:before`: `box.commit()` was called (the job's data write for the batch is done); nothing of
+ *   the commit is written.
  * - `commit:after-write`: inside the commit's SQLite transaction, every row written, not yet committed.
+ * - `terminal:after-write`: inside a terminal commit's transaction (`complete`, `fail`), its work done:
+ *   nothing of it is committed yet.
  * - `commit:after-commit`: the commit is durable; the relay has not been woken.
  * - `relay:after-response`: the server has stored the batch and answered; no receipt is recorded yet.
  * - `consume:before-handler`: a consumer fetched events and is about to hand them to its handler.
@@ -20,7 +28,9 @@
  * @internal
  */
 export type FailpointName =
+  | 'commit:before'
   | 'commit:after-write'
+  | 'terminal:after-write'
   | 'commit:after-commit'
   | 'relay:after-response'
   | 'consume:before-handler'
@@ -37,6 +47,8 @@ interface Armed {
   hit: number;
   /** Milliseconds to block for, instead of the kill. */
   stallMs: number | undefined;
+  /** Stop with SIGSTOP instead of the kill. */
+  stop: boolean;
 }
 
 const armed = parse(process.env.ONCEBOX_FAILPOINT);
@@ -49,6 +61,12 @@ export function failpoint(name: FailpointName): void {
   for (const point of armed) {
     if (point.name !== name || point.hit !== hit) continue;
     const { stallMs } = point;
+    if (point.stop) {
+      // Written synchronously, so that whoever waits for the notice sees it before the process stops.
+      writeSync(1, `${JSON.stringify({ failpoint: name, hit, stop: true })}\n`);
+      process.kill(process.pid, 'SIGSTOP');
+      continue;
+    }
     if (stallMs === undefined) {
       process.kill(process.pid, 'SIGKILL');
       continue;
@@ -64,8 +82,9 @@ export function failpoint(name: FailpointName): void {
 function parse(spec: string | undefined): Armed[] {
   if (!spec) return [];
   return spec.split(',').map((one) => {
-    const [where, action] = one.split(':stall=');
+    const stop = one.endsWith(':stop');
+    const [where, action] = (stop ? one.slice(0, -':stop'.length) : one).split(':stall=');
     const [name, hit] = where!.split('@');
-    return { name: name!, hit: hit === undefined ? 1 : Number(hit), stallMs: action === undefined ? undefined : Number(action) };
+    return { name: name!, hit: hit === undefined ? 1 : Number(hit), stallMs: action === undefined ? undefined : Number(action), stop };
   });
 }

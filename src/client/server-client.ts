@@ -112,7 +112,7 @@ export class ServerClient {
     } catch {
       return;
     }
-    if (answer.status === 401 || answer.status === 403) throw this.refusal(answer);
+    if (answer.status === 401 || answer.status === 403) throw this.refusal(answer, 'events' in what ? 'reading' : 'publishing');
   }
 
   /**
@@ -180,7 +180,7 @@ export class ServerClient {
     if (query.limit !== undefined) params.set('limit', String(query.limit));
     if (query.waitS) params.set('wait', String(query.waitS));
     const answer = await this.exchange(`v1/events?${params}`, { method: 'GET' }, signal, (query.waitS ?? 0) * 1000);
-    if (answer.status !== 200) throw this.refusal(answer);
+    if (answer.status !== 200) throw this.refusal(answer, 'reading');
     return JSON.parse(answer.text) as EventPage;
   }
 
@@ -225,11 +225,11 @@ export class ServerClient {
    * refused token (401, 403) is a CredentialsError, which nobody retries: the same token gets the same
    * answer, and its message names the fix.
    */
-  private refusal(answer: Answer): DeliveryError | CredentialsError {
+  private refusal(answer: Answer, purpose: 'publishing' | 'reading' = 'publishing'): DeliveryError | CredentialsError {
     const problem = parseJson(answer.text) as Problem | undefined;
     const retryAfterMs = parseRetryAfter(answer.headers.get('retry-after'));
     const detail = problem?.detail ?? answer.text.slice(0, 200);
-    if (answer.status === 401 || answer.status === 403) return credentialsRefused(answer.status, answer.url, detail, this.options.token !== undefined);
+    if (answer.status === 401 || answer.status === 403) return credentialsRefused(answer.status, answer.url, detail, this.options.token !== undefined, purpose);
     const code = typeof problem?.code === 'string' ? problem.code : `http_${answer.status}`;
     return this.fail(
       answer.server,
@@ -261,15 +261,17 @@ export class ServerClient {
  * ONCEBOX_TOKEN (or the `token` option), commands from --token-file or ONCEBOX_TOKEN.
  * @internal
  */
-export function credentialsRefused(status: 401 | 403, url: string, detail: string, tokenGiven: boolean): CredentialsError {
+export function credentialsRefused(status: 401 | 403, url: string, detail: string, tokenGiven: boolean, purpose: 'publishing' | 'reading' = 'publishing'): CredentialsError {
   const where = 'set ONCEBOX_TOKEN (or pass `token` to openOutbox/openConsumer; a command takes --token-file FILE)';
+  const needed = purpose === 'reading' ? 'a token that reads events (`--scope read --reads events`, or a consumer\'s `--consumes`)' : 'a token that covers this producer and asset';
   const fix =
     status === 403
-      ? `the token is valid but does not cover this; create one that does with \`oncebox token create\` (docs/security.md) and ${where}`
+      ? `the token is valid but does not cover this; create ${needed} with \`oncebox token create\` (docs/security.md) and ${where}`
       : tokenGiven
         ? `the server does not know this token (mistyped, revoked, or made for another server); ${where} to a token \`oncebox token list\` shows on this server`
         : `the server requires a token and none was given; ${where}`;
-  return new CredentialsError(status, url, `${url} answered ${status} (${detail}): ${fix}. Nothing pending is lost: a run with a good token delivers it`);
+  const safe = purpose === 'publishing' ? '. Nothing pending is lost: a run with a good token delivers it' : '';
+  return new CredentialsError(status, url, `${url} answered ${status} (${detail}): ${fix}${safe}`);
 }
 
 /**

@@ -13,6 +13,8 @@ export interface StoreLocation {
   now?: (() => Date) | undefined;
   maxAttemptStep?: number;
   lineage?: LineagePolicy;
+  /** A SQLite store must exist already (a tool's, not a server's). */
+  mustExist?: boolean;
 }
 
 export function isPostgresUrl(db: string): boolean {
@@ -21,8 +23,8 @@ export function isPostgresUrl(db: string): boolean {
 
 /** Opens (and migrates) the store a server, or `oncebox token`, works on. */
 export async function openDedupeStore(location: StoreLocation): Promise<DedupeStore> {
-  const { db, schema, durability, now, maxAttemptStep, lineage } = location;
+  const { db, schema, durability, now, maxAttemptStep, lineage, mustExist } = location;
   return isPostgresUrl(db)
     ? PostgresDedupeStore.open({ connectionString: db, schema, now, maxAttemptStep, lineage })
-    : new SqliteDedupeStore({ path: db, durability, now, maxAttemptStep, lineage });
+    : new SqliteDedupeStore({ path: db, durability, now, maxAttemptStep, lineage, mustExist });
 }

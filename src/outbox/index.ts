@@ -5,7 +5,7 @@
  */
 export { openOutbox } from './open.js';
 export { Outbox, type TerminalResult } from './outbox.js';
-export { describeLeftovers, type CloseOptions, type CloseResult } from './leftovers.js';
+export type { CloseOptions, CloseResult } from './leftovers.js';
 export { Asset } from './asset.js';
 export { LifecycleAsset, isLifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
 export { CommitTransaction } from './commit/commit.js';

@@ -21,19 +21,26 @@ export interface CloseResult {
   dead: number;
   /** The first dead emissions, each with the server's code and reason: what to fix before `oncebox dead retry`. */
   deadRows: DeadRow[];
-  /** The relay's last delivery error, if delivery ever failed. */
+  /** The relay's last delivery error, while it lasted: a delivery that went through again cleared it. */
   lastError: RelayError | null;
+  /**
+   * What is left, in one sentence for a person: events and checkpoint updates apart, the first dead row's
+   * reason, and the command that delivers or fixes each; `nothing left` when all was delivered.
+   */
+  summary: string;
 }
 
 /**
- * What a closing outbox leaves behind, in words: events and checkpoint updates apart, the first dead
- * row's reason, and what delivers or fixes each.
+ * @internal What a closing outbox leaves behind, in words (CloseResult's summary): events and checkpoint
+ * updates apart, the first dead row's reason, and the commands that deliver or fix each.
  */
-export function describeLeftovers(path: string, left: CloseResult): string {
+export function describeLeftovers(path: string, left: Omit<CloseResult, 'summary'>, servers: readonly string[]): string {
+  if (left.pending === 0 && left.dead === 0) return `${path}: nothing left`;
   const parts: string[] = [];
   if (left.pending > 0) {
     const what = [left.pendingEvents > 0 ? count(left.pendingEvents, 'event') : '', left.pendingCheckpoints > 0 ? count(left.pendingCheckpoints, 'checkpoint update') : ''].filter(Boolean).join(' and ');
-    parts.push(`${what} not delivered yet (they stay in the file; the next run, or \`oncebox relay ${path}\`, delivers them)`);
+    const relay = `oncebox relay ${path} ${(servers.length === 0 ? ['URL'] : servers).map((server) => `--server ${server}`).join(' ')} --drain`;
+    parts.push(`${what} not delivered yet (they stay in the file; the next run delivers them, or \`${relay}\` now)`);
   }
   if (left.dead > 0) {
     const first = left.deadRows[0];

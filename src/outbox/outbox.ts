@@ -217,6 +217,7 @@ export class Outbox {
       throw new RunEndedError(`${this.path}: attempt ${this.run!.attempt} of run ${this.run!.runId} has ${this.ended}; it commits nothing more`);
     }
     assertSyncCallback(fn, 'commit(fn)');
+    failpoint('commit:before');
     return this.transact(new CommitTransaction(context), fn);
   }
 
@@ -271,6 +272,7 @@ export class Outbox {
       const value = fn?.(inner);
       refusePromise(value);
       inner.endRun(terminal);
+      failpoint('terminal:after-write');
       return { recorded: true, value: value as R | undefined };
     });
     this.ended = terminal.outcome;
@@ -345,7 +347,7 @@ export class Outbox {
     if (this.options.relay === 'external') await waitUntilDrained(this.file, timeoutMs);
     await this.relay?.stop();
     const status = this.status();
-    const result: CloseResult = {
+    const counts = {
       pending: status.pending + status.pendingCheckpoints,
       pendingEvents: status.pending,
       pendingCheckpoints: status.pendingCheckpoints,
@@ -353,9 +355,10 @@ export class Outbox {
       deadRows: status.deadRows,
       lastError: status.lastError,
     };
+    const result: CloseResult = { ...counts, summary: describeLeftovers(this.path, counts, this.options.servers) };
     if (result.pending > 0 || result.dead > 0) {
       // The job is about to end: say what it leaves behind, once, where its operator will look.
-      this.logger.warn({ code: 'closed_with_work_left', path: this.path, ...result, deadRows: undefined }, `oncebox: ${describeLeftovers(this.path, result)}`);
+      this.logger.warn({ code: 'closed_with_work_left', path: this.path, ...counts, deadRows: undefined }, `oncebox: ${result.summary}`);
     }
     this.metrics?.detach();
     this.waiters.rejectAll(

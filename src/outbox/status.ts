@@ -34,6 +34,7 @@ export interface OutboxStatus {
   /** Age in ms of the oldest pending row, or null when nothing is pending. */
   oldestPendingAgeMs: number | null;
   lease: { owner: string; pid: number; host: string; expiresAt: string } | null;
+  /** The relay's last delivery error, while it lasts: a delivery that goes through again clears it. */
   lastError: RelayError | null;
   /** The first dead rows, with the server's reason for each. */
   deadRows: DeadRow[];

@@ -210,8 +210,8 @@ export class OutboxFileError extends OnceboxError {
     // A tool pointed at the wrong file (the server's database, a typo) needs the right path, not advice
     // about a damaged outbox, whose pending rows moving it aside would take along.
     const fix =
-      code === 'NOT_AN_OUTBOX' || code === 'ENOENT'
-        ? "Point it at the job's outbox file: the path the job gave openOutbox (`oncebox status FILE` tells what a file holds)."
+      code === 'NOT_AN_OUTBOX' || code === 'ENOENT' || code === 'EISDIR' || code === 'SQLITE_NOTADB'
+        ? "Point it at the job's outbox file: the path the job gave openOutbox."
         : 'Check that the path is right and that its directory exists and is writable. A damaged outbox still holds pending rows: ' +
           'keep a copy before anything else, and see docs/operations.md.';
     super(ProducerErrorCode.OutboxFileUnusable, `${file}: cannot use this outbox file (${reason}). ${fix}`, { cause });

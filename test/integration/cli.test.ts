@@ -142,7 +142,7 @@ describe('the oncebox command', () => {
     expect(created.lines[0]!.text).toBe(`created token ${id}: publish as producers matching "orders-*", to assets batch_ready`);
     // The file is never overwritten: it may hold another token.
     const again = await runScript(CLI, ['token', 'create', '--db', db, '--scope', 'read', '--out', tokenFile]);
-    expect(again.code).toBe(1);
+    expect(again.code).toBe(2);
     expect(again.stderr).toContain(`token create: --out ${tokenFile} exists (it may hold another token); name a new file`);
     expect(readFileSync(tokenFile, 'utf8').trim()).toBe(secret);
 
@@ -178,7 +178,7 @@ describe('the oncebox command', () => {
     const missing = await runScript(CLI, ['token', 'revoke', 'nope', '--db', db]);
     expect({ code: missing.code, stderr: missing.stderr.trim() }).toEqual({ code: 1, stderr: 'oncebox token revoke: no token nope; oncebox token list shows the ids' });
     const bad = await runScript(CLI, ['token', 'create', '--db', db, '--scope', 'publish']);
-    expect(bad.code).toBe(1);
+    expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('token create: --producers: a publish token needs the producer it publishes as (or a prefix ending in *)');
     expect((await runScript(CLI, ['token', 'list', '--db', db, '--scope', 'read'])).stderr).toContain("unknown option '--scope'");
   }, 180_000);

@@ -68,6 +68,16 @@ describe('a refused token', () => {
     expect((await stored(server)).map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2', 'batch-3']);
   });
 
+  it('is refused by `oncebox relay` at its start, with nothing pending too', async () => {
+    const { server, job } = await serverWithTokens();
+    const path = await committedFile(server.url);
+    const drained = await runScript(CLI, ['relay', path, '--server', server.url, '--drain'], { env: { ONCEBOX_TOKEN: job }, timeoutMs: 30_000 });
+    expect(drained.code, drained.stderr).toBe(0);
+    const bogus = await runScript(CLI, ['relay', path, '--server', server.url, '--drain'], { env: { ONCEBOX_TOKEN: `obx_${'1'.repeat(16)}_${'b'.repeat(43)}` }, timeoutMs: 30_000 });
+    expect(bogus.code).toBe(1);
+    expect(bogus.stderr).toContain('the server does not know this token');
+  });
+
   it('is refused at openOutbox, not after the first commit, with a typed error naming the fix', async () => {
     const { server, other } = await serverWithTokens();
     for (const [token, code] of [[undefined, 'unauthorized'], [other, 'forbidden']] as const) {

@@ -136,7 +136,8 @@ describe('delivery through the relay', () => {
     ]);
     const status = await openOutbox({ path, producer: 'p', server: url, relay: 'manual' });
     expect(status.status()).toMatchObject({ dead: 1, deadRows: [expect.objectContaining({ partitionKey: 'a1', code: 'fenced', reason: 'fenced by attempt 2' })] });
-    expect(status.status().lastError).toMatchObject({ code: 'fenced' });
+    // The fence was the relay's last error, until a delivery of the other run went through.
+    expect(status.status().lastError).toBeNull();
     await status.close({ timeoutMs: 0 });
   });
 

@@ -1,9 +1,10 @@
-import { writeFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openConsumer } from '../../src/consumer/index.js';
 import { openOutbox, OptionsError } from '../../src/outbox/index.js';
-import { REPO, startScript } from '../support/child.js';
+import { REPO, runScript, startScript } from '../support/child.js';
 import { startServer } from '../support/server.js';
 import { quiet } from '../support/task-runs.js';
 import { tempDir } from '../support/temp.js';
@@ -57,6 +58,47 @@ describe('the first hour', () => {
     const fresh = await open('b.db');
     expect(fresh.resumedFrom).toEqual({ source: 'server', cursor: 1 });
     await fresh.close();
+  });
+
+  it('a store command pointed at the wrong file refuses it, saying what it is, and writes nothing to it', async () => {
+    const dir = tempDir();
+    const app = join(dir, 'app.db');
+    const other = new Database(app);
+    other.exec('CREATE TABLE customers (id INTEGER)');
+    other.close();
+    const outbox = join(dir, 'job.db');
+    const box = await openOutbox({ path: outbox, server: 'http://127.0.0.1:9', relay: 'manual', resume: 'never', producer: 'p', run: RUN });
+    await box.close({ timeoutMs: 0 });
+    const tables = (path: string) => new Database(path, { readonly: true }).prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
+    const before = { app: tables(app), outbox: tables(outbox) };
+    for (const [args, what] of [
+      [['token', 'list', '--db', app], 'a SQLite database, but not an oncebox server store'],
+      [['token', 'create', '--db', outbox, '--scope', 'admin'], "a producer's outbox file (a job's), not a server store"],
+      [['server', '--db', outbox, '--port', '0'], "a producer's outbox file (a job's), not a server store"],
+    ] as const) {
+      const refused = await runScript(CLI, [...args]);
+      expect({ args, code: refused.code }).toEqual({ args, code: 2 });
+      expect(refused.stderr).toContain(`it is ${what}`);
+    }
+    expect({ app: tables(app), outbox: tables(outbox) }).toEqual(before);
+    // A misspelt store for list or revoke is refused; create may make a new one, and says so.
+    const missing = await runScript(CLI, ['token', 'list', '--db', join(dir, 'sever.db')]);
+    expect({ code: missing.code, stderr: missing.stderr }).toEqual({ code: 2, stderr: expect.stringContaining('no such file') });
+    expect(existsSync(join(dir, 'sever.db'))).toBe(false);
+    const created = await runScript(CLI, ['token', 'create', '--db', join(dir, 'new.db'), '--scope', 'admin', '--json']);
+    expect(created.code).toBe(0);
+    expect(created.stderr).toContain('it is a new, empty server store now; start the server with --db');
+  });
+
+  it('a token file others can read is taken, with a warning to chmod it', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'admin.token');
+    writeFileSync(file, 'an-admin-token-in-a-file\n');
+    chmodSync(file, 0o644);
+    const server = startScript(CLI, ['server', '--db', join(dir, 'server.db'), '--port', '0', '--token-file', file]);
+    expect(await server.waitFor((line) => line.event === 'listening')).toMatchObject({ auth: 'on' });
+    server.signal('SIGTERM');
+    expect((await server.done).stderr).toContain(`warning: --token-file ${file} can be read by other users of this machine; chmod 600 ${file}`);
   });
 
   it('the server says whether auth is on, warns when it is off beyond loopback, and takes its admin token from ONCEBOX_ADMIN_TOKEN, never ONCEBOX_TOKEN', async () => {

@@ -42,7 +42,7 @@ describe('the producer is never silent', () => {
     expect(codes()).toEqual(['warn:network', 'warn:closed_with_work_left']);
     expect(problems).toEqual([expect.objectContaining({ code: 'network', pending: 3, stopped: false })]);
     expect(lines[0]!.message).toMatch(/^oncebox relay: delivery has been failing for 0 s; retrying with the same keys: could not reach http:\/\/127\.0\.0\.1:9\/v1\/emissions/);
-    expect(lines[1]!.message).toMatch(/: 3 events not delivered yet \(they stay in the file; the next run, or `oncebox relay .*`, delivers them\); last delivery error: could not reach/);
+    expect(lines[1]!.message).toMatch(/: 3 events not delivered yet \(they stay in the file; the next run delivers them, or `oncebox relay .* --server http:\/\/127\.0\.0\.1:9 --drain` now\); last delivery error: could not reach/);
   });
 
   it('with another HTTP service on the port: logs what it answered, once', async () => {

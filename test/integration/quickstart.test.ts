@@ -49,9 +49,9 @@ describe('the README quickstart', () => {
     const env = { ONCEBOX_SERVER: 'http://127.0.0.1:9', ONCEBOX_OUTBOX: path, ONCEBOX_LOG_LEVEL: 'warn' };
     const run = await runScript('examples/quickstart.ts', [], { env, timeoutMs: 40_000 });
     expect(run.code).toBe(1);
-    expect(run.lines.map((line) => line.text)).toContain('batch-1: not published yet (outbox_closed)');
+    expect(run.lines.map((line) => line.text)).toContain('batch-1: not published yet (network)');
     expect(run.stderr).toContain(
-      `not done: ${path}: 4 events and 3 checkpoint updates not delivered yet (they stay in the file; the next run, or \`oncebox relay ${path}\`, delivers them); last delivery error: could not reach http://127.0.0.1:9/v1/emissions`,
+      `not done: ${path}: 4 events and 3 checkpoint updates not delivered yet (they stay in the file; the next run delivers them, or \`oncebox relay ${path} --server http://127.0.0.1:9 --drain\` now); last delivery error: could not reach http://127.0.0.1:9/v1/emissions`,
     );
     // The default logger said it too, as JSON on stderr (not a terminal), once per cause.
     expect(run.stderr.match(/"code":"closed_with_work_left"/g)).toHaveLength(1);
@@ -62,7 +62,7 @@ describe('the README quickstart', () => {
     const path = join(tempDir(), 'quickstart.db');
     const run = await runScript('examples/quickstart.ts', [], { env: { ONCEBOX_SERVER: url, ONCEBOX_OUTBOX: path }, timeoutMs: 40_000 });
     expect(run.code).toBe(1);
-    expect(run.lines.map((line) => line.text)).toContain('batch-1: not published yet (rejected)');
+    expect(run.lines.map((line) => line.text)).toContain('batch-1: not published yet (unknown_asset)');
     expect(run.stderr).toContain(`not done: ${path}: 4 events refused for good, the first refused with unknown_asset: asset: "batch_ready" is not registered on this server`);
     expect(run.stderr).toContain(`\`oncebox dead retry ${path} --all\``);
   });

@@ -106,8 +106,8 @@ if (portTaken) console.warn(`README commands skipped: port ${PORT}, which they u
 describe.skipIf(portTaken)(`the README's and docs' commands, as written, in a clean copy${portTaken ? ` (skipped: port ${PORT} is taken)` : ''}`, () => {
   it('start a server with tokens, run the job twice, run both consumer examples, and stop the server by killing npm', { timeout: 300_000 }, async () => {
     const readme = readFileSync(join(copy, 'README.md'), 'utf8');
-    const [setup, job] = shellBlocks(readme, '## Quickstart');
-    expect(setup!.length).toBeGreaterThanOrEqual(4);
+    const [setup, otherTerminal] = shellBlocks(readme, '## Quickstart');
+    expect(setup!.length).toBeGreaterThanOrEqual(3);
 
     // The setup: every command but the server's ends with status 0; the server runs until stopped.
     let server: ReturnType<typeof start> | undefined;
@@ -123,7 +123,12 @@ describe.skipIf(portTaken)(`the README's and docs' commands, as written, in a cl
     }
     expect(server).toBeDefined();
 
-    // The job, twice: the first run publishes each batch, the second resumes and publishes nothing new.
+    // In another terminal: the job's token, then the job, twice: the first run publishes each batch, the
+    // second resumes and publishes nothing new.
+    const [tokenCommand, ...job] = otherTerminal!;
+    const token = run(tokenCommand!);
+    expect(token.code, token.stderr).toBe(0);
+    expect(token.stderr).toBe('');
     expect(job).toHaveLength(2);
     const first = run(job![0]!);
     expect(first.code, first.stderr).toBe(0);

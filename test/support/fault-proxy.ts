@@ -1,11 +1,11 @@
 import { afterEach } from 'vitest';
-import { startFaultProxy as start, type FaultProxy, type FaultProxyOptions } from '../../scripts/fault-proxy.js';
+import { startFaultProxy as start, type FaultProxy, type FaultProxyOptions } from '../../src/testing/fault-proxy.js';
 
-export type { Fault, FaultProxy, FaultProxyOptions } from '../../scripts/fault-proxy.js';
+export type { Fault, FaultProxy, FaultProxyOptions } from '../../src/testing/fault-proxy.js';
 
 const proxies: FaultProxy[] = [];
 
-/** A fault proxy (scripts/fault-proxy.ts) closed when the test ends. */
+/** A fault proxy (oncebox/testing's, src/testing/fault-proxy.ts) closed when the test ends. */
 export async function startFaultProxy(upstream: string, options: FaultProxyOptions = {}): Promise<FaultProxy> {
   const proxy = await start(upstream, options);
   proxies.push(proxy);

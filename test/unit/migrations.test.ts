@@ -187,7 +187,7 @@ describe('migrations', () => {
     const message = await opening.then(() => '', (error: Error) => error.message);
     expect(message.startsWith(`${path}: cannot use this outbox file (`)).toBe(true);
     expect(message).toMatch(cause);
-    expect(message).toMatch(/Check that the path is right/);
+    expect(message).toMatch(/Check that the path is right|Point it at the job's outbox file/);
   });
 
   it('create a missing folder for a job, and refuse a missing file for a tool', async () => {

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
-import { SchemaTooNewError } from '../../protocol/errors.js';
+import { existsSync } from 'node:fs';
+import { OptionsError, SchemaTooNewError } from '../../protocol/errors.js';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../protocol/wire.js';
 import { migrateSqlite } from '../../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../../sqlite/open.js';
@@ -26,6 +27,24 @@ export interface SqliteStoreOptions {
   maxAttemptStep?: number;
   /** How deep consumers' chains of emissions may go, and which assets may cycle. @defaultValue depth 16, no cycles */
   lineage?: LineagePolicy;
+  /**
+   * Refuse a missing file rather than create an empty store: for tools pointed at an existing server's
+   * store (`oncebox token`), where a misspelt path would make a store no server reads. @defaultValue false
+   */
+  mustExist?: boolean;
+}
+
+/**
+ * A store is created in a new file, or opened in one that holds a server store; any other SQLite file
+ * (a job's outbox, an application's database) is refused as it is, with what it is, before anything is
+ * written to it.
+ */
+function refuseOtherFiles(path: string, db: Database.Database): void {
+  const tables = new Set((db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((row) => row.name));
+  if (tables.size === 0 || (tables.has('events') && tables.has('dedupe'))) return;
+  db.close();
+  const what = tables.has('outbox') ? "a producer's outbox file (a job's), not a server store" : 'a SQLite database, but not an oncebox server store';
+  throw new OptionsError('db', `--db ${path}: it is ${what}; give the server's own file (a new path makes a new, empty store)`);
 }
 
 /** The embedded dedupe store: one SQLite file, one writer transaction per request. */
@@ -42,7 +61,11 @@ export class SqliteDedupeStore implements DedupeStore {
   readonly stored = new EventSignal();
 
   constructor(options: SqliteStoreOptions) {
+    if (options.mustExist && !existsSync(options.path)) {
+      throw new OptionsError('db', `--db ${options.path}: no such file; give the server's store (the --db its server runs with), or start that server once to create it`);
+    }
     this.db = openSqlite(options.path, options.durability ?? 'full');
+    refuseOtherFiles(options.path, this.db);
     this.now = options.now ?? (() => new Date());
     this.policy = ingestPolicy(options);
     migrateSqlite(this.db, serverSqliteMigrations, (found, known) => new SchemaTooNewError(`${options.path} (server store)`, found, known));

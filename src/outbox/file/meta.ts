@@ -35,6 +35,7 @@ const CODECS: { [K in keyof MetaValues]: Codec<MetaValues[K]> } = {
 export interface MetaRows {
   read(name: string): string | undefined;
   write(name: string, value: string): void;
+  remove(name: string): void;
 }
 
 /** The `meta` table's own statements, prepared once per file. */
@@ -51,7 +52,8 @@ function metaRows(db: Database.Database): MetaRows {
       .values({ name: entry.name, value: entry.value })
       .onConflict((oc) => oc.column('name').doUpdateSet({ value: entry.value })),
   );
-  return { read: (key) => get.get({ name: key })?.value, write: (key, value) => set.run({ name: key, value }) };
+  const remove = prepare(db, name, q.deleteFrom('meta').where('name', '=', name.name));
+  return { read: (key) => get.get({ name: key })?.value, write: (key, value) => set.run({ name: key, value }), remove: (key) => remove.run({ name: key }) };
 }
 
 /** @internal Typed access to an outbox file's metadata: each entry is encoded and decoded in one place. */
@@ -69,5 +71,9 @@ export class FileMeta {
 
   write<K extends keyof MetaValues>(name: K, value: MetaValues[K]): void {
     this.rows.write(name, CODECS[name].encode(value));
+  }
+
+  remove(name: keyof MetaValues): void {
+    this.rows.remove(name);
   }
 }

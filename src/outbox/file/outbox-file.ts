@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { OutboxFileError, SchemaTooNewError, WrongOutboxFileError } from '../../protocol/errors.js';
@@ -60,6 +60,7 @@ export class OutboxFile {
     try {
       if (create) mkdirSync(dirname(path), { recursive: true });
       else if (!existsSync(path)) throw Object.assign(new Error('no such file; check the path (it is never created here)'), { code: 'ENOENT' });
+      if (existsSync(path) && statSync(path).isDirectory()) throw Object.assign(new Error('it is a directory, not a file'), { code: 'EISDIR' });
       this.db = openSqlite(path, durability);
       if (!create) refuseOtherDatabases(this.db);
     } catch (error) {

@@ -287,6 +287,7 @@ export class Relay {
   private apply(batch: readonly OutboxRow[], { stream, results }: { stream: StreamIdentity; results: ItemResult[] }, windowStart: number): number {
     failpoint('relay:after-response');
     this.options.reporter?.deliverySucceeded();
+    if (this.lastError !== undefined) this.clearError();
     let applied: AppliedAnswers;
     try {
       applied = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
@@ -335,6 +336,16 @@ export class Relay {
     this.lease.stopRenewing();
     if (!(error instanceof LeaseLostError)) this.releaseLease();
     this.holding = false;
+  }
+
+  /** Delivery works again: the last error is history, and `status()` stops showing it. */
+  private clearError(): void {
+    this.lastError = undefined;
+    try {
+      this.file.meta.remove('relay_last_error');
+    } catch {
+      // Shown a little longer; the next delivery clears it again.
+    }
   }
 
   private recordError(error: OnceboxError): void {

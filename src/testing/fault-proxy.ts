@@ -40,8 +40,9 @@ export interface FaultProxyOptions {
 }
 
 /**
- * A small HTTP proxy on loopback between a client and its server, for network faults: between the relay
- * and the oncebox server in the tests, between the Airflow forwarder and Airflow in the tests and the demo.
+ * A small HTTP proxy on loopback between a client and its server, for network faults: the fault layer of
+ * the testing kit's server (between a job's relay and the oncebox server), and, in this repository's own
+ * tests and demo, between the Airflow forwarder and Airflow.
  */
 export async function startFaultProxy(upstream: string, options: FaultProxyOptions = {}): Promise<FaultProxy> {
   let target = upstream;

@@ -1,0 +1,40 @@
+/**
+ * A consumer written the way oncebox asks, property-tested by `consumer-job.test.ts`: each order adds its
+ * amount to a running total kept in the consumer's own file, in the transaction that advances its cursor
+ * (`ctx.commit`), and emits a summary there too. The total it reports to its data store is read back from
+ * what was committed, so writing it again changes nothing.
+ */
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { openConsumer } from '../../src/consumer/index.js';
+
+const { ONCEBOX_OUTBOX, ONCEBOX_SERVER, ONCEBOX_DATA, ONCEBOX_UNTIL_CURSOR } = process.env;
+
+const consumer = await openConsumer({ path: ONCEBOX_OUTBOX!, server: ONCEBOX_SERVER!, group: 'order-totals', assets: ['orders_ready'], waitSeconds: 0.2 });
+consumer.db.exec('CREATE TABLE IF NOT EXISTS totals (name TEXT PRIMARY KEY, amount INTEGER NOT NULL)');
+const add = consumer.db.prepare("INSERT INTO totals VALUES ('orders', ?) ON CONFLICT DO UPDATE SET amount = amount + excluded.amount");
+const total = () => (consumer.db.prepare("SELECT amount FROM totals WHERE name = 'orders'").pluck().get() as number | undefined) ?? 0;
+
+function report(): void {
+  mkdirSync(ONCEBOX_DATA!, { recursive: true });
+  const path = join(ONCEBOX_DATA!, 'total.json');
+  writeFileSync(`${path}.${process.pid}.tmp`, JSON.stringify({ orders: total() }));
+  renameSync(`${path}.${process.pid}.tmp`, path);
+}
+
+// It stops once it has consumed the test's last input event (ONCEBOX_UNTIL_CURSOR), however it got there.
+const stop = new AbortController();
+const watch = setInterval(() => consumer.cursor >= Number(ONCEBOX_UNTIL_CURSOR) && stop.abort(), 20);
+await consumer.run(
+  (event, ctx) => {
+    ctx.commit((tx) => {
+      add.run(Number(event.partitionKey!.split('-')[1])); // the effect, with the cursor
+      tx.emit('orders_summarised', { partitionKey: event.partitionKey! });
+    });
+    report();
+  },
+  { signal: stop.signal },
+);
+clearInterval(watch);
+const left = await consumer.close();
+process.exitCode = left.pending > 0 || left.dead > 0 ? 1 : 0;

@@ -1,0 +1,99 @@
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import type { Publication } from './history.js';
+import type { TestServer } from './test-server.js';
+
+/**
+ * The job under test: your program, run as a child process with `command`, once per attempt. It takes
+ * everything it must know from its environment:
+ * - `ONCEBOX_SERVER`, `ONCEBOX_TOKEN`: the test server (through its fault layer) and a publish token of
+ *   `producer` (openOutbox and openConsumer read ONCEBOX_TOKEN themselves);
+ * - `ONCEBOX_OUTBOX`: its outbox file (the same path on the same machine, a new one on a fresh machine);
+ * - `ONCEBOX_RUN_ID`, `ONCEBOX_ATTEMPT`: the run and this attempt;
+ * - `ONCEBOX_DATA`: a folder for its data writes, shared by every attempt (your storage, not the machine's);
+ * - `ONCEBOX_FAILPOINT`: where oncebox's code kills or stops it; leave it alone.
+ */
+export interface JobUnderTest {
+  /**
+   * The command: a file (`.ts` runs with `node --import tsx`, `.js`/`.mjs` with node), or the whole
+   * command line as an array.
+   */
+  command: string | readonly string[];
+  /** The producer it publishes as (for a consumer, its group's producer: the group by default). */
+  producer: string;
+  /** The assets it publishes to. */
+  assets: readonly string[];
+  /** A consumer's: the assets it reads, which its token may read. */
+  consumes?: readonly string[] | undefined;
+  /**
+   * Called on each fresh test server before the job runs: a consumer's input, published with
+   * `server.publish(asset, partitionKeys)`. What it returns is added to the job's environment.
+   */
+  setup?: ((server: TestServer) => Promise<Record<string, string> | void>) | undefined;
+  /** More environment for every attempt. */
+  env?: Record<string, string> | undefined;
+  /** The run id each attempt gets in ONCEBOX_RUN_ID. @defaultValue 'run-1' */
+  runId?: string | undefined;
+  /**
+   * The stream whose checkpoints the checker reads at the end: the run's task, when the job gives one; for
+   * a consumer `{ runId: GROUP }`. @defaultValue the run, without a task
+   */
+  stream?: { runId: string; task?: string | null | undefined } | undefined;
+  /**
+   * Maps each event before it is compared with a clean run's: for a payload that carries what differs
+   * between two test servers by nature (the id of the event a consumer responded to), never by the job.
+   * @defaultValue the event as it is
+   */
+  comparable?: ((event: Publication) => Publication) | undefined;
+  /** How long one attempt may run before it counts as hung and is killed. @defaultValue 60000 */
+  attemptTimeoutMs?: number | undefined;
+  /** The test server's store: PostgreSQL (a URL and a schema prefix of the test's own), or SQLite. @defaultValue SQLite */
+  postgres?: { url: string; schemaPrefix: string } | undefined;
+}
+
+/**
+ * @internal The executable and arguments of a job's command. A TypeScript file is bundled once with
+ * esbuild, when it is installed, into `node_modules/.cache/oncebox-testing/` of the project (packages
+ * stay imports, resolved from there as from the file), so that each attempt starts with plain node in a
+ * fraction of the time `tsx` takes to load it; without esbuild it runs with `node --import tsx`.
+ */
+export async function commandLine(command: string | readonly string[]): Promise<[string, string[]]> {
+  if (typeof command !== 'string') return [command[0]!, [...command.slice(1)]];
+  if (!/\.(ts|mts|cts)$/.test(command)) return [process.execPath, [command]];
+  const bundled = await bundle(resolve(command));
+  return bundled === undefined ? [process.execPath, ['--import', 'tsx', command]] : [process.execPath, [bundled]];
+}
+
+const bundles = new Map<string, Promise<string | undefined>>();
+
+function bundle(file: string): Promise<string | undefined> {
+  const version = `${file}:${statSync(file).mtimeMs}`;
+  let built = bundles.get(version);
+  if (built === undefined) {
+    built = buildBundle(file);
+    bundles.set(version, built);
+  }
+  return built;
+}
+
+async function buildBundle(file: string): Promise<string | undefined> {
+  let esbuild: typeof import('esbuild');
+  try {
+    esbuild = await import('esbuild');
+  } catch {
+    return undefined;
+  }
+  const cache = join(nearestNodeModules(dirname(file)) ?? dirname(file), '.cache', 'oncebox-testing');
+  mkdirSync(cache, { recursive: true });
+  const outfile = join(cache, `${basename(file).replace(/\.[cm]?ts$/, '')}-${createHash('sha256').update(file).digest('hex').slice(0, 12)}.mjs`);
+  await esbuild.build({ entryPoints: [file], outfile, bundle: true, packages: 'external', platform: 'node', format: 'esm', target: 'node20', sourcemap: 'inline', logLevel: 'silent' });
+  return outfile;
+}
+
+function nearestNodeModules(from: string): string | undefined {
+  for (let dir = from; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'node_modules'))) return join(dir, 'node_modules');
+    if (dirname(dir) === dir) return undefined;
+  }
+}

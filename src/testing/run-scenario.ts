@@ -1,0 +1,165 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DeadLetters } from '../outbox/file/dead-letters.js';
+import { OutboxFile } from '../outbox/file/outbox-file.js';
+import { ProducerErrorCode } from '../protocol/errors.js';
+import { startAttempt, type AttemptRecord, type RunningAttempt } from './attempts.js';
+import { snapshotDataStore } from './data-store.js';
+import { checkHistory, describeAnomalies, type Anomaly, type RunHistory } from './history.js';
+import { commandLine, type JobUnderTest } from './job.js';
+import { attemptsOf, describeScenario, type Scenario } from './scenario.js';
+import { startTestServer, type TestServer } from './test-server.js';
+
+/** What running a job through one scenario showed. */
+export interface ScenarioOutcome {
+  scenario: Scenario;
+  attempts: AttemptRecord[];
+  /** Empty when the run's history is a clean run's. */
+  anomalies: Anomaly[];
+  ok: boolean;
+  /** The scenario, each attempt's end, and each anomaly, in words. */
+  report: string;
+}
+
+const DEFAULT_RUN_ID = 'run-1';
+const CLEAN: Scenario = { attempts: [{ machine: 'same', end: { kind: 'completes' } }], network: [] };
+
+/**
+ * Runs the job through a scenario on a fresh test server, then checks the history it left against a
+ * clean run of the same job (run once, and kept for the job object): the events on the server, the
+ * checkpoints, the data store, what its outbox files refused. Attempts that nothing killed must end with
+ * status 0; a zombie may end as it likes (a FencedError is its right end).
+ */
+export async function runScenario(job: JobUnderTest, scenario: Scenario): Promise<ScenarioOutcome> {
+  const expected = await cleanRun(job);
+  const { history, attempts, problems } = await execute(job, scenario);
+  const anomalies = [...problems, ...checkHistory(expected, history)];
+  return outcome(scenario, attempts, anomalies);
+}
+
+/** Throws an error whose message is the outcome's report, unless the outcome is clean: for any test runner. */
+export function assertClean(outcome: ScenarioOutcome): void {
+  if (!outcome.ok) throw new Error(outcome.report);
+}
+
+const cleanRuns = new WeakMap<JobUnderTest, Promise<RunHistory>>();
+
+/** The history of one clean run of the job: one attempt, no faults; what every scenario is held to. */
+function cleanRun(job: JobUnderTest): Promise<RunHistory> {
+  let run = cleanRuns.get(job);
+  if (run === undefined) {
+    run = execute(job, CLEAN).then(({ history, attempts, problems }) => {
+      if (problems.length > 0) {
+        throw new Error(`the job does not run cleanly, with no fault at all:\n${[...describeAttempts(attempts), ...describeAnomalies(problems)].join('\n')}`);
+      }
+      return history;
+    });
+    cleanRuns.set(job, run);
+  }
+  return run;
+}
+
+async function execute(job: JobUnderTest, scenario: Scenario): Promise<{ history: RunHistory; attempts: AttemptRecord[]; problems: Anomaly[] }> {
+  const dir = mkdtempSync(join(tmpdir(), 'oncebox-scenario-'));
+  const postgres = job.postgres && { url: job.postgres.url, schema: `${job.postgres.schemaPrefix}_${Math.random().toString(36).slice(2, 10)}` };
+  const server = await startTestServer({ assets: [...new Set([...job.assets, ...(job.consumes ?? [])])], postgres });
+  try {
+    const token = await server.publishToken(job.producer, { assets: [...job.assets], consumes: job.consumes ? [...job.consumes] : undefined });
+    const extra = (await job.setup?.(server)) ?? {};
+    server.faults.plan(...scenario.network);
+    const runId = job.runId ?? DEFAULT_RUN_ID;
+    const data = join(dir, 'data');
+    const [executable, args] = await commandLine(job.command);
+    const outboxes: string[] = [];
+    const records: AttemptRecord[] = [];
+    const problems: Anomaly[] = [];
+    /** Zombies stopped at their point, to continue as their plan says. */
+    let zombie: { running: RunningAttempt; resume: 'with-next' | 'after-next' } | undefined;
+    const finished: Promise<void>[] = [];
+    const plans = attemptsOf(scenario);
+    for (const [index, plan] of plans.entries()) {
+      if (index === 0 || plan.machine === 'fresh') outboxes.push(join(dir, `machine-${outboxes.length + 1}`, 'outbox.db'));
+      const outbox = outboxes.at(-1)!;
+      const attempt = index + 1;
+      const running = startAttempt({
+        executable,
+        args,
+        env: { ONCEBOX_LOG_LEVEL: 'warn', ...job.env, ...extra, ONCEBOX_SERVER: server.url, ONCEBOX_TOKEN: token, ONCEBOX_OUTBOX: outbox, ONCEBOX_DATA: data, ONCEBOX_RUN_ID: runId, ONCEBOX_ATTEMPT: String(attempt) },
+        attempt,
+        outbox,
+        end: plan.end,
+        timeoutMs: job.attemptTimeoutMs ?? 60_000,
+      });
+      // A zombie of the attempt before goes on beside this one, or once this one has ended.
+      const waiting = zombie;
+      zombie = undefined;
+      if (waiting?.resume === 'with-next') waiting.running.resume();
+      const settle = (record: AttemptRecord, mayFail: boolean) => {
+        records.push(record);
+        if (record.timedOut) problems.push({ kind: 'hung', asset: 'attempt', partitionKey: String(record.attempt), detail: `ran past ${job.attemptTimeoutMs ?? 60_000} ms and was killed:\n${record.stderrTail}` });
+        else if (!mayFail && record.signal === null && record.exitCode !== 0) {
+          problems.push({ kind: 'failed', asset: 'attempt', partitionKey: String(record.attempt), detail: `nothing killed it, yet it exited ${record.exitCode}:\n${record.stderrTail}` });
+        }
+      };
+      if (plan.end.kind === 'zombie' && (await running.stopped)) {
+        zombie = { running, resume: plan.end.resume };
+        finished.push(running.ended.then((record) => settle(record, true)));
+      } else {
+        const record = await running.ended;
+        settle(record, plan.end.kind !== 'completes' || record.signal !== null);
+      }
+      if (waiting !== undefined) {
+        waiting.running.resume();
+      }
+    }
+    zombie?.running.resume();
+    await Promise.all(finished);
+    records.sort((a, b) => a.attempt - b.attempt);
+    const history = await historyOf(server, job, runId, data, outboxes);
+    return { history, attempts: records, problems };
+  } finally {
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function historyOf(server: TestServer, job: JobUnderTest, runId: string, data: string, outboxes: string[]): Promise<RunHistory> {
+  const comparable = job.comparable ?? ((event) => event);
+  const events = (await server.events({ producer: job.producer })).map(({ asset, partitionKey, partitionDate, extra }) => comparable({ asset, partitionKey, partitionDate, extra }));
+  const stream = job.stream ?? { runId };
+  const state = await server.streamState(job.producer, stream.runId, stream.task ?? null);
+  const refused: RunHistory['refused'] = [];
+  for (const path of outboxes) {
+    if (!existsSync(path)) continue;
+    const file = new OutboxFile(path, 'normal', false);
+    try {
+      for (const row of new DeadLetters(file).list()) {
+        if (row.code !== ProducerErrorCode.Fenced) refused.push({ asset: row.asset, partitionKey: row.partitionKey, code: row.code, reason: row.reason });
+      }
+    } finally {
+      file.close();
+    }
+  }
+  return { events, checkpoints: state?.checkpoints, data: snapshotDataStore(data), refused };
+}
+
+function describeAttempts(attempts: readonly AttemptRecord[]): string[] {
+  return attempts.map((record) => {
+    const how = record.timedOut ? 'hung, killed' : record.signal ? `ended by ${record.signal}` : `exited ${record.exitCode}`;
+    const planned = record.planned === 'completes' ? '' : record.reachedPoint ? ` (${record.planned}, as planned)` : ` (${record.planned} planned, but it never got there)`;
+    return `  attempt ${record.attempt} ${how}${planned}`;
+  });
+}
+
+function outcome(scenario: Scenario, attempts: AttemptRecord[], anomalies: Anomaly[]): ScenarioOutcome {
+  const ok = anomalies.length === 0;
+  const report = [
+    ok ? 'a clean history, through:' : `${anomalies.length} ${anomalies.length === 1 ? 'anomaly' : 'anomalies'}, through:`,
+    ...describeScenario(scenario).map((line) => `  ${line}`),
+    'what happened:',
+    ...describeAttempts(attempts),
+    ...(ok ? [] : ['anomalies:', ...describeAnomalies(anomalies).map((line) => `  ${line}`)]),
+  ].join('\n');
+  return { scenario, attempts, anomalies, ok, report };
+}
