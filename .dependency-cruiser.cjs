@@ -2,7 +2,7 @@
  * The layers of src (../shared/DESIGN.md, docs/README.md "Where the code is"), lowest first: protocol;
  * sqlite, checkpoint and client (the HTTP client, failure streaks, failpoints, the logger); the producer
  * (outbox) and the server (dedupe), which never import each other; the consumer; the adapters (airflow,
- * bullmq); the CLI on top. Inside the producer, the rooms along the path an emission takes: file/ at the
+ * bullmq) and the testing kit (testing), which nothing else imports; the CLI on top. Inside the producer, the rooms along the path an emission takes: file/ at the
  * bottom, commit/ and relay/ beside each other above it, and the public face (index.ts, open.ts,
  * outbox.ts, asset.ts, options.ts, resume.ts, receipts.ts, metrics.ts, status.ts) on top; the rooms reach up only to the run's identity (run.ts) and the events'
  * types (events.ts), which import nothing of the producer. No import cycle, type-only ones included.
@@ -29,6 +29,14 @@ module.exports = {
     notInto('consumer-below-the-adapters', 'consumer', ['dedupe', 'airflow', 'bullmq', 'cli'], 'the consumer uses the producer, and is used by the adapters'),
     notInto('adapters-below-the-cli', 'airflow', ['dedupe', 'bullmq', 'cli'], 'an adapter stands on the consumer and the producer'),
     notInto('bullmq-below-the-cli', 'bullmq', ['dedupe', 'consumer', 'airflow', 'cli'], 'an adapter stands on the producer'),
+    notInto('testing-kit-below-the-cli', 'testing', ['cli'], 'the testing kit stands on the producer, the consumer and the server, beside the adapters'),
+    {
+      name: 'nothing-imports-the-testing-kit',
+      comment: "the testing kit is for users' tests: no part of oncebox depends on it",
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/testing/' },
+      to: { path: '^src/testing/' },
+    },
     notInto('file-room-at-the-bottom', 'outbox/file', ['outbox/commit', 'outbox/relay'], 'the outbox file (tables, rows, runs, meta) knows nothing of committing or relaying'),
     notInto('commit-room-beside-the-relay', 'outbox/commit', ['outbox/relay'], 'committing writes the file; it never reaches into the relay'),
     notInto('relay-room-beside-the-commit', 'outbox/relay', ['outbox/commit'], 'the relay reads what was committed from the file, never from the commit code'),

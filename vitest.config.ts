@@ -2,7 +2,8 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    // The testing kit's examples are tests too: a user's property test of their own job, as docs/testing.md shows it.
+    include: ['test/**/*.test.ts', 'examples/**/*.test.ts'],
     // Crash and network tests start real processes and servers; two workers match the two cores.
     pool: 'forks',
     maxWorkers: 2,

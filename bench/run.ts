@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --json] [-- --quick] [-- --only airflow|waiters]
+ * npm run bench [-- --json] [-- --quick] [-- --only airflow|waiters|testing]
  *
  * Benchmarks, not tests: each figure is a ratio measured side by side in this one run, because a shared
  * 2-core machine is too noisy for absolute numbers to mean much from one run to the next.
@@ -11,6 +11,7 @@ import { consumeLatency, consumerThroughput } from './consumer-bench.js';
 import { e2eOncebox, e2eRawChain, fsyncMs, latency } from './e2e-bench.js';
 import { pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
 import { median } from './support.js';
+import { testingScenariosPerMinute } from './testing-bench.js';
 import { waitersBench } from './waiters-bench.js';
 
 const { values } = parseArgs({
@@ -56,6 +57,19 @@ async function waitersSection(): Promise<Record<string, number>> {
 
 if (values.only === 'waiters') {
   const figures = await waitersSection();
+  if (values.json) console.log(JSON.stringify({ node: process.version, quick: values.quick, ...figures }));
+  process.exit(0);
+}
+
+/** What a campaign of oncebox/testing costs (docs/testing.md). */
+async function testingSection(): Promise<Record<string, number>> {
+  const run = await testingScenariosPerMinute(values.quick ? 10 : 30, 20261202);
+  console.log(`testing kit: ${run.perMinute.toFixed(1)} scenarios/min for examples/testing/ingest-job.ts (${run.runs} scenarios)`);
+  return { testing_scenarios_per_min: Number(run.perMinute.toFixed(1)) };
+}
+
+if (values.only === 'testing') {
+  const figures = await testingSection();
   if (values.json) console.log(JSON.stringify({ node: process.version, quick: values.quick, ...figures }));
   process.exit(0);
 }
@@ -141,6 +155,7 @@ console.log(`PostgreSQL ingest as the store grows: ${fmt(atSmall)} events/s at 1
 
 const waiterFigures = await waitersSection();
 const airflowFigures = await airflowSection();
+const testingFigures = await testingSection();
 
 if (values.json) {
   console.log(
@@ -191,6 +206,7 @@ if (values.json) {
       ingest_10m_over_10k: Number((atBig / atSmall).toFixed(3)),
       ...waiterFigures,
       ...airflowFigures,
+      ...testingFigures,
     }),
   );
 }

@@ -1,5 +1,5 @@
 import { pino, type DestinationStream } from 'pino';
-import { PinoPretty } from 'pino-pretty';
+import { createRequire } from 'node:module';
 import { z } from 'zod';
 
 /**
@@ -19,6 +19,8 @@ export const loggerSchema = z.custom<OutboxLogger>(
   { error: 'must be a pino-compatible logger: an object with info, warn and error methods' },
 );
 
+const load = createRequire(import.meta.url);
+
 /**
  * The default logger: warnings and errors on stderr; `ONCEBOX_LOG_LEVEL` (a pino level, or `silent`)
  * changes the level. Its lines are for whoever reads stderr (see logDestination).
@@ -35,6 +37,8 @@ export function defaultLogger(): OutboxLogger {
 export function logDestination(env: NodeJS.ProcessEnv = process.env, stderr: { isTTY?: boolean } = process.stderr): DestinationStream {
   const format = env.ONCEBOX_LOG_FORMAT ?? (stderr.isTTY ? 'pretty' : 'json');
   if (format !== 'pretty') return pino.destination({ fd: 2, sync: true });
+  // Loaded only for a person's terminal: a job under a supervisor starts without it.
+  const { PinoPretty } = load('pino-pretty') as typeof import('pino-pretty');
   return PinoPretty({
     destination: 2,
     sync: true,

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { createRequire } from 'node:module';
+import type { Counter, Histogram, Registry } from 'prom-client';
 import type { SettledRow } from './events.js';
 
 /** What a metrics source reads from one open outbox at scrape time. */
@@ -51,7 +52,11 @@ export class OutboxMetrics {
   }
 }
 
+// Loaded when a job asks for metrics, not by every job that starts: prom-client is the slowest part of a job's start.
+const load = createRequire(import.meta.url);
+
 function createShared(registry: Registry): Shared {
+  const { Counter, Gauge, Histogram } = load('prom-client') as typeof import('prom-client');
   const sources = new Set<OutboxGauges>();
   const gauge = (name: string, help: string, read: (source: OutboxGauges) => number) =>
     new Gauge({

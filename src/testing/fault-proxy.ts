@@ -43,6 +43,8 @@ export interface FaultProxyOptions {
  * A small HTTP proxy on loopback between a client and its server, for network faults: the fault layer of
  * the testing kit's server (between a job's relay and the oncebox server), and, in this repository's own
  * tests and demo, between the Airflow forwarder and Airflow.
+ * It is long because the proxy's state (the plan, the held requests, the counts, the upstream) is shared
+ * by its request handler and by the handle it returns; split, each part would take all of it along.
  */
 export async function startFaultProxy(upstream: string, options: FaultProxyOptions = {}): Promise<FaultProxy> {
   let target = upstream;

@@ -8,7 +8,7 @@ import { startAttempt, type AttemptRecord, type RunningAttempt } from './attempt
 import { snapshotDataStore } from './data-store.js';
 import { checkHistory, describeAnomalies, type Anomaly, type RunHistory } from './history.js';
 import { commandLine, type JobUnderTest } from './job.js';
-import { attemptsOf, describeScenario, type Scenario } from './scenario.js';
+import { attemptsOf, describeScenario, type AttemptPlan, type Scenario } from './scenario.js';
 import { startTestServer, type TestServer } from './test-server.js';
 
 /** What running a job through one scenario showed. */
@@ -23,6 +23,8 @@ export interface ScenarioOutcome {
 }
 
 const DEFAULT_RUN_ID = 'run-1';
+/** Attempts added, at most, after one that failed by itself: a scheduler's retries. */
+const MAX_RETRIES_AFTER_FAILURE = 3;
 const CLEAN: Scenario = { attempts: [{ machine: 'same', end: { kind: 'completes' } }], network: [] };
 
 /**
@@ -71,56 +73,76 @@ async function execute(job: JobUnderTest, scenario: Scenario): Promise<{ history
     const runId = job.runId ?? DEFAULT_RUN_ID;
     const data = join(dir, 'data');
     const [executable, args] = await commandLine(job.command);
-    const outboxes: string[] = [];
-    const records: AttemptRecord[] = [];
-    const problems: Anomaly[] = [];
-    /** Zombies stopped at their point, to continue as their plan says. */
-    let zombie: { running: RunningAttempt; resume: 'with-next' | 'after-next' } | undefined;
-    const finished: Promise<void>[] = [];
-    const plans = attemptsOf(scenario);
-    for (const [index, plan] of plans.entries()) {
-      if (index === 0 || plan.machine === 'fresh') outboxes.push(join(dir, `machine-${outboxes.length + 1}`, 'outbox.db'));
-      const outbox = outboxes.at(-1)!;
-      const attempt = index + 1;
-      const running = startAttempt({
-        executable,
-        args,
-        env: { ONCEBOX_LOG_LEVEL: 'warn', ...job.env, ...extra, ONCEBOX_SERVER: server.url, ONCEBOX_TOKEN: token, ONCEBOX_OUTBOX: outbox, ONCEBOX_DATA: data, ONCEBOX_RUN_ID: runId, ONCEBOX_ATTEMPT: String(attempt) },
-        attempt,
-        outbox,
-        end: plan.end,
-        timeoutMs: job.attemptTimeoutMs ?? 60_000,
-      });
-      // A zombie of the attempt before goes on beside this one, or once this one has ended.
-      const waiting = zombie;
-      zombie = undefined;
-      if (waiting?.resume === 'with-next') waiting.running.resume();
-      const settle = (record: AttemptRecord, mayFail: boolean) => {
-        records.push(record);
-        if (record.timedOut) problems.push({ kind: 'hung', asset: 'attempt', partitionKey: String(record.attempt), detail: `ran past ${job.attemptTimeoutMs ?? 60_000} ms and was killed:\n${record.stderrTail}` });
-        else if (!mayFail && record.signal === null && record.exitCode !== 0) {
-          problems.push({ kind: 'failed', asset: 'attempt', partitionKey: String(record.attempt), detail: `nothing killed it, yet it exited ${record.exitCode}:\n${record.stderrTail}` });
-        }
-      };
-      if (plan.end.kind === 'zombie' && (await running.stopped)) {
-        zombie = { running, resume: plan.end.resume };
-        finished.push(running.ended.then((record) => settle(record, true)));
-      } else {
-        const record = await running.ended;
-        settle(record, plan.end.kind !== 'completes' || record.signal !== null);
-      }
-      if (waiting !== undefined) {
-        waiting.running.resume();
-      }
-    }
-    zombie?.running.resume();
-    await Promise.all(finished);
-    records.sort((a, b) => a.attempt - b.attempt);
-    const history = await historyOf(server, job, runId, data, outboxes);
+    const env = { ONCEBOX_LOG_LEVEL: 'warn', ...job.env, ...extra, ONCEBOX_SERVER: server.url, ONCEBOX_TOKEN: token, ONCEBOX_DATA: data, ONCEBOX_RUN_ID: runId };
+    const run = new RunOfAttempts({ executable, args, env, dir, timeoutMs: job.attemptTimeoutMs ?? 60_000 });
+    for (const plan of attemptsOf(scenario)) await run.attempt(plan);
+    // A run is retried until it succeeds: an attempt that ends by itself with a failure (its relay could not
+    // deliver in time, behind a zombie that holds the file's lease) is what a scheduler retries.
+    for (let retries = 0; run.lastFailed() && retries < MAX_RETRIES_AFTER_FAILURE; retries++) await run.attempt({ machine: 'same', end: { kind: 'completes' } });
+    const { records, problems } = await run.end();
+    const history = await historyOf(server, job, runId, data, run.outboxes);
     return { history, attempts: records, problems };
   } finally {
     await server.close();
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The attempts of one run, one after another as the scenario says: each on its machine's outbox file, a
+ * zombie stopped at its point and continued beside the next attempt or after it.
+ */
+class RunOfAttempts {
+  readonly outboxes: string[] = [];
+  private readonly records: AttemptRecord[] = [];
+  private readonly problems: Anomaly[] = [];
+  private readonly zombies: Promise<void>[] = [];
+  /** A zombie stopped at its point, to continue as its plan says. */
+  private zombie: { running: RunningAttempt; resume: 'with-next' | 'after-next' } | undefined;
+  private last: AttemptRecord | undefined;
+  private started = 0;
+
+  constructor(private readonly options: { executable: string; args: string[]; env: Record<string, string>; dir: string; timeoutMs: number }) {}
+
+  async attempt(plan: AttemptPlan): Promise<void> {
+    if (this.outboxes.length === 0 || plan.machine === 'fresh') this.outboxes.push(join(this.options.dir, `machine-${this.outboxes.length + 1}`, 'outbox.db'));
+    const outbox = this.outboxes.at(-1)!;
+    const attempt = ++this.started;
+    const running = startAttempt({ ...this.options, env: { ...this.options.env, ONCEBOX_OUTBOX: outbox, ONCEBOX_ATTEMPT: String(attempt) }, attempt, outbox, end: plan.end });
+    // A zombie of the attempt before goes on beside this one, or once this one has ended.
+    const waiting = this.zombie;
+    this.zombie = undefined;
+    if (waiting?.resume === 'with-next') waiting.running.resume();
+    if (plan.end.kind === 'zombie' && (await running.stopped)) {
+      this.zombie = { running, resume: plan.end.resume };
+      this.zombies.push(running.ended.then((record) => this.settle(record)));
+    } else {
+      this.last = await running.ended;
+      this.settle(this.last);
+    }
+    waiting?.running.resume();
+  }
+
+  /** Whether the last attempt that ran to its end by itself ended in a failure. */
+  lastFailed(): boolean {
+    const last = this.last;
+    return last !== undefined && last.planned === 'completes' && !last.timedOut && last.signal === null && last.exitCode !== 0;
+  }
+
+  /** Continues a zombie still stopped, waits for every attempt, and says what went wrong with them. */
+  async end(): Promise<{ records: AttemptRecord[]; problems: Anomaly[] }> {
+    this.zombie?.running.resume();
+    await Promise.all(this.zombies);
+    if (this.lastFailed()) {
+      const last = this.last!;
+      this.problems.push({ kind: 'failed', asset: 'attempt', partitionKey: String(last.attempt), detail: `the run never succeeded: retried ${MAX_RETRIES_AFTER_FAILURE} times, its last attempt, which nothing killed, exited ${last.exitCode}:\n${last.stderrTail}` });
+    }
+    return { records: this.records.sort((a, b) => a.attempt - b.attempt), problems: this.problems };
+  }
+
+  private settle(record: AttemptRecord): void {
+    this.records.push(record);
+    if (record.timedOut) this.problems.push({ kind: 'hung', asset: 'attempt', partitionKey: String(record.attempt), detail: `ran past ${this.options.timeoutMs} ms and was killed:\n${record.stderrTail}` });
   }
 }
 

@@ -4,12 +4,13 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { runScript } from '../support/child.js';
 import { seededPlan } from '../support/plan.js';
+import { batchPartition, expectEachBatchOnceInOrder } from '../support/batches.js';
 import { startServer, type RunningServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
 
 const BATCHES = 12;
 const JOB = 'examples/batch-ingest.ts';
-const partition = (batch: number) => `batch-${String(batch).padStart(4, '0')}`;
+const partition = (batch: number) => batchPartition(batch);
 
 interface FileState {
   checkpoint: number | undefined;
@@ -29,12 +30,6 @@ async function runJob(server: RunningServer, dir: string, attempt: number, extra
   return runScript(JOB, ['--db', join(dir, 'outbox.db'), '--server', server.url, '--data', join(dir, 'data'), '--attempt', String(attempt), '--batches', String(BATCHES), ...extra], { env });
 }
 
-/** After a restart, the server must hold each batch exactly once, in batch order. */
-async function expectEachBatchOnceInOrder(server: RunningServer) {
-  const events = await server.events();
-  expect(events.map((event) => event.partitionKey)).toEqual(Array.from({ length: BATCHES }, (_, i) => partition(i + 1)));
-}
-
 describe('a job killed with SIGKILL', () => {
   it.each([
     ['before commit', ['--kill-before-commit', '5'], {}, 4],
@@ -52,7 +47,7 @@ describe('a job killed with SIGKILL', () => {
     const rerun = await runJob(server, dir, 2);
     expect(rerun.code).toBe(0);
     expect(rerun.lines[0]).toMatchObject({ event: 'start', resumeFrom: committed });
-    await expectEachBatchOnceInOrder(server);
+    await expectEachBatchOnceInOrder(server, BATCHES);
   });
 
   it('while another task of the run commits to the same file, is retried from its own checkpoint, and neither task loses or repeats a batch', async () => {
@@ -91,7 +86,7 @@ describe('a job killed with SIGKILL', () => {
 
     const rerun = await runJob(server, dir, 2);
     expect(rerun.code).toBe(0);
-    await expectEachBatchOnceInOrder(server);
+    await expectEachBatchOnceInOrder(server, BATCHES);
     const after = new Database(join(dir, 'outbox.db'), { readonly: true });
     const receipts = after.prepare("SELECT partition_key AS partitionKey, event_id AS eventId, event_ts AS timestamp, duplicate FROM outbox WHERE kind = 'event' ORDER BY id").all() as { partitionKey: string; eventId: string; timestamp: string; duplicate: number }[];
     after.close();

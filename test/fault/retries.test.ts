@@ -3,22 +3,15 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runScript } from '../support/child.js';
-import { startServer, type RunningServer } from '../support/server.js';
+import { expectEachBatchOnceInOrder } from '../support/batches.js';
+import { startServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
 
 const BATCHES = 50;
 const JOB = 'examples/batch-ingest.ts';
-const partition = (batch: number) => `batch-${String(batch).padStart(4, '0')}`;
-const everyBatch = Array.from({ length: BATCHES }, (_, i) => partition(i + 1));
 
 function job(server: string, db: string, dir: string, attempt: number, extra: string[] = []) {
   return ['--db', db, '--server', server, '--data', join(dir, 'data'), '--attempt', String(attempt), '--batches', String(BATCHES), ...extra];
-}
-
-async function expectEachBatchOnceInOrder(server: RunningServer) {
-  const events = await server.events();
-  expect(events.map((event) => event.partitionKey)).toEqual(everyBatch);
-  return events;
 }
 
 describe('task retries', () => {
@@ -40,7 +33,7 @@ describe('task retries', () => {
     expect(start.resumeFrom).toBeGreaterThan(0);
     expect(start.resumeFrom).toBeLessThanOrEqual(deliveredByFirst.length);
 
-    const events = await expectEachBatchOnceInOrder(server);
+    const events = await expectEachBatchOnceInOrder(server, BATCHES);
     expect(events.slice(0, deliveredByFirst.length)).toEqual(deliveredByFirst);
     // What attempt 2 re-processed came back as duplicates carrying attempt 1's event ids.
     const file = new Database(join(dir, 'a2.db'), { readonly: true });
@@ -67,7 +60,7 @@ describe('task retries', () => {
     expect(zombieResult.code, zombieResult.stderr).toBe(3);
     expect(zombieResult.lines.at(-1)).toEqual({ event: 'fenced', attempt: 1, by: 2 });
 
-    const events = await expectEachBatchOnceInOrder(server);
+    const events = await expectEachBatchOnceInOrder(server, BATCHES);
     // No item of attempt 1 was accepted after attempt 2 first delivered.
     const firstOfRetry = events.findIndex((event) => event.attempt === 2);
     expect(firstOfRetry).toBeGreaterThan(0);
@@ -89,7 +82,7 @@ describe('task retries', () => {
     const second = await runScript(JOB, job(server.url, db, dir, 2));
     expect(second.code, second.stderr).toBe(0);
     expect(second.lines[0]).toMatchObject({ resumeFrom: 10, fromServer: false });
-    const events = await expectEachBatchOnceInOrder(server);
+    const events = await expectEachBatchOnceInOrder(server, BATCHES);
     // The leftovers became attempt 2's rows (seq 1…20, an event and a checkpoint update each), so no fence
     // of attempt 1 can lose them: the file's checkpoint already counts them.
     expect(events.map((event) => [event.attempt, event.seq])).toEqual(Array.from({ length: 50 }, (_, i) => [2, 2 * i + 1]));

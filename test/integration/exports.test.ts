@@ -4,7 +4,7 @@ import { REPO } from '../support/child.js';
 
 /** The public surface is what package.json `exports` names, built to dist/, and nothing deeper. */
 describe('package exports', () => {
-  it('expose the producer, the consumer, the Airflow forwarder, the BullMQ adapter, the server and the protocol, each on its own subpath, and refuse deep imports', () => {
+  it('expose the producer, the consumer, the Airflow forwarder, the BullMQ adapter, the server, the protocol and the testing kit, each on its own subpath, and refuse deep imports', () => {
     execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: REPO });
     const script = `
       const producer = await import('oncebox');
@@ -13,6 +13,7 @@ describe('package exports', () => {
       const airflow = await import('oncebox/airflow');
       const bullmq = await import('oncebox/bullmq');
       const protocol = await import('oncebox/protocol');
+      const testing = await import('oncebox/testing');
       let deep = 'imported';
       try { await import('oncebox/dist/outbox/relay/relay.js'); } catch (error) { deep = error.code; }
       console.log(JSON.stringify({
@@ -24,6 +25,8 @@ describe('package exports', () => {
         bullmq: ['onceboxWorker', 'FencedError'].filter((name) => typeof bullmq[name] === 'function'),
         server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore', 'openDedupeStore', 'TokenRegistry'].filter((name) => typeof server[name] === 'function'),
         protocol: ['canonicalJson', 'payloadFingerprint'].filter((name) => typeof protocol[name] === 'function'),
+        testing: ['checkJob', 'runScenario', 'scenarioArbitrary', 'checkHistory', 'startTestServer', 'startFaultProxy', 'JobCheckError'].filter((name) => typeof testing[name] === 'function'),
+        producerLeaksTesting: 'checkJob' in producer,
         deep,
       }));`;
     const output = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: REPO, encoding: 'utf8' });
@@ -36,6 +39,8 @@ describe('package exports', () => {
       bullmq: ['onceboxWorker', 'FencedError'],
       server: ['createServer', 'SqliteDedupeStore', 'PostgresDedupeStore', 'openDedupeStore', 'TokenRegistry'],
       protocol: ['canonicalJson', 'payloadFingerprint'],
+      testing: ['checkJob', 'runScenario', 'scenarioArbitrary', 'checkHistory', 'startTestServer', 'startFaultProxy', 'JobCheckError'],
+      producerLeaksTesting: false,
       deep: 'ERR_PACKAGE_PATH_NOT_EXPORTED',
     });
     expect(execFileSync(process.execPath, ['dist/cli/main.js', 'help'], { cwd: REPO, encoding: 'utf8' })).toMatch(/^Usage: oncebox \[options\] \[command\]\n[\s\S]*\n {2}server \[options\] /);

@@ -39,7 +39,8 @@ describe('the packed package', () => {
     const pinned = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies;
     // As the README's install line says: oncebox and zod, its peer. No engine warning on Node 20: the
     // package pins what fastify would otherwise resolve to a release that wants Node 22.
-    const install = spawnSync('npm', ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline', join(dir, tarball), `zod@${pinned.zod}`, '@types/node@20.19.43'], { cwd: app, encoding: 'utf8' });
+    // fast-check too: the testing kit's peer, as docs/testing.md says to install it.
+    const install = spawnSync('npm', ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline', join(dir, tarball), `zod@${pinned.zod}`, `fast-check@${pinned['fast-check']}`, '@types/node@20.19.43'], { cwd: app, encoding: 'utf8' });
     expect(install.status, install.stderr).toBe(0);
     expect(install.stdout + install.stderr).not.toMatch(/EBADENGINE|Unsupported engine/);
     const installed = (name: string) => (JSON.parse(readFileSync(join(app, 'node_modules', name, 'package.json'), 'utf8')) as { version: string; engines?: { node?: string } });
@@ -77,5 +78,21 @@ describe('the packed package', () => {
     const run = await runScript(join(app, 'quickstart.ts'), [], { env: { ONCEBOX_SERVER: url, ONCEBOX_OUTBOX: join(app, '.oncebox', 'orders-ingest.db') } });
     expect(run.code, run.stderr).toBe(0);
     expect((await server.store.listEvents({ after: 0, limit: 10 })).events.map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2', 'batch-3', 'done']);
+
+    // The testing kit, as a user runs it on a job of their own (plain JavaScript, importing 'oncebox').
+    const job = readFileSync(join(REPO, 'examples/testing/ingest-job.ts'), 'utf8')
+      .replace("from '../../src/outbox/index.js'", "from 'oncebox'")
+      .replace(/: number/g, '')
+      .replace(/!(?!=)/g, ''); // TypeScript's non-null assertions
+    writeFileSync(join(app, 'job.mjs'), job);
+    writeFileSync(
+      join(app, 'check.mjs'),
+      "import { checkJob } from 'oncebox/testing';\n" +
+        "const result = await checkJob({ command: 'job.mjs', producer: 'orders-ingest', assets: ['batch_ready', 'ingest_done'] }, { runs: 3, seed: 7, log: () => {} });\n" +
+        'console.log(JSON.stringify(result));\n',
+    );
+    const campaign = spawnSync(process.execPath, ['check.mjs'], { cwd: app, encoding: 'utf8', timeout: 120_000 });
+    expect(campaign.status, campaign.stderr).toBe(0);
+    expect(JSON.parse(campaign.stdout.trim().split('\n').at(-1)!)).toMatchObject({ runs: 3, seed: 7 });
   }, 300_000);
 });

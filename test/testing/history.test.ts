@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { checkHistory, type Publication, type RunHistory } from '../../src/testing/index.js';
+
+/** The testing kit's checker on its own: each anomaly from a history that has it, and none from a clean one. */
+const event = (partitionKey: string, extra: unknown = { rows: 1 }, asset = 'batch_ready'): Publication => ({ asset, partitionKey, partitionDate: null, extra });
+const history = (events: Publication[], more: Partial<RunHistory> = {}): RunHistory => ({
+  events,
+  checkpoints: { backlog: { batch: 3 } },
+  data: new Map([['batch-1.json', 'a']]),
+  refused: [],
+  ...more,
+});
+const clean = history([event('batch-1'), event('batch-2'), event('batch-3'), { asset: 'oncebox.run_succeeded', partitionKey: null, partitionDate: null, extra: { attempt: 1 } }]);
+const kinds = (actual: RunHistory) => checkHistory(clean, actual).map((anomaly) => `${anomaly.kind} ${anomaly.partitionKey}`);
+
+describe('the history checker', () => {
+  it('finds nothing in a history equal to a clean run’s, whichever attempt ended the run', () => {
+    const retried = history([...clean.events.slice(0, 3), { asset: 'oncebox.run_succeeded', partitionKey: null, partitionDate: null, extra: { attempt: 3 } }]);
+    expect(checkHistory(clean, retried)).toEqual([]);
+  });
+
+  it('tells lost events from a checkpoint committed ahead of its event', () => {
+    expect(kinds(history([event('batch-1'), event('batch-3'), clean.events[3]!], { checkpoints: { backlog: { batch: 2 } } }))).toEqual(['lost batch-2']);
+    expect(kinds(history([event('batch-1'), event('batch-3'), clean.events[3]!]))).toEqual(['checkpoint-ahead batch-2']);
+  });
+
+  it('finds duplicated, unexpected, changed and reordered events', () => {
+    expect(kinds(history([event('batch-1'), event('batch-2'), event('batch-2'), event('batch-3'), clean.events[3]!]))).toEqual(['duplicated batch-2']);
+    expect(kinds(history([event('batch-1'), event('batch-2'), event('batch-3'), event('batch-3-at-1733'), clean.events[3]!]))).toEqual(['unexpected batch-3-at-1733']);
+    expect(kinds(history([event('batch-1'), event('batch-2', { rows: 2 }), event('batch-3'), clean.events[3]!]))).toEqual(['changed batch-2']);
+    expect(kinds(history([event('batch-2'), event('batch-1'), event('batch-3'), clean.events[3]!]))).toEqual(['reordered batch-2']);
+  });
+
+  it('reports a refusal, as a changed payload when the server saw the key with another one', () => {
+    const refused = [
+      { asset: 'batch_ready', partitionKey: 'batch-2', code: 'key_conflict', reason: 'another payload' },
+      { asset: 'batch_ready', partitionKey: 'batch-9', code: 'unknown_asset', reason: 'not registered' },
+    ];
+    const anomalies = checkHistory(clean, history([event('batch-1'), event('batch-3'), clean.events[3]!], { refused, checkpoints: { backlog: { batch: 2 } } }));
+    expect(anomalies.map((anomaly) => `${anomaly.kind} ${anomaly.partitionKey}`)).toEqual(['changed batch-2', 'refused batch-9']);
+  });
+
+  it('finds a data store that differs from a clean run’s', () => {
+    expect(kinds(history(clean.events, { data: new Map([['batch-1.json', 'b'], ['extra.log', 'c']]) }))).toEqual(['data-differs batch-1.json', 'data-differs extra.log']);
+  });
+});
