@@ -48,6 +48,20 @@ module.exports = {
       to: { path: '^src/outbox/[^/]+\\.ts$', pathNot: '^src/outbox/(run|events)\\.ts$' },
     },
     {
+      name: 'console-reads-only-the-protocol',
+      comment: "the web console talks to the server over HTTP; of src it shares only the wire types",
+      severity: 'error',
+      from: { path: '^console/' },
+      to: { path: '^src/', pathNot: '^src/protocol/' },
+    },
+    {
+      name: 'nothing-imports-the-console',
+      comment: 'the console is a separate build (dist/console) that the server serves as files',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^console/' },
+    },
+    {
       name: 'leaves-of-the-producer',
       comment: "the run's identity and the events' types are leaves every room may import",
       severity: 'error',
@@ -61,6 +75,6 @@ module.exports = {
     tsPreCompilationDeps: true,
     doNotFollow: { path: 'node_modules' },
     exclude: { path: '^(node_modules|dist)/' },
-    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+    enhancedResolveOptions: { extensions: ['.ts', '.tsx', '.js'] },
   },
 };

@@ -1431,6 +1431,60 @@ export const BREAKS: Break[] = [
     edits: [{ file: 'src/testing/history.ts', find: '  const done = expected.checkpoints !== undefined && canonicalJson(', replace: '  const done = true || canonicalJson(' }],
     caughtBy: [{ file: 'test/testing/history.test.ts', name: 'tells lost events' }],
   },
+  {
+    what: 'the catalog not counting a retried delivery the server absorbed as a duplicate',
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/ingest/resolve.ts', find: "    if (result.status === 'duplicate' && 'item' in placement && placement.item.kind === 'event') return [", replace: "    if (result.status === 'missing' as string && 'item' in placement && placement.item.kind === 'event') return [" }],
+    caughtBy: [
+      { file: 'test/store/catalog.test.ts', name: 'the zombie fenced, the retry absorbed' },
+      { file: 'test/console/console.test.ts', name: "the retry's duplicates absorbed" },
+    ],
+  },
+  {
+    what: 'the catalog calling a fenced attempt current',
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: '      fencedBy: attempt >= epoch ? null :', replace: '      fencedBy: attempt >= 0 ? null :' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'the zombie fenced by the retry' }],
+  },
+  {
+    what: "a consumer group's lag counted from the start of the log, not from its cursor",
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: ".select(sql.lit(1).as('one')).where('cursor', '>', cursor)", replace: ".select(sql.lit(1).as('one')).where('cursor', '>', 0)" }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'consumer groups with their lag' }],
+  },
+  {
+    what: "the console putting the read token in the request's URL",
+    guarantee: 'G27',
+    edits: [{ file: 'console/src/api.ts', find: '    response = await fetch(apiUrl(route), {', replace: "    response = await fetch(`${apiUrl(route)}${route.includes('?') ? '&' : '?'}token=${token}`, {" }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'keeps the token out of URLs' }],
+  },
+  {
+    what: 'the console keeping the token in local storage, where it outlives the tab',
+    guarantee: 'G27',
+    edits: [{ file: 'console/src/session.tsx', find: '    sessionStorage.setItem(KEY, next);', replace: '    localStorage.setItem(KEY, next);' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'keeps the token out of URLs' }],
+  },
+  {
+    what: "the console rendering every one of an asset's partitions (no virtualisation)",
+    guarantee: 'G27',
+    edits: [{ file: 'console/src/use-virtual-rows.ts', find: '    overscan: 12,', replace: '    overscan: 100_000,' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'stays quick with 10,000 partitions' }],
+  },
+  {
+    what: 'the console ignoring the long-poll (views change only on reload)',
+    guarantee: 'G27',
+    edits: [
+      { file: 'console/src/live.tsx', find: "            bump({ newest: after, state: 'live' });", replace: "            setLive((now) => ({ ...now, newest: after!, state: 'live' }));" },
+      { file: 'console/src/live.tsx', find: '    const timer = setInterval(() => bump({}), REFRESH_MS);', replace: '    const timer = setInterval(() => undefined, REFRESH_MS);' },
+    ],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'updates a view through the long-poll' }],
+  },
+  {
+    what: "the console dropping a route's query (a shared link to a task's run shows nothing)",
+    guarantee: 'G27',
+    edits: [{ file: 'console/src/hash-location.ts', find: "const currentSearch = () => fragment()[1];", replace: "const currentSearch = () => '';" }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'shows a run as the API does' }],
+  },
 ];
 
 /** The table of docs/guarantees.md, generated from BREAKS. */

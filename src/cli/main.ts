@@ -5,6 +5,7 @@ import { packageVersion } from '../protocol/version.js';
 import { actionStatus, activeCommand, Exit, setActiveCommand, UsageError } from './arguments.js';
 import { deadCommand } from './dead-command.js';
 import { eventsCommand } from './events-command.js';
+import { lsCommand } from './ls-command.js';
 import { forwardCommand } from './forward-command.js';
 import { relayCommand } from './relay-command.js';
 import { serverCommand } from './server-command.js';
@@ -25,7 +26,7 @@ function buildProgram(): Command {
     .helpCommand('help [command]', 'show help for a command')
     .showSuggestionAfterError()
     .exitOverride();
-  for (const add of [serverCommand, relayCommand, statusCommand, eventsCommand, deadCommand, tokenCommand, forwardCommand]) {
+  for (const add of [serverCommand, relayCommand, statusCommand, eventsCommand, lsCommand, deadCommand, tokenCommand, forwardCommand]) {
     const command = add(program);
     oneLineErrors(command);
   }

@@ -43,7 +43,8 @@ export function serverCommand(program: Command): Command {
     .description(
       'Runs the oncebox server on a SQLite file, or on PostgreSQL for several instances behind a load balancer. ' +
         `Its admin token comes from --token-file or ${ADMIN_TOKEN_VARIABLE}; jobs get tokens of their own from \`oncebox token create\`. ` +
-        'Once an admin token or any token exists, every request but /healthz and /openapi.json needs one.',
+        'Once an admin token or any token exists, every request but /healthz, /openapi.json and the web console\'s files needs one. ' +
+        'The web console is at /console/ (a read token with reads events,streams opens it; docs/console.md).',
     )
     .requiredOption('--db <file|url>', 'a SQLite file, or a postgres:// URL (password in PGPASSWORD or ~/.pgpass, not in the URL)')
     .option('--port <n>', 'the port to listen on; 0 takes any free one', port, 8787)
@@ -116,13 +117,14 @@ async function serve(flags: ServerFlags): Promise<number> {
   const auth = token !== undefined || (await server.store.tokens.any());
   const assets = await server.store.listAssets();
   if (flags.json || !process.stdout.isTTY) {
-    console.log(JSON.stringify({ event: 'listening', url, db: withoutPassword(flags.db), auth: auth ? 'on' : 'off', assets }));
+    console.log(JSON.stringify({ event: 'listening', url, console: `${url}/console/`, db: withoutPassword(flags.db), auth: auth ? 'on' : 'off', assets }));
   } else {
     console.log(
       `oncebox server listening on ${url}\n` +
         `  store   ${withoutPassword(flags.db)}\n` +
         `  auth    ${auth ? `on (${token === undefined ? 'tokens in the store' : 'an admin token, and tokens in the store'})` : 'off: anyone who reaches the port may publish and read'}\n` +
         `  assets  ${assets.length === 0 ? 'none yet: jobs are refused until some are registered (--assets, or PUT /v1/assets/NAME)' : assets.join(', ')}\n` +
+        `  console ${url}/console/ (with a read token: oncebox token create --scope read --reads events,streams)\n` +
         '  stop    Ctrl-C (requests in flight finish first)',
     );
   }

@@ -174,14 +174,33 @@ export class ServerClient {
    * A page of stored events (`GET /v1/events`). With `waitS`, the server holds the answer up to that
    * many seconds for an event past `after` (long-poll); the request's timeout grows by as much.
    */
-  async events(query: { asset?: string | undefined; after: number; limit?: number; waitS?: number }, signal?: AbortSignal): Promise<EventPage> {
+  async events(
+    query: { asset?: string | undefined; after: number; limit?: number; waitS?: number; group?: { producer: string; group: string } },
+    signal?: AbortSignal,
+  ): Promise<EventPage> {
     const params = new URLSearchParams({ after: String(query.after) });
     if (query.asset !== undefined) params.set('asset', query.asset);
+    // The group reading, for its last fetch in the server's catalog.
+    if (query.group !== undefined) {
+      params.set('group', query.group.group);
+      if (query.group.producer !== query.group.group) params.set('groupProducer', query.group.producer);
+    }
     if (query.limit !== undefined) params.set('limit', String(query.limit));
     if (query.waitS) params.set('wait', String(query.waitS));
     const answer = await this.exchange(`v1/events?${params}`, { method: 'GET' }, signal, (query.waitS ?? 0) * 1000);
     if (answer.status !== 200) throw this.refusal(answer, 'reading');
     return JSON.parse(answer.text) as EventPage;
+  }
+
+  /**
+   * One answer of the catalog (`GET /v1/catalog…`): `path` under it, with the query's defined values.
+   * A refused token is a CredentialsError; any other refusal a DeliveryError with the server's problem.
+   */
+  async catalog<Answer>(path: string, query: Record<string, string | number | undefined> = {}): Promise<Answer> {
+    const params = new URLSearchParams(Object.entries(query).flatMap(([name, value]) => (value === undefined ? [] : [[name, String(value)] as [string, string]])));
+    const answer = await this.exchange(`v1/catalog${path}${params.size === 0 ? '' : `?${params}`}`, { method: 'GET' });
+    if (answer.status !== 200) throw this.refusal(answer, 'listing');
+    return JSON.parse(answer.text) as Answer;
   }
 
   /** One request to the server in use; any failure moves later requests to the next server. */
@@ -225,7 +244,7 @@ export class ServerClient {
    * refused token (401, 403) is a CredentialsError, which nobody retries: the same token gets the same
    * answer, and its message names the fix.
    */
-  private refusal(answer: Answer, purpose: 'publishing' | 'reading' = 'publishing'): DeliveryError | CredentialsError {
+  private refusal(answer: Answer, purpose: Purpose = 'publishing'): DeliveryError | CredentialsError {
     const problem = parseJson(answer.text) as Problem | undefined;
     const retryAfterMs = parseRetryAfter(answer.headers.get('retry-after'));
     const detail = problem?.detail ?? answer.text.slice(0, 200);
@@ -256,14 +275,22 @@ export class ServerClient {
   }
 }
 
+/** What a request is for: a refused token's message names the token that fits. */
+type Purpose = 'publishing' | 'reading' | 'listing';
+const NEEDED: Record<Purpose, string> = {
+  publishing: 'a token that covers this producer and asset',
+  reading: "a token that reads events (`--scope read --reads events`, or a consumer's `--consumes`)",
+  listing: 'a token that reads events and streams (`--scope read --reads events,streams`)',
+};
+
 /**
  * What a 401 or 403 means for the one who must fix it. Jobs and consumers take their token from
  * ONCEBOX_TOKEN (or the `token` option), commands from --token-file or ONCEBOX_TOKEN.
  * @internal
  */
-export function credentialsRefused(status: 401 | 403, url: string, detail: string, tokenGiven: boolean, purpose: 'publishing' | 'reading' = 'publishing'): CredentialsError {
+export function credentialsRefused(status: 401 | 403, url: string, detail: string, tokenGiven: boolean, purpose: Purpose = 'publishing'): CredentialsError {
   const where = 'set ONCEBOX_TOKEN (or pass `token` to openOutbox/openConsumer; a command takes --token-file FILE)';
-  const needed = purpose === 'reading' ? 'a token that reads events (`--scope read --reads events`, or a consumer\'s `--consumes`)' : 'a token that covers this producer and asset';
+  const needed = NEEDED[purpose];
   const fix =
     status === 403
       ? `the token is valid but does not cover this; create ${needed} with \`oncebox token create\` (docs/security.md) and ${where}`

@@ -19,12 +19,12 @@ import type { StoredEvent } from '../protocol/wire.js';
 import { consumerOptionsSchema, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
 
 export type { ConsumerOptions } from './options.js';
+// The cursor and the assets consumed are mirrored to the server like a job's checkpoints.
+import { CONSUMER_ASSETS_CHECKPOINT, CONSUMER_CURSOR_CHECKPOINT } from '../protocol/catalog.js';
 import { ConsumeTransaction } from './consume-transaction.js';
 import { consumerStatements, type ConsumerStatements } from './statements.js';
 import { Trigger, type TriggerHandler, type TriggerSpec } from './triggers.js';
 
-/** The checkpoint that holds the consumer's cursor; mirrored to the server like a job's checkpoints. */
-const CURSOR_CHECKPOINT = 'oncebox.cursor';
 /** The workflow name of a consumer group's stream on the server. */
 const CONSUMER_WORKFLOW = 'oncebox-consumer';
 
@@ -91,7 +91,11 @@ export class Consumer {
     private readonly options: ResolvedConsumerOptions,
   ) {
     this.statements = consumerStatements(box.file.db);
-    this.cursorCheckpoint = box.checkpoint(CURSOR_CHECKPOINT, z.number().int().min(0));
+    this.cursorCheckpoint = box.checkpoint(CONSUMER_CURSOR_CHECKPOINT, z.number().int().min(0));
+    // The group's assets, mirrored beside its cursor: the server counts the group's lag over them.
+    const mirroredAssets = box.checkpoint(CONSUMER_ASSETS_CHECKPOINT, z.array(z.string()));
+    const assets = [...new Set(options.assets)].sort();
+    if (JSON.stringify(mirroredAssets.get()) !== JSON.stringify(assets)) box.commit((tx) => tx.set(mirroredAssets, assets));
     this.assets = new Set(options.assets);
     this.onlyAsset = this.assets.size === 1 ? options.assets[0] : undefined;
     this.fetchFailures = new FailureStreak(options.logger ?? defaultLogger(), { group: options.group });
@@ -203,7 +207,8 @@ export class Consumer {
 
   /** A page of this consumer's events after `after`; `next` is where the page ends, across other assets too. */
   private async fetch(after: number, waitS: number, signal?: AbortSignal): Promise<{ events: StoredEvent[]; next: number }> {
-    const page = await this.reader.events({ asset: this.onlyAsset, after, limit: this.options.batchSize, waitS }, signal);
+    const group = { producer: this.options.producer ?? this.options.group, group: this.options.group };
+    const page = await this.reader.events({ asset: this.onlyAsset, after, limit: this.options.batchSize, waitS, group }, signal);
     return { events: page.events.filter((event) => this.assets.has(event.asset) && event.cursor > after), next: page.next };
   }
 

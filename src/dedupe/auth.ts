@@ -12,11 +12,12 @@ import { ADMIN_GRANT, describeGrant, hashToken, mayReadEvents, tokenId, type Tok
  * - `events` (events and the asset list), `streams` (a stream's state): a token that may read them
  *   (read tokens as granted; a publish token reads its own producers' streams, which a retry on a fresh
  *   machine needs to resume);
+ * - `catalog`: a token that may read both events and streams (the console's overview);
  * - `metrics`: a read token with reads `metrics` (a Prometheus scraper), or admin;
  * - `admin`: an admin token.
  * A route that names no access level is admin-only: deny by default.
  */
-export type RouteAccess = 'public' | 'any' | 'publish' | 'events' | 'streams' | 'metrics' | 'admin';
+export type RouteAccess = 'public' | 'any' | 'publish' | 'events' | 'streams' | 'catalog' | 'metrics' | 'admin';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -149,6 +150,7 @@ const ACCESS_NEEDS: Record<RouteAccess, string> = {
   publish: 'publishing needs a publish token',
   events: 'reading events needs a read token with reads "events", or a publish token that consumes the asset (--consumes)',
   streams: 'reading stream state needs a publish token of that producer, or a read token with reads "streams"',
+  catalog: 'the overview needs a read token with reads "events" and "streams" (oncebox token create --scope read --reads events,streams)',
   metrics: 'reading metrics needs a read token with reads "metrics"',
   admin: 'this needs an admin token',
 };
@@ -161,12 +163,18 @@ function routeAllows(access: RouteAccess, grant: TokenGrant): boolean {
     case 'events':
       return mayReadEvents(grant);
     case 'streams':
-      return grant.scope === 'publish' || (grant.scope === 'read' && grant.reads.includes('streams'));
+      return mayReadStreams(grant);
+    case 'catalog':
+      return mayReadEvents(grant) && mayReadStreams(grant);
     case 'metrics':
       return grant.scope === 'read' && grant.reads.includes('metrics');
     default:
       return false;
   }
+}
+
+function mayReadStreams(grant: TokenGrant): boolean {
+  return grant.scope === 'publish' || (grant.scope === 'read' && grant.reads.includes('streams'));
 }
 
 export function forbidden(detail: string, field?: string) {

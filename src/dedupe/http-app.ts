@@ -13,6 +13,8 @@ import { NewStreamLimiter, NewStreamsExhausted } from './new-streams.js';
 import { openApiDocument } from './openapi.js';
 import { problem, RequestProblem, sendProblem } from './problem.js';
 import { addAdminRoutes } from './routes/admin.js';
+import { addCatalogRoutes } from './routes/catalog.js';
+import { addConsoleRoutes } from './routes/console.js';
 import { addPublishingRoutes } from './routes/publishing.js';
 import { addReadingRoutes } from './routes/reading.js';
 
@@ -78,6 +80,8 @@ function addRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   addPublishingRoutes(app, options, new NewStreamLimiter(options.newStreamsPerMinute));
   addReadingRoutes(app, options, new LongPolls(options.longPolls));
   addAdminRoutes(app, options);
+  addCatalogRoutes(app, options);
+  addConsoleRoutes(app);
 }
 
 /** While the server closes, every request is answered 503 and its connection closed. */

@@ -9,7 +9,8 @@ export { PostgresDedupeStore, type PostgresStoreOptions } from './postgres/store
 export type { CompactionResult, DedupeStore, EventQuery, RetentionPolicy, StoreSizes } from './store.js';
 export { EventSignal } from './event-signal.js';
 export { TokenRegistry, type TokenGrant, type TokenInfo, type TokenRequest, type TokenScope, type ReadTarget, type TokenRow } from './tokens.js';
-export type { CheckedItem, CheckedEvent, CheckedCheckpoint, InvalidItem } from './item-check.js';
+export type { CheckedItem, CheckedEvent, CheckedCheckpoint, InvalidItem, ItemSubject } from './item-check.js';
+export { Catalog, type CatalogScope, type PageQuery } from './catalog/catalog.js';
 export type { Durability } from '../sqlite/open.js';
 export { openDedupeStore, type StoreLocation } from './open-store.js';
 export type { LineagePolicy } from './ingest/lineage.js';

@@ -44,7 +44,21 @@ export type InvalidItem = {
   detail: string;
   /** Why it is refused, when not for its shape (the code an invalid shape gets). */
   code?: RejectionCode;
+  /** The asset and partition it named, when it was a well-formed event refused for another reason. */
+  subject?: ItemSubject;
 } & ({ seq: number; key: string } | { seq: null; key: null });
+
+/** The asset and partition an item names, kept with a refusal of it for the catalog. */
+export interface ItemSubject {
+  asset: string;
+  partitionKey: string | null;
+}
+
+/** What an item names, when it can be read: a well-formed event's asset and partition. */
+export function subjectOf(item: CheckedItem | InvalidItem): ItemSubject | undefined {
+  if (item.kind === 'event') return { asset: item.payload.asset, partitionKey: item.payload.partitionKey ?? null };
+  return item.valid ? undefined : item.subject;
+}
 
 const payloadSchema = emissionPayloadSchema();
 const PAYLOAD_FIELDS = ['seq', 'key', 'kind', 'asset', 'partitionKey', 'partitionDate', 'extra', 'trace', 'cause'];
@@ -138,6 +152,7 @@ export function refuseOutOfScope(item: CheckedItem | InvalidItem, mayPublishTo: 
     key: item.key,
     field: 'asset',
     code: RejectionCode.Forbidden,
+    subject: subjectOf(item)!,
     detail: `asset: this token may not publish to "${echo(asset)}" (it may publish to ${allowed}); give the job a token that lists "${echo(asset)}", then send the dead row again: oncebox dead retry <outbox file> --all`,
   };
 }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { describeFirstIssue } from '../protocol/emission.js';
 import { LifecycleAsset, isLifecycleAsset } from '../protocol/lifecycle.js';
 import { nameSchema, type StreamIdentity } from '../protocol/wire.js';
-import type { CheckedItem, InvalidItem } from './item-check.js';
+import { subjectOf, type CheckedItem, type InvalidItem } from './item-check.js';
 
 const run = { workflow: nameSchema, runId: nameSchema, task: nameSchema.nullable() };
 const attempt = z.number().int().min(1);
@@ -31,7 +31,7 @@ const lifecycleExtraSchemas = {
 export function checkLifecycleEvent(item: CheckedItem | InvalidItem, stream: StreamIdentity): CheckedItem | InvalidItem {
   if (item.kind !== 'event' || !isLifecycleAsset(item.payload.asset)) return item;
   const { asset } = item.payload;
-  const refuse = (field: string, detail: string): InvalidItem => ({ valid: false, seq: item.seq, key: item.key, field, detail });
+  const refuse = (field: string, detail: string): InvalidItem => ({ valid: false, seq: item.seq, key: item.key, field, detail, subject: subjectOf(item)! });
   if (item.payload.partitionKey !== undefined || item.payload.partitionDate !== undefined) {
     return refuse('partitionKey', `partitionKey: a lifecycle event (${asset}) has no partition; it names its run in extra`);
   }

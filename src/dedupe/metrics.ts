@@ -1,6 +1,10 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ItemResult } from '../protocol/wire.js';
+import { LAG_COUNT_CAP, type ConsumerGroup } from '../protocol/catalog.js';
 import type { CompactionResult, StoreSizes } from './store.js';
+
+/** The most consumer groups the lag gauge has a series for: a label per group must not grow without bound. */
+export const MAX_LAG_SERIES = 1000;
 
 const SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
@@ -18,7 +22,10 @@ export class ServerMetrics {
   private readonly removed: Counter<'kind'>;
   private readonly longPollsRefused: Counter<'reason'>;
 
-  constructor(registry: Registry = new Registry(), sizes?: () => Promise<StoreSizes>, waiting?: () => number) {
+  constructor(
+    registry: Registry = new Registry(),
+    { sizes, waiting, consumers }: { sizes?: () => Promise<StoreSizes>; waiting?: () => number; consumers?: () => Promise<readonly ConsumerGroup[]> } = {},
+  ) {
     this.registry = registry;
     // A registry the application shares may already have the process metrics.
     if (registry.getSingleMetric('process_cpu_user_seconds_total') === undefined) collectDefaultMetrics({ register: registry });
@@ -57,6 +64,19 @@ export class ServerMetrics {
         registers,
         collect() {
           this.set(waiting());
+        },
+      });
+    }
+    if (consumers) {
+      new Gauge({
+        name: 'oncebox_consumer_lag_events',
+        help: `Events of a consumer group's assets after its cursor, per group (the first ${MAX_LAG_SERIES} groups by name; counted up to ${LAG_COUNT_CAP}).`,
+        labelNames: ['producer', 'group'],
+        registers,
+        async collect() {
+          // Groups that went away leave no stale series behind.
+          this.reset();
+          for (const group of await consumers()) this.set({ producer: group.producer, group: group.group }, group.lag);
         },
       });
     }

@@ -12,6 +12,7 @@ import {
   eventQuerySchema,
   itemPositionSchema,
   PROBLEM_CONTENT_TYPE,
+  storedEventSchema,
   streamIdentitySchema,
   streamParamsSchema,
   streamQuerySchema,
@@ -22,6 +23,23 @@ import {
   type StreamState,
 } from '../protocol/wire.js';
 import type { Same } from '../protocol/same-type.js';
+import {
+  assetQuerySchema,
+  assetSummarySchema,
+  consumerGroupSchema,
+  consumerQuerySchema,
+  overviewSchema,
+  pageSchema,
+  partitionPageSchema,
+  partitionParamsSchema,
+  partitionQuerySchema,
+  rejectionQuerySchema,
+  rejectionSchema,
+  streamDetailQuerySchema,
+  streamDetailSchema,
+  streamListQuerySchema,
+  streamSummarySchema,
+} from '../protocol/catalog.js';
 import { tokenRequestSchema, type TokenInfo } from './tokens.js';
 
 /**
@@ -68,25 +86,6 @@ const streamStateSchema = z.object({
   epoch: z.number().int().describe('The highest attempt that has delivered anything; items of lower attempts are fenced.'),
   attempts: z.array(z.object({ attempt: z.number().int(), lastSeq: z.number().int() })),
   checkpoints: z.record(z.string(), z.unknown()).describe('The mirrored checkpoints, by name.'),
-});
-const storedEventSchema = z.object({
-  cursor: z.number().int(),
-  eventId: z.uuid(),
-  timestamp: z.iso.datetime(),
-  key: z.uuid(),
-  asset: z.string(),
-  partitionKey: z.string().nullable(),
-  partitionDate: z.string().nullable(),
-  extra: z.record(z.string(), z.unknown()).nullable(),
-  producer: z.string(),
-  workflow: z.string(),
-  runId: z.string(),
-  task: z.string().nullable(),
-  attempt: z.number().int(),
-  seq: z.number().int(),
-  trace: traceContextSchema.nullable().describe('The W3C trace context the producer committed the emission in.'),
-  causedBy: z.uuid().nullable().describe('The id of the event this one was emitted in response to; null for a producer\'s own event.'),
-  depth: z.number().int().describe('How many emissions lie between this event and its first cause: 0 for a producer\'s own.'),
 });
 const claimedAttemptSchema = z.object({ attempt: z.number().int().describe('The attempt claimed: the stream\'s epoch now; every lower attempt is fenced.') });
 const eventPageSchema = z.object({
@@ -288,6 +287,58 @@ export function openApiDocument(version: string): Record<string, unknown> {
           summary: 'Revoke a token (admin)',
           parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^[0-9a-f]{16}$' } }],
           responses: { '200': json(tokenInfoSchema, 'The revoked token.'), ...refusals, '404': problemResponse('No such token.') },
+        },
+      },
+      '/v1/catalog': {
+        get: {
+          summary: "The console's overview: assets, runs in progress, consumer groups with their lag, refusals of the last day",
+          description: 'Needs a token that reads both events and streams (a read token with reads events and streams, or admin).',
+          responses: { '200': json(overviewSchema, 'The overview, scoped by the token.'), ...refusals },
+        },
+      },
+      '/v1/catalog/assets': {
+        get: {
+          summary: 'Assets with their event count, partitions seen, duplicates absorbed and newest event, by name',
+          description: 'Needs a token that reads events; a token limited to some assets lists those.',
+          parameters: queryParameters(assetQuerySchema),
+          responses: { '200': json(pageSchema(assetSummarySchema), 'A page of assets.'), ...refusals },
+        },
+      },
+      '/v1/catalog/assets/{asset}/partitions': {
+        get: {
+          summary: "An asset's partitions by key: each one's newest event (run and attempt), its state and the duplicates absorbed",
+          parameters: [...pathParameters(partitionParamsSchema), ...queryParameters(partitionQuerySchema)],
+          responses: { '200': json(partitionPageSchema, 'A page of partitions, with the asset.'), ...refusals, '404': problemResponse('No such asset.') },
+        },
+      },
+      '/v1/catalog/streams': {
+        get: {
+          summary: 'Streams (runs and consumer groups), newest delivery first: epoch, attempts, fenced attempts, checkpoints, outcome',
+          description: "Needs a token that reads streams; it lists the streams of the producers the token covers.",
+          parameters: queryParameters(streamListQuerySchema),
+          responses: { '200': json(pageSchema(streamSummarySchema), 'A page of streams.'), ...refusals },
+        },
+      },
+      '/v1/catalog/streams/{producer}/{runId}': {
+        get: {
+          summary: "One stream whole: its attempts, which fenced which, its lifecycle events (held emissions, failures) and its refusals",
+          parameters: [...pathParameters(streamParamsSchema), ...queryParameters(streamDetailQuerySchema)],
+          responses: { '200': json(streamDetailSchema, 'The stream.'), ...refusals, '404': problemResponse('No such stream.') },
+        },
+      },
+      '/v1/catalog/consumers': {
+        get: {
+          summary: 'Consumer groups with their cursor, epoch, lag and last fetch',
+          parameters: queryParameters(consumerQuerySchema),
+          responses: { '200': json(pageSchema(consumerGroupSchema), 'A page of consumer groups.'), ...refusals },
+        },
+      },
+      '/v1/catalog/rejections': {
+        get: {
+          summary: 'Items the server refused for good, newest first, with the code, the reason and the fix',
+          description: "The refused rows wait dead in each job's outbox file; `oncebox dead retry` sends them again once the cause is fixed.",
+          parameters: queryParameters(rejectionQuerySchema),
+          responses: { '200': json(pageSchema(rejectionSchema), 'A page of refusals.'), ...refusals },
         },
       },
       '/metrics': {

@@ -9,7 +9,7 @@ import type { Same } from '../protocol/same-type.js';
 import { Authenticator } from './auth.js';
 import { loadOtel } from '../protocol/trace.js';
 import { buildHttpApp } from './http-app.js';
-import { ServerMetrics } from './metrics.js';
+import { MAX_LAG_SERIES, ServerMetrics } from './metrics.js';
 import { openDedupeStore } from './open-store.js';
 import { DEFAULT_MAX_LINEAGE_DEPTH, LINEAGE_KEPT } from './ingest/lineage.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type RetentionPolicy } from './store.js';
@@ -161,7 +161,11 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
     lineage: { maxDepth: resolved.lineage.maxDepth, cycles: new Map(Object.entries(resolved.lineage.cycles)) },
   });
   for (const asset of resolved.assets) await store.registerAsset(asset);
-  const metrics = new ServerMetrics(resolved.metricsRegistry, () => store.sizes(), () => store.stored.waiting);
+  const metrics = new ServerMetrics(resolved.metricsRegistry, {
+    sizes: () => store.sizes(),
+    waiting: () => store.stored.waiting,
+    consumers: async () => (await store.catalog.consumers({ limit: MAX_LAG_SERIES }, { assets: null, producers: '*' })).items,
+  });
   const app = buildHttpApp({
     store,
     auth: new Authenticator({ legacyToken: resolved.token, tokens: store.tokens, cacheMs: resolved.tokenCacheMs }),

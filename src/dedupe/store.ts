@@ -4,6 +4,7 @@ import type { CheckedItem, InvalidItem } from './item-check.js';
 import type { EventSignal } from './event-signal.js';
 import type { IngestScope } from './ingest/steps.js';
 import type { TokenRegistry } from './tokens.js';
+import type { Catalog } from './catalog/catalog.js';
 
 export { DEFAULT_MAX_ATTEMPT_STEP } from './ingest/steps.js';
 
@@ -57,6 +58,8 @@ export interface CompactionResult {
 export interface DedupeStore {
   /** The scoped access tokens kept in this store. */
   readonly tokens: TokenRegistry;
+  /** What the store holds, listed for people: GET /v1/catalog/…, `oncebox ls`, the console. */
+  readonly catalog: Catalog;
   /** Notified after a commit that stored events (on PostgreSQL, by any instance on the schema). */
   readonly stored: EventSignal;
   /** Ingests one request's items; `scope` is what its token may do inside it (every cause when left out). */

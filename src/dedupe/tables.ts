@@ -1,3 +1,4 @@
+import type { ColumnType } from 'kysely';
 import type { TraceContext } from '../protocol/trace.js';
 import type { StoredEvent, StreamIdentity } from '../protocol/wire.js';
 import type { RecordedStatus } from './ingest/resolve.js';
@@ -49,12 +50,40 @@ export interface EventRow {
   lineage: string | null;
 }
 
+/** A column with a default: read as T, optional on insert. */
+type ColumnDefault<T> = ColumnType<T, T | undefined, T>;
+
+/** A run's outcome as `streams.outcome` keeps it (NULL while running). */
+export type StoredRunOutcome = 'succeeded' | 'failed' | 'retrying';
+
 /** The tables both stores share, column for column; each adds its own `events` (and PostgreSQL its sequencer). */
 export interface SharedTables {
   assets: { name: string; created_at: string };
-  dedupe: { producer: string; key: string; fingerprint: string; event_id: string; ts: string; created_at: number };
-  streams: { producer: string; run_id: string; task: string; epoch: number; updated_at: string };
-  stream_seqs: { producer: string; run_id: string; task: string; attempt: number; last_seq: number };
+  dedupe: { producer: string; key: string; fingerprint: string; event_id: string; ts: string; created_at: number; duplicates: ColumnDefault<number> };
+  streams: {
+    producer: string;
+    run_id: string;
+    task: string;
+    epoch: number;
+    updated_at: string;
+    /** NULL while running; from the stream's lifecycle events. */
+    outcome: ColumnDefault<StoredRunOutcome | null>;
+    /** When the consumer group of this stream last read events. */
+    fetched_at: ColumnDefault<string | null>;
+  };
+  stream_seqs: {
+    producer: string;
+    run_id: string;
+    task: string;
+    attempt: number;
+    last_seq: number;
+    first_at: ColumnDefault<string | null>;
+    last_at: ColumnDefault<string | null>;
+    duplicates: ColumnDefault<number>;
+  };
+  stream_fences: { producer: string; run_id: string; task: string; attempt: number; fenced_by: number; items: number; last_at: string };
+  asset_rollup: { asset: string; events: ColumnDefault<number>; partitions: ColumnDefault<number>; duplicates: ColumnDefault<number> };
+  rollup_position: { id: number; up_to: number };
   stream_outcomes: {
     producer: string;
     run_id: string;
@@ -67,6 +96,8 @@ export interface SharedTables {
     detail: string;
     field: string | null;
     created_at: number;
+    asset: ColumnDefault<string | null>;
+    partition_key: ColumnDefault<string | null>;
   };
   stream_checkpoints: {
     producer: string;
@@ -143,4 +174,11 @@ export async function deleteInBatches(batchSize: number, deleteBatch: () => Prom
     total += deleted;
     if (deleted < batchSize) return total;
   }
+}
+
+/** How many of these rows name each asset. */
+export function countsByAsset(rows: readonly { asset: string }[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const { asset } of rows) counts.set(asset, (counts.get(asset) ?? 0) + 1);
+  return counts;
 }

@@ -9,3 +9,4 @@ export { Limits } from './limits.js';
 export { canonicalJson, payloadFingerprint, type FingerprintedPayload } from './canonical-json.js';
 export { traceContextSchema, type TraceContext } from './trace.js';
 export type { EmissionPayload } from './emission.js';
+export * from './catalog.js';

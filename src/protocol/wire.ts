@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { assetNameSchema } from './emission.js';
 import { Limits } from './limits.js';
 import type { RejectionCode } from './errors.js';
-import type { TraceContext } from './trace.js';
+import { traceContextSchema, type TraceContext } from './trace.js';
 import { plainText } from './text.js';
 
 /** The wire format of `POST /v1/emissions` and `GET /v1/events`. docs/protocol.md describes it for people. */
@@ -51,6 +51,10 @@ export const eventQuerySchema = z.strictObject({
   limit: z.coerce.number().int().min(1).max(1000).default(100),
   /** Seconds to wait for a new event when none is there yet (long-poll); 0 answers at once. */
   wait: z.coerce.number().min(0).max(30).default(0),
+  /** The consumer group reading, for its last fetch in the catalog (recorded when the token may act as the group's producer). */
+  group: nameSchema.optional(),
+  /** The group's producer, when it is not the group's own name. */
+  groupProducer: nameSchema.optional(),
 });
 
 /**
@@ -176,6 +180,27 @@ export interface StreamState {
   /** The mirrored checkpoints, by name: never ahead of the emissions the server accepted. */
   checkpoints: Record<string, unknown>;
 }
+
+/** An event as `GET /v1/events` returns it, as a schema (the OpenAPI document, the catalog). */
+export const storedEventSchema = z.object({
+  cursor: z.number().int(),
+  eventId: z.uuid(),
+  timestamp: z.iso.datetime(),
+  key: z.uuid(),
+  asset: z.string(),
+  partitionKey: z.string().nullable(),
+  partitionDate: z.string().nullable(),
+  extra: z.record(z.string(), z.unknown()).nullable(),
+  producer: z.string(),
+  workflow: z.string(),
+  runId: z.string(),
+  task: z.string().nullable(),
+  attempt: z.number().int(),
+  seq: z.number().int(),
+  trace: traceContextSchema.nullable().describe('The W3C trace context the producer committed the emission in.'),
+  causedBy: z.uuid().nullable().describe('The id of the event this one was emitted in response to; null for a producer\'s own event.'),
+  depth: z.number().int().describe('How many emissions lie between this event and its first cause: 0 for a producer\'s own.'),
+});
 
 /** An event as `GET /v1/events` returns it. */
 export interface StoredEvent {

@@ -19,15 +19,16 @@ describe('the packed package', () => {
     // repository's dist/.
     const source = join(dir, 'source');
     mkdirSync(source);
-    for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'src', 'docs']) {
+    for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'src', 'docs', 'console']) {
       cpSync(join(REPO, entry), join(source, entry), { recursive: true });
     }
     symlinkSync(join(REPO, 'node_modules'), join(source, 'node_modules'));
     npm(['pack', '--pack-destination', dir], source);
     const tarball = readdirSync(dir).find((file) => file.endsWith('.tgz'))!;
     const listing = execFileSync('tar', ['-tzf', join(dir, tarball)], { encoding: 'utf8' }).split('\n');
-    expect(listing).toEqual(expect.arrayContaining(['package/dist/outbox/index.js', 'package/dist/cli/main.js', 'package/README.md', 'package/CHANGELOG.md', 'package/LICENSE']));
-    expect(listing.filter((file) => /^package\/(src|test|bench|scripts)\//.test(file))).toEqual([]);
+    expect(listing).toEqual(expect.arrayContaining(['package/dist/outbox/index.js', 'package/dist/cli/main.js', 'package/dist/console/index.html', 'package/README.md', 'package/CHANGELOG.md', 'package/LICENSE']));
+    expect(listing.filter((file) => /^package\/(src|test|bench|scripts|console)\//.test(file))).toEqual([]);
+    expect(listing.filter((file) => file.startsWith('package/dist/console/assets/')).length).toBeGreaterThan(0);
 
     const app = join(dir, 'app');
     mkdirSync(app);
@@ -91,6 +92,22 @@ describe('the packed package', () => {
         "const result = await checkJob({ command: 'job.mjs', producer: 'orders-ingest', assets: ['batch_ready', 'ingest_done'] }, { runs: 3, seed: 7, log: () => {} });\n" +
         'console.log(JSON.stringify(result));\n',
     );
+    // The web console comes built in the package: the installed server serves it, no build on the user's side.
+    writeFileSync(
+      join(app, 'console.mjs'),
+      "import { createServer } from 'oncebox/server';\n" +
+        "const server = await createServer({ db: 'console-check.db', logger: false });\n" +
+        'const url = await server.listen({ port: 0 });\n' +
+        "const page = await fetch(`${url}/console/`);\n" +
+        "const script = (await page.clone().text()).match(/src=\"\\.\\/(assets\\/[^\"]+\\.js)\"/)?.[1];\n" +
+        "const asset = await fetch(`${url}/console/${script}`);\n" +
+        'console.log(JSON.stringify({ page: page.status, type: page.headers.get("content-type"), script: asset.status }));\n' +
+        'await server.close();\n',
+    );
+    const served = spawnSync(process.execPath, ['console.mjs'], { cwd: app, encoding: 'utf8', timeout: 60_000 });
+    expect(served.status, served.stderr).toBe(0);
+    expect(JSON.parse(served.stdout.trim())).toEqual({ page: 200, type: 'text/html; charset=utf-8', script: 200 });
+
     const campaign = spawnSync(process.execPath, ['check.mjs'], { cwd: app, encoding: 'utf8', timeout: 120_000 });
     expect(campaign.status, campaign.stderr).toBe(0);
     expect(JSON.parse(campaign.stdout.trim().split('\n').at(-1)!)).toMatchObject({ runs: 3, seed: 7 });

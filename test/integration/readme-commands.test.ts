@@ -14,6 +14,10 @@ import { REPO } from '../support/child.js';
  */
 const PORT = 8787;
 const copy = cleanCopy(REPO, 'oncebox-readme-');
+// A clone's `npm ci` builds the web console (prepare); the copy shares node_modules instead of
+// installing, so it builds the console as npm ci would.
+const consoleBuild = spawnSync(join(REPO, 'node_modules/.bin/vite'), ['build', '--config', 'console/vite.config.ts'], { cwd: copy, encoding: 'utf8' });
+if (consoleBuild.status !== 0) throw new Error(`building the console in the copy failed: ${consoleBuild.stderr}`);
 const children: ChildProcess[] = [];
 afterAll(() => {
   // Each command's whole process group: a SIGKILLed npm cannot pass the signal on to the server it ran.
@@ -106,7 +110,7 @@ if (portTaken) console.warn(`README commands skipped: port ${PORT}, which they u
 describe.skipIf(portTaken)(`the README's and docs' commands, as written, in a clean copy${portTaken ? ` (skipped: port ${PORT} is taken)` : ''}`, () => {
   it('start a server with tokens, run the job twice, run both consumer examples, and stop the server by killing npm', { timeout: 300_000 }, async () => {
     const readme = readFileSync(join(copy, 'README.md'), 'utf8');
-    const [setup, otherTerminal] = shellBlocks(readme, '## Quickstart');
+    const [setup, otherTerminal, seeIt] = shellBlocks(readme, '## Quickstart');
     expect(setup!.length).toBeGreaterThanOrEqual(3);
 
     // The setup: every command but the server's ends with status 0; the server runs until stopped.
@@ -137,6 +141,16 @@ describe.skipIf(portTaken)(`the README's and docs' commands, as written, in a cl
     expect(second.code, second.stderr).toBe(0);
     expect(second.stdout).toContain("resuming at batch 4: the file's checkpoint says 3 are done");
     expect(second.stdout).toMatch(/done: published before, as event [0-9a-f-]{36}; this retry added nothing/);
+
+    // See it: a read token for the console, the runs listed, and the console served.
+    const [consoleToken, list] = seeIt!;
+    expect(run(consoleToken!)).toMatchObject({ code: 0, stderr: '' });
+    const listed = run(list!);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(/run\s+orders-ingest\/2026-11-30\/ingest\s+(running|succeeded)/);
+    const page = await fetch(`http://127.0.0.1:${PORT}/console/`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('<div id="app">');
 
     // docs/consumers.md: register the consumers' assets, make their tokens, and run both examples.
     const consumers = readFileSync(join(copy, 'docs/consumers.md'), 'utf8');

@@ -1,7 +1,7 @@
 import { RejectionCode } from '../../protocol/errors.js';
 import type { ItemResult } from '../../protocol/wire.js';
-import type { CheckedEvent, CheckedItem, InvalidItem } from '../item-check.js';
-import type { IngestPlan } from './plan.js';
+import type { CheckedEvent, CheckedItem, InvalidItem, ItemSubject } from '../item-check.js';
+import type { IngestPlan, Placement } from './plan.js';
 import { ROOT_LINEAGE, type EventLineage } from './lineage.js';
 
 /** The statuses a stream position keeps when it did not become an event. */
@@ -20,6 +20,8 @@ export interface RecordedOutcome {
 /** An outcome with the position it was recorded at. */
 export interface PositionOutcome extends RecordedOutcome {
   seq: number;
+  /** What the refused item named (asset, partition), for the catalog's list of refusals; absent when unknown. */
+  subject?: ItemSubject | undefined;
 }
 
 /** A dedupe record: the receipt of a key. */
@@ -67,6 +69,13 @@ export interface IngestWrites {
   lastSeq: number | null;
   /** The stream's new epoch; null when it stays. */
   epoch: number | null;
+  /** Each item answered as a duplicate (a retry absorbed), with its asset: counted for the catalog. */
+  duplicates: DuplicateWrite[];
+}
+
+export interface DuplicateWrite {
+  key: string;
+  asset: string;
 }
 
 export interface CheckpointWrite {
@@ -130,7 +139,8 @@ export function resolveIngest(
     recorded.push({ seq, ...outcome });
   };
 
-  const results = plan.placements.map((placement): ItemResult => {
+  const results = plan.placements.map(resolvePlacement);
+  function resolvePlacement(placement: Placement): ItemResult {
     switch (placement.type) {
       case 'final':
         return placement.result;
@@ -173,7 +183,7 @@ export function resolveIngest(
         return result;
       }
     }
-  });
+  }
   const tookPositions = plan.lastSeq !== context.lastSeqBefore;
   const writes: IngestWrites = {
     events,
@@ -184,8 +194,19 @@ export function resolveIngest(
     // The first delivery of a later attempt moves the epoch, which fences every earlier attempt.
     // Stryker disable next-line ConditionalExpression,EqualityOperator: raising the epoch to the attempt it already is writes the same value
     epoch: tookPositions && context.attempt > context.epoch ? context.attempt : null,
+    duplicates: duplicatesOf(plan.placements, results),
   };
   return { results, writes };
+}
+
+/** The events whose retried delivery this request answered as a duplicate: the catalog counts them. */
+function duplicatesOf(placements: readonly Placement[], results: readonly ItemResult[]): DuplicateWrite[] {
+  return placements.flatMap((placement, index) => {
+    const result = results[index]!;
+    // Stryker disable next-line ConditionalExpression: only an event's key can be answered as a duplicate
+    if (result.status === 'duplicate' && 'item' in placement && placement.item.kind === 'event') return [{ key: result.key, asset: placement.item.payload.asset }];
+    return [];
+  });
 }
 
 /** Of two writes of one checkpoint at one position, the one with the higher revision. */

@@ -1,6 +1,8 @@
 import { Limits } from '../../protocol/limits.js';
 import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
-import type { CheckedItem, InvalidItem } from '../item-check.js';
+import { subjectOf, type CheckedItem, type InvalidItem } from '../item-check.js';
+import type { StoredRunOutcome } from '../tables.js';
+import { runOutcomeOf } from './run-outcome.js';
 import { causedEventKeys, causesNeeded, DEFAULT_LINEAGE_POLICY, placeInLineage, type CauseEvent, type LineagePolicy } from './lineage.js';
 import { capCheckpointNames, newEventIds, planIngest, refuseAttempt, updatesCheckpoints } from './plan.js';
 import { keyClaims, readsNeeded, resolveIngest, type DedupeRecord, type IngestWrites, type KeyClaim, type RecordedOutcome } from './resolve.js';
@@ -29,7 +31,9 @@ export type IngestStep =
   | { op: 'claim'; claims: readonly KeyClaim[]; clock: IngestClock }
   /** Read the outcomes at these positions of the attempt, and the dedupe records of these keys. */
   | { op: 'read'; seqs: readonly number[]; keys: readonly string[] }
-  | { op: 'write'; writes: IngestWrites; clock: IngestClock };
+  | { op: 'write'; writes: IngestWrites & { runOutcome: StoredRunOutcome | null }; clock: IngestClock }
+  /** Count a request of an attempt below the epoch, refused as fenced (a zombie's), for the catalog. */
+  | { op: 'fenced'; items: number; fencedBy: number; clock: IngestClock };
 
 /** What the store answers to each step. */
 export interface StepAnswers {
@@ -39,6 +43,7 @@ export interface StepAnswers {
   claim: ReadonlySet<string>;
   read: { outcomes: ReadonlyMap<number, RecordedOutcome>; records: ReadonlyMap<string, DedupeRecord> };
   write: void;
+  fenced: void;
 }
 
 export type IngestSteps = Generator<IngestStep, ItemResult[], StepAnswers[keyof StepAnswers]>;
@@ -98,7 +103,10 @@ export function* ingestSteps(request: IngestRequest): IngestSteps {
   // Checked in the same transaction that a later attempt's first delivery moves the epoch in, so no
   // item of a zombie is accepted once its retry has delivered anything.
   const refusal = refuseAttempt(items, stream.attempt, epoch, request.maxAttemptStep);
-  if (refusal) return refusal;
+  if (refusal) {
+    if (refusal[0]?.status === 'fenced') yield { op: 'fenced', items: items.length, fencedBy: epoch, clock };
+    return refusal;
+  }
   const placed = planIngest(items, lastSeqBefore, request.isRegistered);
   const cursors = causesNeeded(placed);
   let plan = placed;
@@ -120,7 +128,9 @@ export function* ingestSteps(request: IngestRequest): IngestSteps {
     // Stryker disable next-line ConditionalExpression: as above
     needed.seqs.length + needed.keys.length === 0 ? NOTHING_READ : ((yield { op: 'read', ...needed }) as StepAnswers['read']);
   const { results, writes } = resolveIngest(plan, { claimed, ...read }, claims, { ts: clock.ts, lastSeqBefore, attempt: stream.attempt, epoch });
-  yield { op: 'write', writes, clock };
+  const subjects = new Map(items.map((item) => [item.seq, subjectOf(item)]));
+  const outcomes = writes.outcomes.map((outcome) => ({ ...outcome, subject: subjects.get(outcome.seq) }));
+  yield { op: 'write', writes: { ...writes, outcomes, runOutcome: runOutcomeOf(writes.events) }, clock };
   return results;
 }
 

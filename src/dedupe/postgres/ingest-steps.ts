@@ -66,6 +66,9 @@ export class PostgresIngestSteps {
         return { outcomes, records };
       },
       write: (step) => this.write(client, stream, step),
+      fenced: async ({ items, fencedBy, clock }) => {
+        await runStatement(client, run.recordFence, { ...ofAttempt, fencedBy, items, ts: clock.ts });
+      },
     };
   }
 
@@ -107,12 +110,20 @@ export class PostgresIngestSteps {
         codes: outcomes.map((o) => o.code),
         details: outcomes.map((o) => o.detail),
         fields: outcomes.map((o) => o.field),
+        assets: outcomes.map((o) => o.subject?.asset ?? null),
+        partitionKeys: outcomes.map((o) => o.subject?.partitionKey ?? null),
         createdAt: clock.ms,
       });
     }
     for (const checkpoint of writes.revisions) await runStatement(client, run.reviseCheckpoint, { ...ofAttempt, ...checkpoint, ts: clock.ts });
     for (const checkpoint of writes.checkpoints) await runStatement(client, run.saveCheckpoint, { ...ofAttempt, ...checkpoint, ts: clock.ts });
-    if (writes.lastSeq !== null) await runStatement(client, run.saveLastSeq, { ...ofAttempt, lastSeq: writes.lastSeq });
+    if (writes.lastSeq !== null) await runStatement(client, run.saveLastSeq, { ...ofAttempt, lastSeq: writes.lastSeq, ts: clock.ts });
     if (writes.epoch !== null) await runStatement(client, run.raiseEpoch, { ...ofAttempt, epoch: writes.epoch, ts: clock.ts });
+    if (writes.runOutcome !== null) await runStatement(client, run.saveRunOutcome, { ...ofAttempt, outcome: writes.runOutcome });
+    if (writes.duplicates.length > 0) {
+      // In key order, like the claims: two requests counting the same keys lock them in the same order.
+      const sorted = [...writes.duplicates].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      await runStatement(client, run.countDuplicates, { ...ofAttempt, keys: sorted.map((d) => d.key), assets: sorted.map((d) => d.asset) });
+    }
   }
 }

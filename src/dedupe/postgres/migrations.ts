@@ -216,4 +216,55 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       UPDATE tokens SET consumes = 'null' WHERE scope = 'admin';
     `,
   },
+  {
+    version: 10,
+    name: '010_catalog',
+    sql: `
+      -- What the catalog (GET /v1/catalog/…, the console) shows beyond the events themselves: the
+      -- retries absorbed, when each attempt delivered, the zombies fenced, each run's outcome, when a
+      -- consumer group last read. Each is written where the ingest already writes, or only when it happens.
+      ALTER TABLE dedupe ADD COLUMN duplicates integer NOT NULL DEFAULT 0;
+      ALTER TABLE stream_seqs ADD COLUMN first_at text, ADD COLUMN last_at text, ADD COLUMN duplicates integer NOT NULL DEFAULT 0;
+      -- NULL while running; 'succeeded', 'failed' (for good) or 'retrying' from its lifecycle events.
+      ALTER TABLE streams ADD COLUMN outcome text, ADD COLUMN fetched_at text;
+      CREATE INDEX streams_by_activity ON streams (updated_at);
+      -- Requests of an attempt refused as fenced (a zombie's), which take no stream position.
+      CREATE TABLE stream_fences (
+        producer text NOT NULL,
+        run_id text NOT NULL,
+        task text NOT NULL,
+        attempt integer NOT NULL,
+        fenced_by integer NOT NULL,
+        items integer NOT NULL,
+        last_at text NOT NULL,
+        PRIMARY KEY (producer, run_id, task, attempt)
+      );
+      -- A refusal's asset and partition, when its item named them.
+      ALTER TABLE stream_outcomes ADD COLUMN asset text, ADD COLUMN partition_key text;
+      -- Partial indexes: each costs nothing for the rows it leaves out.
+      CREATE INDEX refusals_by_age ON stream_outcomes (created_at) WHERE status <> 'checkpointed';
+      CREATE INDEX events_by_partition ON events (asset, partition_key, cursor) WHERE partition_key IS NOT NULL AND cursor IS NOT NULL;
+      CREATE INDEX lifecycle_by_run ON events (producer, run_id, cursor)
+        WHERE asset IN ('oncebox.run_succeeded', 'oncebox.run_failed', 'oncebox.run_fenced');
+      CREATE INDEX consumer_cursors ON stream_checkpoints (producer, run_id) WHERE name = 'oncebox.cursor';
+      -- Counts per asset, advanced over the events after up_to when the catalog is read (never by the
+      -- ingest), and lowered by compaction; duplicates are counted as they are absorbed.
+      CREATE TABLE asset_rollup (
+        asset text PRIMARY KEY,
+        events bigint NOT NULL DEFAULT 0,
+        partitions bigint NOT NULL DEFAULT 0,
+        duplicates bigint NOT NULL DEFAULT 0
+      );
+      CREATE TABLE rollup_position (id integer PRIMARY KEY CHECK (id = 1), up_to bigint NOT NULL);
+      INSERT INTO rollup_position VALUES (1, 0);
+      -- The outcome of the runs that ended before this version.
+      UPDATE streams SET outcome = (
+        SELECT CASE WHEN e.asset = 'oncebox.run_succeeded' THEN 'succeeded'
+                    WHEN (e.extra::jsonb ->> 'willRetry')::boolean THEN 'retrying' ELSE 'failed' END
+        FROM events e
+        WHERE e.producer = streams.producer AND e.run_id = streams.run_id AND coalesce(e.task, '') = streams.task
+          AND e.asset IN ('oncebox.run_succeeded', 'oncebox.run_failed')
+        ORDER BY e.asset = 'oncebox.run_succeeded' DESC, e.id DESC LIMIT 1);
+    `,
+  },
 ];

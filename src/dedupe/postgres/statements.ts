@@ -1,6 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { RecordedStatus } from '../ingest/resolve.js';
-import type { EventRow, OfAttempt, OfStream, SharedTables } from '../tables.js';
+import type { EventRow, OfAttempt, OfStream, SharedTables, StoredRunOutcome } from '../tables.js';
 import { pgParams, pgStatement } from './connection.js';
 
 export interface PgSchema extends SharedTables {
@@ -74,8 +74,32 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     attempt: 'integer',
   });
   const outcomes = pgParams<
-    OfAttempt & { seqs: number[]; keys: string[]; statuses: RecordedStatus[]; codes: string[]; details: string[]; fields: (string | null)[]; createdAt: number }
-  >({ ...ATTEMPT_TYPES, seqs: 'bigint[]', keys: 'text[]', statuses: 'text[]', codes: 'text[]', details: 'text[]', fields: 'text[]', createdAt: 'bigint' });
+    OfAttempt & {
+      seqs: number[];
+      keys: string[];
+      statuses: RecordedStatus[];
+      codes: string[];
+      details: string[];
+      fields: (string | null)[];
+      assets: (string | null)[];
+      partitionKeys: (string | null)[];
+      createdAt: number;
+    }
+  >({
+    ...ATTEMPT_TYPES,
+    seqs: 'bigint[]',
+    keys: 'text[]',
+    statuses: 'text[]',
+    codes: 'text[]',
+    details: 'text[]',
+    fields: 'text[]',
+    assets: 'text[]',
+    partitionKeys: 'text[]',
+    createdAt: 'bigint',
+  });
+  const duplicates = pgParams<OfAttempt & { keys: string[]; assets: string[] }>({ ...ATTEMPT_TYPES, keys: 'uuid[]', assets: 'text[]' });
+  const runOutcome = pgParams<OfStream & { outcome: StoredRunOutcome }>({ ...STREAM_TYPES, outcome: 'text' });
+  const fence = pgParams<OfAttempt & { fencedBy: number; items: number; ts: string }>({ ...ATTEMPT_TYPES, fencedBy: 'integer', items: 'integer', ts: 'text' });
   const checkpoint = pgParams<OfAttempt & { name: string; value: string; seq: number; revision: number; ts: string }>({
     ...ATTEMPT_TYPES,
     name: 'text',
@@ -84,7 +108,7 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     revision: 'integer',
     ts: 'text',
   });
-  const lastSeq = pgParams<OfAttempt & { lastSeq: number }>({ ...ATTEMPT_TYPES, lastSeq: 'bigint' });
+  const lastSeq = pgParams<OfAttempt & { lastSeq: number; ts: string }>({ ...ATTEMPT_TYPES, lastSeq: 'bigint', ts: 'text' });
   const epoch = pgParams<OfStream & { epoch: number; ts: string }>({ ...STREAM_TYPES, epoch: 'integer', ts: 'text' });
   const channel = pgParams<{ channel: string; payload: string }>({ channel: 'text', payload: 'text' });
   const cursors = pgParams<{ cursors: number[] }>({ cursors: 'bigint[]' });
@@ -152,9 +176,10 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       'recordOutcomes',
       outcomes,
       sql`
-        INSERT INTO stream_outcomes (producer, run_id, task, attempt, seq, key, status, code, detail, field, created_at)
+        INSERT INTO stream_outcomes (producer, run_id, task, attempt, seq, key, status, code, detail, field, asset, partition_key, created_at)
         SELECT ${outcomes.producer}, ${outcomes.runId}, ${outcomes.task}, ${outcomes.attempt}, o.*, ${outcomes.createdAt}
-        FROM unnest(${outcomes.seqs}, ${outcomes.keys}, ${outcomes.statuses}, ${outcomes.codes}, ${outcomes.details}, ${outcomes.fields}) AS o
+        FROM unnest(${outcomes.seqs}, ${outcomes.keys}, ${outcomes.statuses}, ${outcomes.codes}, ${outcomes.details}, ${outcomes.fields},
+                    ${outcomes.assets}, ${outcomes.partitionKeys}) AS o
         ON CONFLICT DO NOTHING`.compile(db),
     ),
     saveCheckpoint: pgStatement(
@@ -194,8 +219,52 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       lastSeq,
       db
         .insertInto('stream_seqs')
-        .values({ ...where(lastSeq), attempt: lastSeq.attempt, last_seq: lastSeq.lastSeq })
-        .onConflict((oc) => oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet({ last_seq: lastSeq.lastSeq }))
+        .values({ ...where(lastSeq), attempt: lastSeq.attempt, last_seq: lastSeq.lastSeq, first_at: lastSeq.ts, last_at: lastSeq.ts })
+        .onConflict((oc) => oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet({ last_seq: lastSeq.lastSeq, last_at: lastSeq.ts }))
+        .compile(),
+    ),
+    // The catalog's counts, written only when a retry was absorbed, a run ended or a zombie was fenced:
+    // each key's record, the attempt's count and each asset's, in one statement.
+    countDuplicates: pgStatement(
+      'countDuplicates',
+      duplicates,
+      sql<never>`
+        WITH absorbed AS (SELECT key, asset FROM unnest(${duplicates.keys}, ${duplicates.assets}) AS d(key, asset)),
+        records AS (
+          UPDATE dedupe SET duplicates = dedupe.duplicates + n.times
+          FROM (SELECT key, count(*)::int AS times FROM absorbed GROUP BY key) AS n
+          WHERE dedupe.producer = ${duplicates.producer} AND dedupe.key = n.key),
+        attempt AS (
+          UPDATE stream_seqs SET duplicates = duplicates + (SELECT count(*)::int FROM absorbed)
+          WHERE producer = ${duplicates.producer} AND run_id = ${duplicates.runId} AND task = ${duplicates.task} AND attempt = ${duplicates.attempt})
+        INSERT INTO asset_rollup (asset, duplicates)
+        SELECT asset, count(*) FROM absorbed GROUP BY asset ORDER BY asset
+        ON CONFLICT (asset) DO UPDATE SET duplicates = asset_rollup.duplicates + excluded.duplicates`.compile(db),
+    ),
+    saveRunOutcome: pgStatement(
+      'saveRunOutcome',
+      runOutcome,
+      db
+        .updateTable('streams')
+        .set({ outcome: runOutcome.outcome })
+        .where((eb) => eb.and(where(runOutcome)))
+        // A success is final: a late failure of an older attempt does not undo it.
+        .where((eb) => eb.or([eb('outcome', 'is', null), eb('outcome', '<>', sql.lit('succeeded'))]))
+        .compile(),
+    ),
+    recordFence: pgStatement(
+      'recordFence',
+      fence,
+      db
+        .insertInto('stream_fences')
+        .values({ ...where(fence), attempt: fence.attempt, fenced_by: fence.fencedBy, items: fence.items, last_at: fence.ts })
+        .onConflict((oc) =>
+          oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet((eb) => ({
+            items: eb('stream_fences.items', '+', eb.ref('excluded.items')),
+            fenced_by: eb.ref('excluded.fenced_by'),
+            last_at: eb.ref('excluded.last_at'),
+          })),
+        )
         .compile(),
     ),
     checkpointNames: pgStatement(

@@ -14,6 +14,10 @@ import { createPool, inTransaction, runStatement } from './connection.js';
 import { advisoryKey, migratePostgres } from './migrate.js';
 import { serverPostgresMigrations } from './migrations.js';
 import { PostgresIngestSteps } from './ingest-steps.js';
+import { Catalog } from '../catalog/catalog.js';
+import type { CatalogSchema } from '../catalog/database.js';
+import { PostgresCatalogDatabase } from '../catalog/postgres-database.js';
+import { forgetRemoved, type RemovedEvent } from '../catalog/rollup.js';
 import { ingestStatements, type PgSchema } from './statements.js';
 
 export interface PostgresStoreOptions {
@@ -53,6 +57,8 @@ export class PostgresDedupeStore implements DedupeStore {
   readonly tokens: TokenRegistry;
 
   readonly stored = new EventSignal();
+  readonly catalog: Catalog;
+  private readonly catalogDb: PostgresCatalogDatabase;
   /** The NOTIFY channel of this schema: one per schema, so that stores in different schemas do not wake each other. */
   private readonly channel: string;
   private listener: pg.Client | undefined;
@@ -69,6 +75,8 @@ export class PostgresDedupeStore implements DedupeStore {
     this.steps = new PostgresIngestSteps(this.statements, this.channel);
     this.now = now ?? (() => new Date());
     this.tokens = new TokenRegistry(new Kysely({ dialect: new PostgresDialect({ pool }) }), this.now);
+    this.catalogDb = new PostgresCatalogDatabase(pool, this.db as unknown as Kysely<CatalogSchema>, () => this.sequenceEvents());
+    this.catalog = new Catalog(this.catalogDb, this.now);
   }
 
   /** Connects, migrates the schema (safely beside other instances doing the same) and loads the assets. */
@@ -276,11 +284,17 @@ export class PostgresDedupeStore implements DedupeStore {
     let events = 0;
     if (policy.eventRetentionMs !== null) {
       const cutoff = new Date(now - policy.eventRetentionMs).toISOString();
-      events = await deleteInBatches(policy.batchSize, async () => {
-        const result = await sql`
-          DELETE FROM events WHERE id IN (SELECT id FROM events WHERE ts < ${cutoff} LIMIT ${policy.batchSize}::integer)`.execute(this.db);
-        return Number(result.numAffectedRows ?? 0);
-      });
+      // Each batch lowers the catalog's counts for what it removed, in its own transaction.
+      events = await deleteInBatches(policy.batchSize, () =>
+        inTransaction(this.pool, async (client) => {
+          const { rows } = await client.query<RemovedEvent>(
+            'DELETE FROM events WHERE id IN (SELECT id FROM events WHERE ts < $1 LIMIT $2::integer) RETURNING asset, partition_key, cursor',
+            [cutoff, policy.batchSize],
+          );
+          await this.catalogDb.runOn(client, forgetRemoved(this.catalogDb, rows));
+          return rows.length;
+        }),
+      );
     }
     // A stream idle past its retention goes with its sequence numbers and checkpoints, in one statement
     // per batch; a stream an ingest holds now is skipped, and its activity keeps it.
@@ -291,6 +305,7 @@ export class PostgresDedupeStore implements DedupeStore {
           SELECT producer, run_id, task FROM streams WHERE updated_at < ${idleBefore} LIMIT ${policy.batchSize}::integer FOR UPDATE SKIP LOCKED),
         seqs AS (DELETE FROM stream_seqs s USING idle WHERE (s.producer, s.run_id, s.task) = (idle.producer, idle.run_id, idle.task)),
         checkpoints AS (DELETE FROM stream_checkpoints c USING idle WHERE (c.producer, c.run_id, c.task) = (idle.producer, idle.run_id, idle.task)),
+        fences AS (DELETE FROM stream_fences f USING idle WHERE (f.producer, f.run_id, f.task) = (idle.producer, idle.run_id, idle.task)),
         gone AS (DELETE FROM streams s USING idle WHERE (s.producer, s.run_id, s.task) = (idle.producer, idle.run_id, idle.task) RETURNING 1)
         SELECT count(*)::int AS n FROM gone`.execute(this.db);
       return result.rows[0]?.n ?? 0;

@@ -6,6 +6,7 @@ import { forbidden } from '../auth.js';
 import { boundedPage, waitedPage } from '../event-page.js';
 import type { HttpAppOptions } from '../http-options.js';
 import type { LongPolls } from '../long-polls.js';
+import { FetchNotes } from '../catalog/fetch-notes.js';
 import { invalidInput, problem, sendProblem } from '../problem.js';
 import { malformedQueryNumber } from '../query-numbers.js';
 import { producerAllowed, readableAssets } from '../tokens.js';
@@ -13,19 +14,21 @@ import { producerAllowed, readableAssets } from '../tokens.js';
 /** The routes that read what the server stored: events (paged, or waited for), a stream's state, the assets. */
 export function addReadingRoutes(app: FastifyInstance, options: HttpAppOptions, longPolls: LongPolls): void {
   const { store } = options;
+  const fetchNotes = new FetchNotes(store.catalog, () => new Date());
   app.get('/v1/events', { config: { access: 'events' } }, async (request, reply) => {
     const malformed = malformedQueryNumber(request.query, { whole: ['after', 'limit'], decimal: ['wait'] });
     if (malformed) return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, malformed.message, malformed.field));
     const parsed = eventQuerySchema.safeParse(request.query);
     if (!parsed.success) {
-      return sendProblem(reply, invalidInput(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit', 'wait'] }));
+      return sendProblem(reply, invalidInput(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit', 'wait', 'group', 'groupProducer'] }));
     }
-    const { asset } = parsed.data;
+    const { asset, group, groupProducer, ...read } = parsed.data;
+    if (group !== undefined && producerAllowed(request.grant, groupProducer ?? group)) fetchNotes.note(groupProducer ?? group, group);
     const readable = readableAssets(request.grant);
     if (readable !== null && asset !== undefined && !readable.includes(asset)) {
       return sendProblem(reply, forbidden(`asset: this token reads only the events of ${nameList(readable)}`, 'asset'));
     }
-    const { wait, ...asked } = parsed.data;
+    const { wait, ...asked } = { ...read, asset };
     // A token limited to some assets that names none reads the events of those, in cursor order.
     const query = readable !== null && asset === undefined ? { ...asked, assets: readable } : asked;
     if (wait === 0) return boundedPage(store, query, options.maxPageBytes);

@@ -199,4 +199,59 @@ export const serverSqliteMigrations: readonly Migration[] = [
       UPDATE tokens SET consumes = 'null' WHERE scope = 'admin';
     `,
   },
+  {
+    version: 11,
+    name: '011_catalog',
+    sql: `
+      -- What the catalog (GET /v1/catalog/…, the console) shows beyond the events themselves: the
+      -- retries absorbed, when each attempt delivered, the zombies fenced, each run's outcome, when a
+      -- consumer group last read. Each is written where the ingest already writes, or only when it happens.
+      ALTER TABLE dedupe ADD COLUMN duplicates INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE stream_seqs ADD COLUMN first_at TEXT;
+      ALTER TABLE stream_seqs ADD COLUMN last_at TEXT;
+      ALTER TABLE stream_seqs ADD COLUMN duplicates INTEGER NOT NULL DEFAULT 0;
+      -- NULL while running; 'succeeded', 'failed' (for good) or 'retrying' from its lifecycle events.
+      ALTER TABLE streams ADD COLUMN outcome TEXT;
+      ALTER TABLE streams ADD COLUMN fetched_at TEXT;
+      CREATE INDEX streams_by_activity ON streams (updated_at);
+      -- Requests of an attempt refused as fenced (a zombie's), which take no stream position.
+      CREATE TABLE stream_fences (
+        producer TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        fenced_by INTEGER NOT NULL,
+        items INTEGER NOT NULL,
+        last_at TEXT NOT NULL,
+        PRIMARY KEY (producer, run_id, task, attempt)
+      ) WITHOUT ROWID;
+      -- A refusal's asset and partition, when its item named them.
+      ALTER TABLE stream_outcomes ADD COLUMN asset TEXT;
+      ALTER TABLE stream_outcomes ADD COLUMN partition_key TEXT;
+      -- Partial indexes: each costs nothing for the rows it leaves out.
+      CREATE INDEX refusals_by_age ON stream_outcomes (created_at) WHERE status <> 'checkpointed';
+      CREATE INDEX events_by_partition ON events (asset, partition_key, cursor) WHERE partition_key IS NOT NULL;
+      CREATE INDEX lifecycle_by_run ON events (producer, run_id, cursor)
+        WHERE asset IN ('oncebox.run_succeeded', 'oncebox.run_failed', 'oncebox.run_fenced');
+      CREATE INDEX consumer_cursors ON stream_checkpoints (producer, run_id) WHERE name = 'oncebox.cursor';
+      -- Counts per asset, advanced over the events after up_to when the catalog is read (never by the
+      -- ingest), and lowered by compaction; duplicates are counted as they are absorbed.
+      CREATE TABLE asset_rollup (
+        asset TEXT PRIMARY KEY,
+        events INTEGER NOT NULL DEFAULT 0,
+        partitions INTEGER NOT NULL DEFAULT 0,
+        duplicates INTEGER NOT NULL DEFAULT 0
+      ) WITHOUT ROWID;
+      CREATE TABLE rollup_position (id INTEGER PRIMARY KEY CHECK (id = 1), up_to INTEGER NOT NULL);
+      INSERT INTO rollup_position VALUES (1, 0);
+      -- The outcome of the runs that ended before this version.
+      UPDATE streams SET outcome = (
+        SELECT CASE WHEN e.asset = 'oncebox.run_succeeded' THEN 'succeeded'
+                    WHEN json_extract(e.extra, '$.willRetry') THEN 'retrying' ELSE 'failed' END
+        FROM events e
+        WHERE e.producer = streams.producer AND e.run_id = streams.run_id AND coalesce(e.task, '') = streams.task
+          AND e.asset IN ('oncebox.run_succeeded', 'oncebox.run_failed')
+        ORDER BY e.asset = 'oncebox.run_succeeded' DESC, e.cursor DESC LIMIT 1);
+    `,
+  },
 ];

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { sql, type Generated } from 'kysely';
 import { params, prepare, prepareConstant, queryBuilder } from '../../sqlite/statements.js';
 import type { RecordedStatus } from '../ingest/resolve.js';
-import type { EventRow, OfAttempt, OfStream, SharedTables } from '../tables.js';
+import type { EventRow, OfAttempt, OfStream, SharedTables, StoredRunOutcome } from '../tables.js';
 
 export interface ServerSchema extends SharedTables {
   events: Omit<EventRow, 'cursor'> & { cursor: Generated<number> };
@@ -20,7 +20,11 @@ export function serverStatements(db: Database.Database) {
   const ofAttempt = { ...ofStream, attempt: attempt.attempt };
 
   const p = {
-    seq: params<OfAttempt & { lastSeq: number }>(),
+    seq: params<OfAttempt & { lastSeq: number; ts: string }>(),
+    count: params<OfAttempt & { n: number }>(),
+    assetCount: params<{ asset: string; n: number }>(),
+    outcome: params<OfStream & { outcome: StoredRunOutcome }>(),
+    fence: params<OfAttempt & { fencedBy: number; items: number; ts: string }>(),
     epoch: params<OfAttempt & { ts: string }>(),
     touch: params<OfStream & { ts: string }>(),
     position: params<OfAttempt & { seq: number }>(),
@@ -46,7 +50,9 @@ export function serverStatements(db: Database.Database) {
       lineage: string | null;
     }>(),
     cursor: params<{ cursor: number }>(),
-    outcome: params<OfAttempt & { seq: number; key: string; status: RecordedStatus; code: string; detail: string; field: string | null; createdAt: number }>(),
+    recorded: params<
+      OfAttempt & { seq: number; key: string; status: RecordedStatus; code: string; detail: string; field: string | null; createdAt: number; asset: string | null; partitionKey: string | null }
+    >(),
     checkpoint: params<OfAttempt & { name: string; value: string; seq: number; revision: number; ts: string }>(),
     page: params<{ after: number; limit: number }>(),
     runTasks: params<{ producer: string; runId: string; limit: number }>(),
@@ -67,8 +73,54 @@ export function serverStatements(db: Database.Database) {
       p.seq,
       q
         .insertInto('stream_seqs')
-        .values({ producer: p.seq.producer, run_id: p.seq.runId, task: p.seq.task, attempt: p.seq.attempt, last_seq: p.seq.lastSeq })
-        .onConflict((oc) => oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet({ last_seq: p.seq.lastSeq })),
+        .values({ producer: p.seq.producer, run_id: p.seq.runId, task: p.seq.task, attempt: p.seq.attempt, last_seq: p.seq.lastSeq, first_at: p.seq.ts, last_at: p.seq.ts })
+        .onConflict((oc) => oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet({ last_seq: p.seq.lastSeq, last_at: p.seq.ts })),
+    ),
+    // The catalog's counts, written only when a retry was absorbed, a run ended or a zombie was fenced.
+    countDuplicate: prepare(
+      db,
+      p.key,
+      q.updateTable('dedupe').set((eb) => ({ duplicates: eb('duplicates', '+', sql.lit(1)) })).where((eb) => eb.and({ producer: p.key.producer, key: p.key.key })),
+    ),
+    countAttemptDuplicates: prepare(
+      db,
+      p.count,
+      q
+        .updateTable('stream_seqs')
+        .set((eb) => ({ duplicates: eb('duplicates', '+', p.count.n) }))
+        .where((eb) => eb.and({ producer: p.count.producer, run_id: p.count.runId, task: p.count.task, attempt: p.count.attempt })),
+    ),
+    countAssetDuplicates: prepare(
+      db,
+      p.assetCount,
+      q
+        .insertInto('asset_rollup')
+        .values({ asset: p.assetCount.asset, duplicates: p.assetCount.n })
+        .onConflict((oc) => oc.column('asset').doUpdateSet((eb) => ({ duplicates: eb('asset_rollup.duplicates', '+', eb.ref('excluded.duplicates')) }))),
+    ),
+    saveRunOutcome: prepare(
+      db,
+      p.outcome,
+      q
+        .updateTable('streams')
+        .set({ outcome: p.outcome.outcome })
+        .where((eb) => eb.and({ producer: p.outcome.producer, run_id: p.outcome.runId, task: p.outcome.task }))
+        // A success is final: a late failure of an older attempt does not undo it.
+        .where((eb) => eb.or([eb('outcome', 'is', null), eb('outcome', '<>', sql.lit('succeeded'))])),
+    ),
+    recordFence: prepare(
+      db,
+      p.fence,
+      q
+        .insertInto('stream_fences')
+        .values({ producer: p.fence.producer, run_id: p.fence.runId, task: p.fence.task, attempt: p.fence.attempt, fenced_by: p.fence.fencedBy, items: p.fence.items, last_at: p.fence.ts })
+        .onConflict((oc) =>
+          oc.columns(['producer', 'run_id', 'task', 'attempt']).doUpdateSet((eb) => ({
+            items: eb('stream_fences.items', '+', eb.ref('excluded.items')),
+            fenced_by: eb.ref('excluded.fenced_by'),
+            last_at: eb.ref('excluded.last_at'),
+          })),
+        ),
     ),
     // Insert first: the unique key decides who is first, with no window between a check and an insert.
     insertDedupe: prepare(
@@ -121,21 +173,23 @@ export function serverStatements(db: Database.Database) {
     ),
     insertOutcome: prepare(
       db,
-      p.outcome,
+      p.recorded,
       q
         .insertInto('stream_outcomes')
         .values({
-          producer: p.outcome.producer,
-          run_id: p.outcome.runId,
-          task: p.outcome.task,
-          attempt: p.outcome.attempt,
-          seq: p.outcome.seq,
-          key: p.outcome.key,
-          status: p.outcome.status,
-          code: p.outcome.code,
-          detail: p.outcome.detail,
-          field: p.outcome.field,
-          created_at: p.outcome.createdAt,
+          producer: p.recorded.producer,
+          run_id: p.recorded.runId,
+          task: p.recorded.task,
+          attempt: p.recorded.attempt,
+          seq: p.recorded.seq,
+          key: p.recorded.key,
+          status: p.recorded.status,
+          code: p.recorded.code,
+          detail: p.recorded.detail,
+          field: p.recorded.field,
+          created_at: p.recorded.createdAt,
+          asset: p.recorded.asset,
+          partition_key: p.recorded.partitionKey,
         })
         .onConflict((oc) => oc.doNothing()),
     ),
@@ -206,7 +260,9 @@ export function serverStatements(db: Database.Database) {
       p.compactStamped,
       q
         .deleteFrom('events')
-        .where('cursor', 'in', (sub) => sub.selectFrom('events').select('cursor').where('ts', '<', p.compactStamped.cutoff).limit(p.compactStamped.limit)),
+        .where('cursor', 'in', (sub) => sub.selectFrom('events').select('cursor').where('ts', '<', p.compactStamped.cutoff).limit(p.compactStamped.limit))
+        // What the catalog's counts must forget.
+        .returning(['asset', 'partition_key', 'cursor']),
     ),
     epoch: prepare(db, stream, q.selectFrom('streams').select('epoch').where((eb) => eb.and(ofStream))),
     idleStreams: prepare(
@@ -216,6 +272,7 @@ export function serverStatements(db: Database.Database) {
     ),
     forgetStreamSeqs: prepare(db, stream, q.deleteFrom('stream_seqs').where((eb) => eb.and(ofStream))),
     forgetStreamCheckpoints: prepare(db, stream, q.deleteFrom('stream_checkpoints').where((eb) => eb.and(ofStream))),
+    forgetStreamFences: prepare(db, stream, q.deleteFrom('stream_fences').where((eb) => eb.and(ofStream))),
     forgetStream: prepare(db, stream, q.deleteFrom('streams').where((eb) => eb.and(ofStream))),
     touchStream: prepare(db, p.touch, q.updateTable('streams').set({ updated_at: p.touch.ts }).where((eb) => eb.and({ producer: p.touch.producer, run_id: p.touch.runId, task: p.touch.task }))),
     saveEpoch: prepare(

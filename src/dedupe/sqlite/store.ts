@@ -9,7 +9,7 @@ import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
 import { ingestPolicy, ingestSteps, runIngestSync, TRUSTED_SCOPE, type IngestPolicy, type IngestScope, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
-import { attemptOf, deleteInBatches, lineageColumns, streamOf, toCauseEvent, toStoredEvent } from '../tables.js';
+import { attemptOf, countsByAsset, deleteInBatches, lineageColumns, streamOf, toCauseEvent, toStoredEvent } from '../tables.js';
 import type { CauseEvent, LineagePolicy } from '../ingest/lineage.js';
 import { decideClaim, type AttemptClaim, type ClaimDecision } from '../attempt-claim.js';
 import { EventSignal } from '../event-signal.js';
@@ -17,6 +17,9 @@ import { storedAssets } from '../stored-assets.js';
 import { TokenRegistry } from '../tokens.js';
 import { serverSqliteMigrations } from './migrations.js';
 import { serverStatements } from './statements.js';
+import { Catalog } from '../catalog/catalog.js';
+import { SqliteCatalogDatabase } from '../catalog/sqlite-database.js';
+import { forgetRemoved } from '../catalog/rollup.js';
 
 export interface SqliteStoreOptions {
   path: string;
@@ -59,6 +62,10 @@ export class SqliteDedupeStore implements DedupeStore {
   private readonly compactStreams;
   readonly tokens: TokenRegistry;
   readonly stored = new EventSignal();
+  readonly catalog: Catalog;
+  private readonly catalogDb: SqliteCatalogDatabase;
+  /** Removes up to `limit` events stamped before `cutoff`, and lowers the catalog's counts for them, in one transaction. */
+  private readonly compactEvents;
 
   constructor(options: SqliteStoreOptions) {
     if (options.mustExist && !existsSync(options.path)) {
@@ -78,9 +85,17 @@ export class SqliteDedupeStore implements DedupeStore {
         const key = { producer: stream.producer, runId: stream.run_id, task: stream.task };
         this.statements.forgetStreamSeqs.run(key);
         this.statements.forgetStreamCheckpoints.run(key);
+        this.statements.forgetStreamFences.run(key);
         this.statements.forgetStream.run(key);
       }
       return idle.length;
+    });
+    this.catalogDb = new SqliteCatalogDatabase(this.db);
+    this.catalog = new Catalog(this.catalogDb, this.now);
+    this.compactEvents = this.db.transaction((cutoff: string, limit: number) => {
+      const removed = this.statements.compactEvents.all({ cutoff, limit });
+      this.catalogDb.runSync(forgetRemoved(this.catalogDb, removed));
+      return removed.length;
     });
     this.ingestTransaction = this.db.transaction((stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[], scope: IngestScope) =>
       runIngestSync(
@@ -166,11 +181,22 @@ export class SqliteDedupeStore implements DedupeStore {
             ...lineageColumns(lineage),
           });
         }
-        for (const outcome of writes.outcomes) s.insertOutcome.run({ ...ofAttempt, ...outcome, createdAt: clock.ms });
+        for (const { subject, ...outcome } of writes.outcomes) {
+          s.insertOutcome.run({ ...ofAttempt, ...outcome, createdAt: clock.ms, asset: subject?.asset ?? null, partitionKey: subject?.partitionKey ?? null });
+        }
         for (const checkpoint of writes.revisions) s.reviseCheckpoint.run({ ...ofAttempt, ...checkpoint, ts: clock.ts });
         for (const checkpoint of writes.checkpoints) s.saveCheckpoint.run({ ...ofAttempt, ...checkpoint, ts: clock.ts });
-        if (writes.lastSeq !== null) s.saveLastSeq.run({ ...ofAttempt, lastSeq: writes.lastSeq });
+        if (writes.lastSeq !== null) s.saveLastSeq.run({ ...ofAttempt, lastSeq: writes.lastSeq, ts: clock.ts });
         if (writes.epoch !== null) s.saveEpoch.run({ ...ofAttempt, attempt: writes.epoch, ts: clock.ts });
+        if (writes.runOutcome !== null) s.saveRunOutcome.run({ ...ofAttempt, outcome: writes.runOutcome });
+        if (writes.duplicates.length > 0) {
+          for (const { key } of writes.duplicates) s.countDuplicate.run({ producer, key });
+          s.countAttemptDuplicates.run({ ...ofAttempt, n: writes.duplicates.length });
+          for (const [asset, n] of countsByAsset(writes.duplicates)) s.countAssetDuplicates.run({ asset, n });
+        }
+      },
+      fenced: ({ items, fencedBy, clock }) => {
+        s.recordFence.run({ ...ofAttempt, fencedBy, items, ts: clock.ts });
       },
     };
   }
@@ -235,8 +261,8 @@ export class SqliteDedupeStore implements DedupeStore {
       deleteInBatches(limit, () => statement.run({ cutoff, limit }).changes);
     const dedupeRecords = await drain(this.statements.compactDedupe, now - policy.dedupeRetentionMs);
     const outcomes = await drain(this.statements.compactOutcomes, now - policy.dedupeRetentionMs);
-    const events =
-      policy.eventRetentionMs === null ? 0 : await drain(this.statements.compactEvents, new Date(now - policy.eventRetentionMs).toISOString());
+    const eventCutoff = policy.eventRetentionMs === null ? null : new Date(now - policy.eventRetentionMs).toISOString();
+    const events = eventCutoff === null ? 0 : await deleteInBatches(limit, () => this.compactEvents.immediate(eventCutoff, limit));
     const idleBefore = new Date(now - policy.streamRetentionMs).toISOString();
     const streams = await deleteInBatches(limit, () => this.compactStreams.immediate(idleBefore, limit));
     return { dedupeRecords, events, outcomes, streams };

@@ -1,0 +1,494 @@
+import { sql, type ExpressionBuilder, type RawBuilder, type Selectable } from 'kysely';
+import { z } from 'zod';
+import {
+  CONSUMER_ASSETS_CHECKPOINT,
+  CONSUMER_CURSOR_CHECKPOINT,
+  LAG_COUNT_CAP,
+  type AssetSummary,
+  type AttemptSummary,
+  type ConsumerGroup,
+  type EventRef,
+  type Overview,
+  type Page,
+  type PartitionPage,
+  type PartitionSummary,
+  type Rejection,
+  type StreamDetail,
+  type StreamOutcome,
+  type StreamSummary,
+} from '../../protocol/catalog.js';
+import type { RejectionCode } from '../../protocol/errors.js';
+import { LifecycleAsset } from '../../protocol/lifecycle.js';
+import { rejectionFix } from '../../protocol/rejection-fixes.js';
+import { toStoredEvent, type EventRow, type StoredRunOutcome } from '../tables.js';
+import type { CatalogDatabase, CatalogSchema } from './database.js';
+import { decodePageCursor, encodePageCursor, nameKey } from './page-cursor.js';
+import { advanceRollup } from './rollup.js';
+
+/** What the reader's token lets it see: the catalog is no more public than the events and streams. */
+export interface CatalogScope {
+  /** The assets it may read; null for every asset. */
+  assets: readonly string[] | null;
+  /** The producers whose streams it may read: a name, a prefix ending in `*`, or `*`. */
+  producers: string;
+}
+
+export interface PageQuery {
+  after?: string | undefined;
+  limit: number;
+}
+
+type StreamKey = { producer: string; run_id: string; task: string };
+
+const LIFECYCLE_ASSETS = [LifecycleAsset.Succeeded, LifecycleAsset.Failed, LifecycleAsset.Fenced];
+const EVENT_REF_COLUMNS = ['cursor', 'event_id', 'ts', 'producer', 'workflow', 'run_id', 'task', 'attempt'] as const;
+const streamKey = z.tuple([z.string(), z.string(), z.string(), z.string()]);
+const groupKey = z.tuple([z.string(), z.string()]);
+const rejectionKey = z.tuple([z.number(), z.string(), z.string(), z.string(), z.number(), z.number()]);
+
+/**
+ * The catalog's reads, over either store: assets with their counts, an asset's partitions, streams with
+ * their attempts and outcome, consumer groups with their lag, and the refusals. Every list is paged by
+ * its sort key (never an offset) and filtered by the reader's scope in SQL, so a page costs the same on
+ * a store of ten events or ten million.
+ */
+export class Catalog {
+  private rollup: Promise<void> | undefined;
+
+  /** @internal Each store makes its own, over its database. */
+  constructor(
+    private readonly db: CatalogDatabase,
+    private readonly now: () => Date,
+  ) {}
+
+  async assets(query: PageQuery & { prefix?: string | undefined }, scope: CatalogScope): Promise<Page<AssetSummary>> {
+    await this.ready();
+    const after = decodePageCursor(query.after, nameKey)?.[0];
+    const { q } = this.db;
+    let names = q
+      .selectFrom((eb) => eb.selectFrom('assets').select('name').union(eb.selectFrom('asset_rollup').select('asset as name')).as('known'))
+      .select('name')
+      .orderBy('name')
+      .limit(query.limit + 1);
+    if (after !== undefined) names = names.where('name', '>', after);
+    if (query.prefix) names = names.where(startsWith('name', query.prefix));
+    if (scope.assets !== null) names = names.where('name', 'in', scope.assets.length === 0 ? [''] : [...scope.assets]);
+    const rows = await this.db.all(names);
+    const page = rows.slice(0, query.limit).map((row) => row.name);
+    return { items: await this.summaries(page), next: rows.length > query.limit ? encodePageCursor([page.at(-1)!]) : null };
+  }
+
+  /** One asset's partitions in key order, each with its newest event; undefined when the asset is unknown. */
+  async partitions(asset: string, query: PageQuery & { prefix?: string | undefined }): Promise<PartitionPage | undefined> {
+    await this.ready();
+    const [summary] = await this.summaries([asset]);
+    if (!summary || (!summary.registered && summary.events === 0)) return undefined;
+    const after = decodePageCursor(query.after, nameKey)?.[0];
+    const { q } = this.db;
+    let groups = q
+      .selectFrom('events as e')
+      .leftJoin('dedupe as d', (join) => join.onRef('d.producer', '=', 'e.producer').onRef('d.key', '=', 'e.key'))
+      .select([
+        'e.partition_key',
+        (eb) => eb.fn.countAll().as('events'),
+        (eb) => eb.fn.max('e.cursor').as('cursor'),
+        sql<number>`cast(sum(coalesce(d.duplicates, 0)) as bigint)`.as('duplicates'),
+      ])
+      .where('e.asset', '=', asset)
+      .where('e.partition_key', 'is not', null)
+      .where('e.cursor', 'is not', null)
+      .groupBy('e.partition_key')
+      .orderBy('e.partition_key')
+      .limit(query.limit + 1);
+    if (after !== undefined) groups = groups.where('e.partition_key', '>', after);
+    if (query.prefix) groups = groups.where(startsWith('e.partition_key', query.prefix));
+    const rows = await this.db.all(groups);
+    const shown = rows.slice(0, query.limit);
+    const newest = await this.eventsAt(shown.map((row) => Number(row.cursor)));
+    const items = shown.map((row): PartitionSummary => {
+      const event = newest.get(Number(row.cursor))!;
+      const events = Number(row.events);
+      const duplicates = Number(row.duplicates);
+      return {
+        partitionKey: row.partition_key!,
+        partitionDate: event.partitionDate,
+        state: events > 1 ? 'republished' : duplicates > 0 ? 'deduplicated' : 'published',
+        events,
+        duplicates,
+        event: event.ref,
+      };
+    });
+    return { asset: summary, items, next: rows.length > query.limit ? encodePageCursor([shown.at(-1)!.partition_key!]) : null };
+  }
+
+  async streams(
+    query: PageQuery & { producer?: string | undefined; runId?: string | undefined; kind?: 'run' | 'consumer' | undefined; outcome?: StreamOutcome | undefined },
+    scope: CatalogScope,
+  ): Promise<Page<StreamSummary>> {
+    const after = decodePageCursor(query.after, streamKey);
+    const { q } = this.db;
+    let select = q
+      .selectFrom('streams as s')
+      .select(['s.producer', 's.run_id', 's.task', 's.epoch', 's.updated_at', 's.outcome', (eb) => isConsumer(eb).as('consumer')])
+      .orderBy('s.updated_at', 'desc')
+      .orderBy('s.producer', 'desc')
+      .orderBy('s.run_id', 'desc')
+      .orderBy('s.task', 'desc')
+      .limit(query.limit + 1);
+    select = select.where(producerScope('s.producer', scope.producers));
+    if (query.producer !== undefined) select = select.where('s.producer', '=', query.producer);
+    if (query.runId !== undefined) select = select.where('s.run_id', '=', query.runId);
+    if (query.kind !== undefined) select = select.where((eb) => (query.kind === 'consumer' ? isConsumer(eb) : eb.not(isConsumer(eb))));
+    if (query.outcome === 'running') select = select.where((eb) => eb.or([eb('s.outcome', 'is', null), eb('s.outcome', '=', 'retrying')]));
+    else if (query.outcome !== undefined) select = select.where('s.outcome', '=', query.outcome);
+    if (after) {
+      select = select.where((eb) => eb(eb.refTuple('s.updated_at', 's.producer', 's.run_id', 's.task'), '<', eb.tuple(...after)));
+    }
+    const rows = await this.db.all(select);
+    const shown = rows.slice(0, query.limit);
+    const items = await this.summariesOfStreams(shown);
+    const last = shown.at(-1);
+    return { items, next: rows.length > query.limit && last ? encodePageCursor([last.updated_at, last.producer, last.run_id, last.task]) : null };
+  }
+
+  /** One stream whole: its summary, its lifecycle events and its newest refusals; undefined when unknown. */
+  async stream(producer: string, runId: string, task: string | null): Promise<StreamDetail | undefined> {
+    const { q } = this.db;
+    const key = { producer, run_id: runId, task: task ?? '' };
+    const rows = await this.db.all(
+      q
+        .selectFrom('streams as s')
+        .select(['s.producer', 's.run_id', 's.task', 's.epoch', 's.updated_at', 's.outcome', (eb) => isConsumer(eb).as('consumer')])
+        .where('s.producer', '=', producer)
+        .where('s.run_id', '=', runId)
+        .where('s.task', '=', key.task),
+    );
+    if (rows.length === 0) return undefined;
+    await this.db.beforeRead();
+    const [[summary], lifecycle, rejections] = await Promise.all([
+      this.summariesOfStreams(rows),
+      this.db.all(
+        q
+          .selectFrom('events')
+          .selectAll()
+          .where('producer', '=', producer)
+          .where('run_id', '=', runId)
+          .where('asset', 'in', LIFECYCLE_ASSETS)
+          .where('cursor', 'is not', null)
+          .orderBy('cursor'),
+      ),
+      this.db.all(refusals(q).where('producer', '=', producer).where('run_id', '=', runId).where('task', '=', key.task).limit(50)),
+    ]);
+    return {
+      ...summary!,
+      lifecycle: lifecycle.filter((row) => (row.task ?? '') === key.task).map((row) => toStoredEvent(row as EventRow)),
+      rejections: rejections.map(toRejection),
+    };
+  }
+
+  async consumers(query: PageQuery & { producer?: string | undefined }, scope: CatalogScope): Promise<Page<ConsumerGroup>> {
+    await this.db.beforeRead();
+    const after = decodePageCursor(query.after, groupKey);
+    const { q } = this.db;
+    let select = q
+      .selectFrom('stream_checkpoints as c')
+      .innerJoin('streams as s', (join) => join.onRef('s.producer', '=', 'c.producer').onRef('s.run_id', '=', 'c.run_id').onRef('s.task', '=', 'c.task'))
+      .leftJoin('stream_checkpoints as a', (join) =>
+        join.onRef('a.producer', '=', 'c.producer').onRef('a.run_id', '=', 'c.run_id').onRef('a.task', '=', 'c.task').on('a.name', '=', CONSUMER_ASSETS_CHECKPOINT),
+      )
+      .select(['c.producer', 'c.run_id', 'c.value as cursor', 'a.value as assets', 's.epoch', 's.updated_at', 's.fetched_at'])
+      .where('c.name', '=', CONSUMER_CURSOR_CHECKPOINT)
+      .where('c.task', '=', '')
+      .where(producerScope('c.producer', scope.producers))
+      .orderBy('c.producer')
+      .orderBy('c.run_id')
+      .limit(query.limit + 1);
+    if (query.producer !== undefined) select = select.where('c.producer', '=', query.producer);
+    if (after) select = select.where((eb) => eb(eb.refTuple('c.producer', 'c.run_id'), '>', eb.tuple(...after)));
+    const rows = await this.db.all(select);
+    const shown = rows.slice(0, query.limit);
+    const items = await Promise.all(
+      shown.map(async (row): Promise<ConsumerGroup> => {
+        const cursor = Number(JSON.parse(row.cursor));
+        const assets = row.assets === null ? null : (JSON.parse(row.assets) as string[]);
+        const { newest, lag, capped } = await this.lag(assets, cursor);
+        return {
+          producer: row.producer,
+          group: row.run_id,
+          epoch: row.epoch,
+          cursor,
+          assets,
+          newestCursor: newest,
+          lag,
+          lagCapped: capped,
+          lastFetchAt: row.fetched_at,
+          lastDeliveryAt: row.updated_at,
+        };
+      }),
+    );
+    const last = shown.at(-1);
+    return { items, next: rows.length > query.limit && last ? encodePageCursor([last.producer, last.run_id]) : null };
+  }
+
+  async rejections(
+    query: PageQuery & { producer?: string | undefined; runId?: string | undefined; code?: RejectionCode | undefined; since?: string | undefined },
+    scope: CatalogScope,
+  ): Promise<Page<Rejection>> {
+    const after = decodePageCursor(query.after, rejectionKey);
+    let select = refusals(this.db.q).where(producerScope('producer', scope.producers)).limit(query.limit + 1);
+    if (query.producer !== undefined) select = select.where('producer', '=', query.producer);
+    if (query.runId !== undefined) select = select.where('run_id', '=', query.runId);
+    if (query.code !== undefined) select = select.where('code', '=', query.code);
+    if (query.since !== undefined) select = select.where('created_at', '>=', Date.parse(query.since));
+    // Six columns: more than kysely's typed tuples take.
+    if (after) select = select.where(sql<boolean>`(created_at, producer, run_id, task, attempt, seq) < (${sql.join(after)})`);
+    const rows = await this.db.all(select);
+    const shown = rows.slice(0, query.limit);
+    const last = shown.at(-1);
+    return {
+      items: shown.map(toRejection),
+      next: rows.length > query.limit && last ? encodePageCursor([Number(last.created_at), last.producer, last.run_id, last.task, last.attempt, Number(last.seq)]) : null,
+    };
+  }
+
+  /** What the console's first page shows, in one answer. */
+  async overview(scope: CatalogScope): Promise<Overview> {
+    const at = this.now();
+    const dayAgo = at.getTime() - 24 * 3600_000;
+    const [assets, running, consumers, recent, [lastDay], newestCursor] = await Promise.all([
+      this.assets({ limit: 20 }, scope),
+      this.streams({ limit: 20, kind: 'run', outcome: 'running' }, scope),
+      this.consumers({ limit: 50 }, scope),
+      this.rejections({ limit: 10 }, scope),
+      this.db.all(
+        this.db.q
+          .selectFrom('stream_outcomes')
+          .select((eb) => eb.fn.countAll().as('n'))
+          .where('status', '<>', 'checkpointed')
+          .where('created_at', '>=', dayAgo)
+          .where(producerScope('producer', scope.producers)),
+      ),
+      this.newest(scope.assets),
+    ]);
+    return {
+      assets,
+      running,
+      consumers,
+      rejections: { lastDay: Number(lastDay?.n ?? 0), recent: recent.items },
+      newestCursor: newestCursor ?? 0,
+      at: at.toISOString(),
+    };
+  }
+
+  /** Notes that a consumer group read events now (its last fetch). */
+  async noteFetch(producer: string, group: string, at: Date): Promise<void> {
+    await this.db.all(
+      this.db.q.updateTable('streams').set({ fetched_at: at.toISOString() }).where('producer', '=', producer).where('run_id', '=', group).where('task', '=', ''),
+    );
+  }
+
+  /** The counts brought up to the newest event, one rollup at a time on this instance. */
+  private async ready(): Promise<void> {
+    await this.db.beforeRead();
+    this.rollup ??= advanceRollup(this.db).finally(() => {
+      this.rollup = undefined;
+    });
+    await this.rollup;
+  }
+
+  private async summaries(names: readonly string[]): Promise<AssetSummary[]> {
+    if (names.length === 0) return [];
+    const { q } = this.db;
+    const list = [...names];
+    const [counts, registered, lastEvents] = await Promise.all([
+      this.db.all(q.selectFrom('asset_rollup').selectAll().where('asset', 'in', list)),
+      this.db.all(q.selectFrom('assets').select('name').where('name', 'in', list)),
+      Promise.all(
+        list.map((name) =>
+          this.db.all(q.selectFrom('events').select(EVENT_REF_COLUMNS).where('asset', '=', name).where('cursor', 'is not', null).orderBy('cursor', 'desc').limit(1)),
+        ),
+      ),
+    ]);
+    const countOf = new Map(counts.map((row) => [row.asset, row]));
+    const known = new Set(registered.map((row) => row.name));
+    return list.map((name, i) => {
+      const count = countOf.get(name);
+      const last = lastEvents[i]![0];
+      return {
+        name,
+        registered: known.has(name),
+        events: Number(count?.events ?? 0),
+        partitions: Number(count?.partitions ?? 0),
+        duplicates: Number(count?.duplicates ?? 0),
+        lastEvent: last ? toEventRef(last) : null,
+      };
+    });
+  }
+
+  /** Events by cursor, as references with their partition date. */
+  private async eventsAt(cursors: readonly number[]): Promise<Map<number, { ref: EventRef; partitionDate: string | null }>> {
+    if (cursors.length === 0) return new Map();
+    const rows = await this.db.all(this.db.q.selectFrom('events').select([...EVENT_REF_COLUMNS, 'partition_date']).where('cursor', 'in', [...cursors]));
+    return new Map(rows.map((row) => [Number(row.cursor), { ref: toEventRef(row), partitionDate: row.partition_date }]));
+  }
+
+  private async summariesOfStreams(
+    rows: readonly (StreamKey & { epoch: number; updated_at: string; outcome: StoredRunOutcome | null; consumer: unknown })[],
+  ): Promise<StreamSummary[]> {
+    if (rows.length === 0) return [];
+    const { q } = this.db;
+    const ofStreams = (eb: ExpressionBuilder<CatalogSchema, 'stream_seqs' | 'stream_fences' | 'stream_checkpoints'>) =>
+      eb.or(rows.map((row) => eb.and([eb('producer', '=', row.producer), eb('run_id', '=', row.run_id), eb('task', '=', row.task)])));
+    const [seqs, fences, checkpoints] = await Promise.all([
+      this.db.all(q.selectFrom('stream_seqs').selectAll().where(ofStreams).orderBy('attempt')),
+      this.db.all(q.selectFrom('stream_fences').selectAll().where(ofStreams).orderBy('attempt')),
+      this.db.all(q.selectFrom('stream_checkpoints').select(['producer', 'run_id', 'task', 'name', 'value']).where(ofStreams).orderBy('name')),
+    ]);
+    const of = (row: StreamKey) => JSON.stringify([row.producer, row.run_id, row.task]);
+    const group = <Row extends StreamKey>(list: readonly Row[]) => {
+      const grouped = new Map<string, Row[]>();
+      for (const row of list) grouped.set(of(row), [...(grouped.get(of(row)) ?? []), row]);
+      return grouped;
+    };
+    const seqsOf = group(seqs);
+    const fencesOf = group(fences);
+    const checkpointsOf = group(checkpoints);
+    return rows.map((row): StreamSummary => {
+      const attempts = attemptsOf(row.epoch, seqsOf.get(of(row)) ?? [], fencesOf.get(of(row)) ?? []);
+      return {
+        producer: row.producer,
+        runId: row.run_id,
+        task: row.task === '' ? null : row.task,
+        kind: Boolean(Number(row.consumer)) || row.consumer === true ? 'consumer' : 'run',
+        epoch: row.epoch,
+        lastSeq: attempts.find((attempt) => attempt.attempt === row.epoch)?.lastSeq ?? 0,
+        attempts,
+        fencedAttempts: attempts.filter((attempt) => attempt.attempt < row.epoch).map((attempt) => attempt.attempt),
+        duplicates: attempts.reduce((sum, attempt) => sum + attempt.duplicates, 0),
+        // Built from entries, not by assignment: a checkpoint named __proto__ is an entry like any other.
+        checkpoints: Object.fromEntries((checkpointsOf.get(of(row)) ?? []).map((checkpoint) => [checkpoint.name, JSON.parse(checkpoint.value)])),
+        outcome: row.outcome === 'succeeded' || row.outcome === 'failed' ? row.outcome : 'running',
+        willRetry: row.outcome === 'retrying',
+        lastDeliveryAt: row.updated_at,
+      };
+    });
+  }
+
+  /** The newest event's cursor of these assets (of every asset for null); null when they have none. */
+  private async newest(assets: readonly string[] | null): Promise<number | null> {
+    const { q } = this.db;
+    const select = q.selectFrom('events').select('cursor').where('cursor', 'is not', null).orderBy('cursor', 'desc').limit(1);
+    // One index probe per asset: a max over `asset IN (…)` would scan.
+    const newest = await Promise.all((assets ?? [null]).map((asset) => this.db.all(asset === null ? select : select.where('asset', '=', asset))));
+    const cursors = newest.flat().map((row) => Number(row.cursor));
+    return cursors.length === 0 ? null : Math.max(...cursors);
+  }
+
+  /** Newest event of the assets, and how many lie past `cursor` (counted up to LAG_COUNT_CAP). */
+  private async lag(assets: readonly string[] | null, cursor: number): Promise<{ newest: number | null; lag: number; capped: boolean }> {
+    const { q } = this.db;
+    const pastOf = (asset: string | null) => {
+      const past = q.selectFrom('events').select(sql.lit(1).as('one')).where('cursor', '>', cursor).limit(LAG_COUNT_CAP + 1);
+      return this.db.all(q.selectFrom((asset === null ? past : past.where('asset', '=', asset)).as('past')).select((eb) => eb.fn.countAll().as('n')));
+    };
+    const [newest, counts] = await Promise.all([this.newest(assets), Promise.all((assets ?? [null]).map(pastOf))]);
+    const lag = counts.reduce((sum, [row]) => sum + Number(row?.n ?? 0), 0);
+    return { newest, lag: Math.min(lag, LAG_COUNT_CAP), capped: lag > LAG_COUNT_CAP };
+  }
+}
+
+/** Each attempt that delivered or was fenced, with what fenced it. */
+function attemptsOf(
+  epoch: number,
+  seqs: readonly Selectable<CatalogSchema['stream_seqs']>[],
+  fences: readonly Selectable<CatalogSchema['stream_fences']>[],
+): AttemptSummary[] {
+  const numbers = [...new Set([...seqs.map((row) => row.attempt), ...fences.map((row) => row.attempt)])].sort((a, b) => a - b);
+  return numbers.map((attempt) => {
+    const seq = seqs.find((row) => row.attempt === attempt);
+    const fence = fences.find((row) => row.attempt === attempt);
+    // Fenced by the next attempt that delivered after it, or, for a zombie refused, the epoch it met.
+    const next = numbers.find((other) => other > attempt && seqs.some((row) => row.attempt === other));
+    return {
+      attempt,
+      lastSeq: Number(seq?.last_seq ?? 0),
+      firstAt: seq?.first_at ?? null,
+      lastAt: seq?.last_at ?? null,
+      duplicates: Number(seq?.duplicates ?? 0),
+      fencedItems: Number(fence?.items ?? 0),
+      fencedBy: attempt >= epoch ? null : (fence?.fenced_by ?? next ?? epoch),
+    };
+  });
+}
+
+function isConsumer(eb: ExpressionBuilder<CatalogSchema & { s: CatalogSchema['streams'] }, 's'>) {
+  return eb.exists(
+    eb
+      .selectFrom('stream_checkpoints as c')
+      .select(sql.lit(1).as('one'))
+      .whereRef('c.producer', '=', 's.producer')
+      .whereRef('c.run_id', '=', 's.run_id')
+      .whereRef('c.task', '=', 's.task')
+      .where('c.name', '=', CONSUMER_CURSOR_CHECKPOINT),
+  );
+}
+
+/** The refusals (rejections and conflicts), newest first. */
+function refusals(q: CatalogDatabase['q']) {
+  return q
+    .selectFrom('stream_outcomes')
+    .selectAll()
+    .where('status', '<>', 'checkpointed')
+    .orderBy('created_at', 'desc')
+    .orderBy('producer', 'desc')
+    .orderBy('run_id', 'desc')
+    .orderBy('task', 'desc')
+    .orderBy('attempt', 'desc')
+    .orderBy('seq', 'desc');
+}
+
+function toRejection(row: Selectable<CatalogSchema['stream_outcomes']>): Rejection {
+  const code = row.code as RejectionCode;
+  return {
+    producer: row.producer,
+    runId: row.run_id,
+    task: row.task === '' ? null : row.task,
+    attempt: row.attempt,
+    seq: Number(row.seq),
+    key: row.key,
+    status: row.status === 'conflict' ? 'conflict' : 'rejected',
+    code,
+    detail: row.detail,
+    field: row.field,
+    asset: row.asset,
+    partitionKey: row.partition_key,
+    at: new Date(Number(row.created_at)).toISOString(),
+    fix: rejectionFix(code, row.asset),
+  };
+}
+
+function toEventRef(row: Pick<EventRow, (typeof EVENT_REF_COLUMNS)[number]> | { cursor: number | null }): EventRef {
+  const event = row as Pick<EventRow, (typeof EVENT_REF_COLUMNS)[number]>;
+  return {
+    cursor: Number(event.cursor),
+    eventId: event.event_id,
+    timestamp: event.ts,
+    producer: event.producer,
+    workflow: event.workflow,
+    runId: event.run_id,
+    task: event.task,
+    attempt: event.attempt,
+  };
+}
+
+/** `column` starts with `prefix`, the same way on both stores (LIKE folds case on SQLite). */
+function startsWith(column: string, prefix: string): RawBuilder<boolean> {
+  return sql<boolean>`substr(${sql.ref(column)}, 1, ${prefix.length}) = ${prefix}`;
+}
+
+/** A token's producers pattern, as a condition on `column`. */
+function producerScope(column: string, pattern: string): RawBuilder<boolean> {
+  if (pattern === '*') return sql<boolean>`1 = 1`;
+  if (pattern.endsWith('*')) return startsWith(column, pattern.slice(0, -1));
+  return sql<boolean>`${sql.ref(column)} = ${pattern}`;
+}

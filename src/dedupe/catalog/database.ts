@@ -1,0 +1,38 @@
+import type { Compilable, Kysely } from 'kysely';
+import type { EventRow, SharedTables } from '../tables.js';
+
+/** The tables the catalog reads, as both stores have them (PostgreSQL's cursor is NULL until sequenced). */
+export interface CatalogSchema extends SharedTables {
+  events: Omit<EventRow, 'cursor'> & { cursor: number | null };
+}
+
+/** A catalog write: its statements, run in one transaction; each yields a query and gets its rows back. */
+export type CatalogSteps<Result> = Generator<Compilable<unknown>, Result, unknown[]>;
+
+/**
+ * How the catalog reaches a store: one kysely builder for both dialects, and each store's way of running
+ * what it builds. Reads run one statement at a time; a write's steps run in one transaction, synchronously
+ * on SQLite (where kysely's async transactions would let an ingest interleave on the one connection).
+ */
+export interface CatalogDatabase {
+  readonly dialect: 'sqlite' | 'postgres';
+  readonly q: Kysely<CatalogSchema>;
+  all<Row>(query: Compilable<Row>): Promise<Row[]>;
+  transaction<Result>(steps: () => CatalogSteps<Result>): Promise<Result>;
+  /** Makes every committed event readable first (PostgreSQL gives cursors after commit). */
+  beforeRead(): Promise<void>;
+}
+
+/** Runs a write's steps against a synchronous executor (SQLite, inside its transaction). */
+export function runStepsSync<Result>(steps: CatalogSteps<Result>, run: (query: Compilable<unknown>) => unknown[]): Result {
+  let next = steps.next();
+  while (!next.done) next = steps.next(run(next.value));
+  return next.value;
+}
+
+/** Runs a write's steps one round trip each (PostgreSQL, on the transaction's connection). */
+export async function runSteps<Result>(steps: CatalogSteps<Result>, run: (query: Compilable<unknown>) => Promise<unknown[]>): Promise<Result> {
+  let next = steps.next();
+  while (!next.done) next = steps.next(await run(next.value));
+  return next.value;
+}

@@ -1,0 +1,33 @@
+import type { Compilable, Kysely } from 'kysely';
+import type pg from 'pg';
+import { inTransaction } from '../postgres/connection.js';
+import { runSteps, type CatalogDatabase, type CatalogSchema, type CatalogSteps } from './database.js';
+
+/** The catalog on PostgreSQL: reads on the pool, a write's steps in one transaction on one connection. */
+export class PostgresCatalogDatabase implements CatalogDatabase {
+  readonly dialect = 'postgres';
+
+  constructor(
+    private readonly pool: pg.Pool,
+    readonly q: Kysely<CatalogSchema>,
+    /** Gives committed events their cursors, so that a read sees every event committed before it. */
+    readonly beforeRead: () => Promise<void>,
+  ) {}
+
+  async all<Row>(query: Compilable<Row>): Promise<Row[]> {
+    const { sql, parameters } = query.compile();
+    return (await this.pool.query(sql, [...parameters])).rows as Row[];
+  }
+
+  transaction<Result>(steps: () => CatalogSteps<Result>): Promise<Result> {
+    return inTransaction(this.pool, (client) => this.runOn(client, steps()));
+  }
+
+  /** Runs a write's steps on a connection inside the caller's transaction. */
+  runOn<Result>(client: pg.ClientBase, steps: CatalogSteps<Result>): Promise<Result> {
+    return runSteps(steps, async (query) => {
+      const { sql, parameters } = query.compile();
+      return (await client.query(sql, [...parameters])).rows as unknown[];
+    });
+  }
+}

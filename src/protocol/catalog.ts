@@ -1,0 +1,197 @@
+import { z } from 'zod';
+import { assetNameSchema } from './emission.js';
+import { RejectionCode } from './errors.js';
+import { nameSchema, storedEventSchema } from './wire.js';
+
+/**
+ * The catalog: what the server holds, listed for people (`GET /v1/catalog/…`, `oncebox ls`, the web
+ * console). Each answer's type is inferred from its schema here, which the OpenAPI document is built from.
+ */
+
+/** The checkpoint a consumer group keeps its cursor in (the catalog lists such streams as consumer groups). */
+export const CONSUMER_CURSOR_CHECKPOINT = 'oncebox.cursor';
+/** The checkpoint that names the assets a group consumes, for its lag. */
+export const CONSUMER_ASSETS_CHECKPOINT = 'oncebox.assets';
+
+/** The most items one catalog page holds. */
+export const CATALOG_MAX_LIMIT = 1000;
+/** How far a consumer group's lag is counted; past it the count stops and `lagCapped` says so. */
+export const LAG_COUNT_CAP = 1_000_000;
+
+const timestamp = z.iso.datetime();
+const count = z.number().int().min(0);
+
+const pageQuery = {
+  after: z
+    .string()
+    .max(4096)
+    .optional()
+    .describe("The previous page's `next`, to go on from; left out for the first page. Opaque: pass it back as it came."),
+  limit: z.coerce.number().int().min(1).max(CATALOG_MAX_LIMIT).default(100),
+};
+
+/** A page of a list: `next` goes back as `after` for the following page, null on the last. */
+export function pageSchema<Item extends z.ZodType>(item: Item) {
+  return z.object({
+    items: z.array(item),
+    next: z.string().nullable().describe('Pass as `after` for the next page; null when this is the last.'),
+  });
+}
+export interface Page<Item> {
+  items: Item[];
+  next: string | null;
+}
+
+/** An event in a list: which one, when, and which run and attempt produced it. */
+export const eventRefSchema = storedEventSchema.pick({
+  cursor: true,
+  eventId: true,
+  timestamp: true,
+  producer: true,
+  workflow: true,
+  runId: true,
+  task: true,
+  attempt: true,
+});
+export type EventRef = z.infer<typeof eventRefSchema>;
+
+export const assetSummarySchema = z.object({
+  name: z.string(),
+  registered: z.boolean().describe('Registered on the server; the lifecycle assets (oncebox.run_*) are known without.'),
+  events: count.describe('Events the server holds of this asset.'),
+  partitions: count.describe('Distinct partition keys among them.'),
+  duplicates: count.describe("Retried deliveries of this asset's events the server absorbed as duplicates."),
+  lastEvent: eventRefSchema.nullable(),
+});
+export type AssetSummary = z.infer<typeof assetSummarySchema>;
+
+export const assetQuerySchema = z.strictObject({
+  ...pageQuery,
+  prefix: z.string().max(200).optional().describe('Only assets whose name starts with this.'),
+});
+
+/**
+ * - `published`: one event, no retry of it seen;
+ * - `deduplicated`: one event, and the server absorbed retried deliveries of it as duplicates;
+ * - `republished`: more than one event (a re-run emitted it again under new keys).
+ */
+export const partitionStateSchema = z.enum(['published', 'deduplicated', 'republished']);
+export type PartitionState = z.infer<typeof partitionStateSchema>;
+
+export const partitionSummarySchema = z.object({
+  partitionKey: z.string(),
+  partitionDate: z.string().nullable(),
+  state: partitionStateSchema,
+  events: count.describe('Events of this partition (more than one: emitted again under new keys).'),
+  duplicates: count.describe('Retried deliveries of its events absorbed as duplicates.'),
+  event: eventRefSchema.describe('The newest event of the partition.'),
+});
+export type PartitionSummary = z.infer<typeof partitionSummarySchema>;
+
+export const partitionQuerySchema = z.strictObject({
+  ...pageQuery,
+  prefix: z.string().max(200).optional().describe('Only partition keys that start with this (such as 2026-11).'),
+});
+export const partitionParamsSchema = z.strictObject({ asset: assetNameSchema });
+
+export const partitionPageSchema = pageSchema(partitionSummarySchema).extend({ asset: assetSummarySchema });
+export type PartitionPage = z.infer<typeof partitionPageSchema>;
+
+export const attemptSummarySchema = z.object({
+  attempt: z.number().int(),
+  lastSeq: count.describe('The last sequence number it took; 0 if it delivered nothing before it was fenced.'),
+  firstAt: timestamp.nullable().describe('When it first delivered.'),
+  lastAt: timestamp.nullable().describe('When it last delivered.'),
+  duplicates: count.describe('Its deliveries the server answered as duplicates (a retry absorbed).'),
+  fencedItems: count.describe('Items it sent after a later attempt had delivered, refused as fenced (a zombie stopped).'),
+  fencedBy: z.number().int().nullable().describe('The attempt that fenced it; null for the stream\'s current attempt.'),
+});
+export type AttemptSummary = z.infer<typeof attemptSummarySchema>;
+
+export const streamOutcomeSchema = z.enum(['running', 'succeeded', 'failed']);
+export type StreamOutcome = z.infer<typeof streamOutcomeSchema>;
+
+export const streamSummarySchema = z.object({
+  producer: z.string(),
+  runId: z.string(),
+  task: z.string().nullable(),
+  kind: z.enum(['run', 'consumer']).describe('A consumer group keeps its cursor as the checkpoint oncebox.cursor.'),
+  epoch: z.number().int().describe('The current attempt; every lower one is fenced.'),
+  lastSeq: count.describe("The current attempt's last sequence number."),
+  attempts: z.array(attemptSummarySchema),
+  fencedAttempts: z.array(z.number().int()).describe('Attempts below the epoch that delivered, or tried to.'),
+  duplicates: count,
+  checkpoints: z.record(z.string(), z.unknown()).describe('The mirrored checkpoints, by name.'),
+  outcome: streamOutcomeSchema.describe("From the run's lifecycle events: running until box.complete() or a final box.fail()."),
+  willRetry: z.boolean().describe('An attempt failed with a retry to come (the outcome stays running).'),
+  lastDeliveryAt: timestamp,
+});
+export type StreamSummary = z.infer<typeof streamSummarySchema>;
+
+export const streamListQuerySchema = z.strictObject({
+  ...pageQuery,
+  producer: nameSchema.optional(),
+  runId: nameSchema.optional(),
+  kind: z.enum(['run', 'consumer']).optional(),
+  outcome: streamOutcomeSchema.optional(),
+});
+
+export const rejectionSchema = z.object({
+  producer: z.string(),
+  runId: z.string(),
+  task: z.string().nullable(),
+  attempt: z.number().int(),
+  seq: z.number().int(),
+  key: z.string(),
+  status: z.enum(['rejected', 'conflict']),
+  code: z.enum(Object.values(RejectionCode) as [RejectionCode, ...RejectionCode[]]),
+  detail: z.string(),
+  field: z.string().nullable(),
+  asset: z.string().nullable(),
+  partitionKey: z.string().nullable(),
+  at: timestamp,
+  fix: z.string().describe('What fixes it; the refused row waits dead in the job\'s outbox file until `oncebox dead retry`.'),
+});
+export type Rejection = z.infer<typeof rejectionSchema>;
+
+export const rejectionQuerySchema = z.strictObject({
+  ...pageQuery,
+  producer: nameSchema.optional(),
+  runId: nameSchema.optional(),
+  code: z.enum(Object.values(RejectionCode) as [RejectionCode, ...RejectionCode[]]).optional(),
+  since: timestamp.optional().describe('Only refusals at or after this time.'),
+});
+
+export const streamDetailSchema = streamSummarySchema.extend({
+  lifecycle: z.array(storedEventSchema).describe("The run's lifecycle events (oncebox.run_*): successes, failures with their held emissions, fences."),
+  rejections: z.array(rejectionSchema).describe("The run's newest refusals (at most 50)."),
+});
+export type StreamDetail = z.infer<typeof streamDetailSchema>;
+
+export const streamDetailQuerySchema = z.strictObject({ task: nameSchema.optional() });
+
+export const consumerGroupSchema = z.object({
+  producer: z.string(),
+  group: z.string(),
+  epoch: z.number().int(),
+  cursor: count.describe('The last event the group consumed, as its cursor mirror holds it.'),
+  assets: z.array(z.string()).nullable().describe('The assets it consumes; null for a consumer of a version that did not say.'),
+  newestCursor: count.nullable().describe('The newest event of those assets.'),
+  lag: count.describe('Events of its assets after its cursor.'),
+  lagCapped: z.boolean().describe(`The lag was counted up to ${LAG_COUNT_CAP} and stopped.`),
+  lastFetchAt: timestamp.nullable().describe('When it last read events (recorded at most every few seconds).'),
+  lastDeliveryAt: timestamp.describe('When its cursor mirror or emissions last reached the server.'),
+});
+export type ConsumerGroup = z.infer<typeof consumerGroupSchema>;
+
+export const consumerQuerySchema = z.strictObject({ ...pageQuery, producer: nameSchema.optional() });
+
+export const overviewSchema = z.object({
+  assets: pageSchema(assetSummarySchema),
+  running: pageSchema(streamSummarySchema).describe('Runs in progress, newest delivery first.'),
+  consumers: pageSchema(consumerGroupSchema),
+  rejections: z.object({ lastDay: count, recent: z.array(rejectionSchema) }),
+  newestCursor: count.describe('The newest event the token may read: a console long-polls GET /v1/events?after= it for live updates.'),
+  at: timestamp,
+});
+export type Overview = z.infer<typeof overviewSchema>;
