@@ -1423,7 +1423,7 @@ export const BREAKS: Break[] = [
     what: "the testing kit reporting the first failing scenario, not the one fast-check shrank it to",
     guarantee: 'testing kit',
     edits: [{ file: 'src/testing/check-job.ts', find: '      if (!outcome.ok) failed = outcome;', replace: '      if (!outcome.ok) failed ??= outcome;' }],
-    caughtBy: [{ file: 'test/testing/wrong-jobs.test.ts', name: 'a clock in extra' }],
+    caughtBy: [{ file: 'test/testing/wrong-jobs.test.ts', name: 'random scenarios only' }],
   },
   {
     what: "the testing kit's checker calling a lost event's run done whatever its checkpoint says",
@@ -1443,7 +1443,7 @@ export const BREAKS: Break[] = [
   {
     what: 'the catalog calling a fenced attempt current',
     guarantee: 'G27',
-    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: '      fencedBy: attempt >= epoch ? null :', replace: '      fencedBy: attempt >= 0 ? null :' }],
+    edits: [{ file: 'src/dedupe/catalog/rows.ts', find: '      fencedBy: attempt >= epoch ? null :', replace: '      fencedBy: attempt >= 0 ? null :' }],
     caughtBy: [{ file: 'test/console/console.test.ts', name: 'the zombie fenced by the retry' }],
   },
   {
@@ -1484,6 +1484,63 @@ export const BREAKS: Break[] = [
     guarantee: 'G27',
     edits: [{ file: 'console/src/hash-location.ts', find: "const currentSearch = () => fragment()[1];", replace: "const currentSearch = () => '';" }],
     caughtBy: [{ file: 'test/console/console.test.ts', name: 'shows a run as the API does' }],
+  },
+  {
+    what: "the testing kit stopping, continuing and killing only a job's wrapper script, not its process group",
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/attempts.ts', find: '      process.kill(-child.pid!, signal);', replace: '      child.kill(signal);' }],
+    caughtBy: [{ file: 'test/testing/check-job.test.ts', name: 'wrapper script' }],
+  },
+  {
+    what: 'the testing kit going straight to random scenarios, without the single kills',
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/check-job.ts', find: "  const sweep = path === undefined && options.singleKills !== false && options.scenarios === undefined ? singleKills(scenarioOptions) : [];", replace: '  const sweep: Scenario[] = [];' }],
+    caughtBy: [{ file: 'test/testing/wrong-jobs.test.ts', name: 'with a single kill' }],
+  },
+  {
+    what: "the testing kit's checker comparing each of several events of one identity with the first",
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/history.ts', find: '    if (clean === undefined || clean.has(payload(event))) continue;', replace: '    if (clean === undefined || [...clean][0] === payload(event)) continue;' }],
+    caughtBy: [{ file: 'test/testing/history.test.ts', name: 'several events of one identity' }],
+  },
+  {
+    what: 'the testing kit judging scenarios against a job whose clean runs differ',
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/check-job.ts', find: '  if (rerun.ok) return;', replace: '  return;' }],
+    caughtBy: [
+      { file: 'test/testing/check-job.test.ts', name: 'two clean runs differ' },
+      { file: 'test/testing/wrong-jobs.test.ts', name: 'in its two clean runs' },
+    ],
+  },
+  {
+    what: "the console signing its user out on any 403, a link to another producer's run included",
+    guarantee: 'G27',
+    edits: [{ file: 'console/src/api.ts', find: '    return this.status === 401;', replace: '    return this.status === 401 || this.status === 403;' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'a view the token may not read' }],
+  },
+  {
+    what: 'the console crashing on a link with a malformed escape',
+    guarantee: 'G27',
+    edits: [{ file: 'console/src/main.tsx', find: '    return decodeURIComponent(text);\n  } catch {\n    return null;\n  }', replace: '    return decodeURIComponent(text);\n  } finally {\n    // nothing\n  }' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'malformed escape' }],
+  },
+  {
+    what: 'the catalog passing a forged page key with NUL to PostgreSQL (a 500)',
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/catalog/page-cursor.ts', find: '  if (!key.success || !(key.data as unknown[]).every(isStorable)) {', replace: '  if (!key.success) {' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'never 5xx' }],
+  },
+  {
+    what: "oncebox ls printing a publisher's control characters to the terminal",
+    guarantee: 'G27',
+    edits: [{ file: 'src/cli/ls-command.ts', find: '  output.push(...rows.map((row) => row.map((cell) => printable(String(cell)))));', replace: '  output.push(...rows.map((row) => row.map((cell) => String(cell))));' }],
+    caughtBy: [{ file: 'test/integration/ls-command.test.ts' }],
+  },
+  {
+    what: "a consumer group's lag counting events of assets the reader may not read",
+    guarantee: 'G27, G17',
+    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: '        const { newest, lag, capped } = await this.lag(counted, cursor);', replace: '        const { newest, lag, capped } = await this.lag(assets, cursor);' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'scopes every list' }],
   },
 ];
 

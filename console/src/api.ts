@@ -13,9 +13,17 @@ export class ApiError extends Error {
     super(message);
   }
 
-  /** The token was refused: the user must enter another. */
+  /** The token itself was refused (unknown, revoked, expired): the user must enter another. */
   get refusedToken(): boolean {
-    return this.status === 401 || this.status === 403;
+    return this.status === 401;
+  }
+
+  /**
+   * The token may not read this. On one view (a link to another producer's run) that is the view's
+   * answer; on what every view needs (the overview, the live poll) the token is of no use here.
+   */
+  get forbidden(): boolean {
+    return this.status === 403;
   }
 }
 

@@ -48,7 +48,8 @@ export function LiveProvider({ children }: { children: ComponentChildren }) {
           } else setLive((now) => (now.state === 'live' ? now : { ...now, state: 'live' }));
         } catch (error) {
           if (stop.signal.aborted) return;
-          if (error instanceof ApiError && error.refusedToken) return signOut(error.message);
+          // What every view needs: a token that may not read it is of no use in the console.
+          if (error instanceof ApiError && (error.refusedToken || error.forbidden)) return signOut(error.message);
           setLive((now) => ({ ...now, state: 'retrying' }));
           await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
         }

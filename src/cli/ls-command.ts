@@ -188,8 +188,16 @@ function table(columns: string[], rows: (string | number)[][]): string {
     chars: { top: '', 'top-mid': '', 'top-left': '', 'top-right': '', bottom: '', 'bottom-mid': '', 'bottom-left': '', 'bottom-right': '', left: '', 'left-mid': '', mid: '', 'mid-mid': '', right: '', 'right-mid': '', middle: '  ' },
     style: { head: [], border: [], 'padding-left': 0, 'padding-right': 0 },
   });
-  output.push(...rows.map((row) => row.map(String)));
+  output.push(...rows.map((row) => row.map((cell) => printable(String(cell)))));
   return output.toString().split('\n').map((line) => line.trimEnd()).join('\n');
+}
+
+/**
+ * A cell as a terminal shows it: names, keys and payloads come from any publisher, and a control
+ * character (an escape sequence, a newline) would clear the screen, set its title or forge a row.
+ */
+function printable(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 const AGE = /^(\d+)([mhd])$/;

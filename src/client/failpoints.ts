@@ -7,8 +7,11 @@ import { writeSync } from 'node:fs';
  * first time (a GC pause, a busy sibling job: no timer, lock renewal or socket is served meanwhile), after
  * printing `{"failpoint":…,"stall":3000}` on stdout; `…:stop` prints `{"failpoint":…,"stop":true}` and stops
  * the process with SIGSTOP, for whoever started it to continue (SIGCONT) when it chooses: a zombie paused
- * at an exact point. Several points are separated by commas. With the variable unset (always, outside
- * tests) a failpoint is one comparison.
+ * at an exact point. Before a kill it prints `{"failpoint":…,"kill":true}`, so that whoever started the
+ * process knows it died there (and not of something else). Several points are separated by commas.
+ * `ONCEBOX_FAILPOINT=trace` kills nothing: it counts the points passed, and prints
+ * `{"failpointHits":{…}}` as the process exits (the testing kit learns from a clean run how often a
+ * job reaches each point). With the variable unset (always, outside tests) a failpoint is one comparison.
  *
  * - `commit:before`: `box.commit()` was called (the job's data write for the batch is done); nothing of
  *   the commit is written.
@@ -51,11 +54,16 @@ interface Armed {
   stop: boolean;
 }
 
-const armed = parse(process.env.ONCEBOX_FAILPOINT);
+const tracing = process.env.ONCEBOX_FAILPOINT === 'trace';
+const armed = tracing ? [] : parse(process.env.ONCEBOX_FAILPOINT);
 const hits = new Map<string, number>();
+if (tracing) {
+  // Written synchronously on exit: the process may be ending by process.exit().
+  process.on('exit', () => writeSync(1, `\n${JSON.stringify({ failpointHits: Object.fromEntries(hits) })}\n`));
+}
 
 export function failpoint(name: FailpointName): void {
-  if (armed.length === 0) return;
+  if (armed.length === 0 && !tracing) return;
   const hit = (hits.get(name) ?? 0) + 1;
   hits.set(name, hit);
   for (const point of armed) {
@@ -68,6 +76,7 @@ export function failpoint(name: FailpointName): void {
       continue;
     }
     if (stallMs === undefined) {
+      writeSync(1, `${JSON.stringify({ failpoint: name, hit, kill: true })}\n`);
       process.kill(process.pid, 'SIGKILL');
       continue;
     }

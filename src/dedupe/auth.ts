@@ -150,7 +150,7 @@ const ACCESS_NEEDS: Record<RouteAccess, string> = {
   publish: 'publishing needs a publish token',
   events: 'reading events needs a read token with reads "events", or a publish token that consumes the asset (--consumes)',
   streams: 'reading stream state needs a publish token of that producer, or a read token with reads "streams"',
-  catalog: 'the overview needs a read token with reads "events" and "streams" (oncebox token create --scope read --reads events,streams)',
+  catalog: 'the overview needs a token that reads both events and streams (oncebox token create --scope read --reads events,streams)',
   metrics: 'reading metrics needs a read token with reads "metrics"',
   admin: 'this needs an admin token',
 };

@@ -292,7 +292,7 @@ export function openApiDocument(version: string): Record<string, unknown> {
       '/v1/catalog': {
         get: {
           summary: "The console's overview: assets, runs in progress, consumer groups with their lag, refusals of the last day",
-          description: 'Needs a token that reads both events and streams (a read token with reads events and streams, or admin).',
+          description: 'Needs a token that may read both events and streams: a read token with reads events and streams, a publish token that consumes assets (with its own producers\' streams), or admin.',
           responses: { '200': json(overviewSchema, 'The overview, scoped by the token.'), ...refusals },
         },
       },

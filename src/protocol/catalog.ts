@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { assetNameSchema } from './emission.js';
 import { RejectionCode } from './errors.js';
+import { plainText } from './text.js';
 import { nameSchema, storedEventSchema } from './wire.js';
 
 /**
@@ -19,6 +20,8 @@ export const CATALOG_MAX_LIMIT = 1000;
 export const LAG_COUNT_CAP = 1_000_000;
 
 const timestamp = z.iso.datetime();
+/** A time a client filters by: with any offset (`+02:00`) or none (UTC), as emissions' times are. */
+const sinceTime = z.iso.datetime({ offset: true, local: true });
 const count = z.number().int().min(0);
 
 const pageQuery = {
@@ -67,7 +70,7 @@ export type AssetSummary = z.infer<typeof assetSummarySchema>;
 
 export const assetQuerySchema = z.strictObject({
   ...pageQuery,
-  prefix: z.string().max(200).optional().describe('Only assets whose name starts with this.'),
+  prefix: plainText(z.string().max(200)).optional().describe('Only assets whose name starts with this.'),
 });
 
 /**
@@ -90,7 +93,7 @@ export type PartitionSummary = z.infer<typeof partitionSummarySchema>;
 
 export const partitionQuerySchema = z.strictObject({
   ...pageQuery,
-  prefix: z.string().max(200).optional().describe('Only partition keys that start with this (such as 2026-11).'),
+  prefix: plainText(z.string().max(200)).optional().describe('Only partition keys that start with this (such as 2026-11).'),
 });
 export const partitionParamsSchema = z.strictObject({ asset: assetNameSchema });
 
@@ -159,7 +162,7 @@ export const rejectionQuerySchema = z.strictObject({
   producer: nameSchema.optional(),
   runId: nameSchema.optional(),
   code: z.enum(Object.values(RejectionCode) as [RejectionCode, ...RejectionCode[]]).optional(),
-  since: timestamp.optional().describe('Only refusals at or after this time.'),
+  since: sinceTime.optional().describe('Only refusals at or after this time (an ISO time; UTC when it gives no offset).'),
 });
 
 export const streamDetailSchema = streamSummarySchema.extend({
@@ -176,13 +179,16 @@ export const consumerGroupSchema = z.object({
   epoch: z.number().int(),
   cursor: count.describe('The last event the group consumed, as its cursor mirror holds it.'),
   assets: z.array(z.string()).nullable().describe('The assets it consumes; null for a consumer of a version that did not say.'),
-  newestCursor: count.nullable().describe('The newest event of those assets.'),
-  lag: count.describe('Events of its assets after its cursor.'),
+  newestCursor: count.nullable().describe("The newest event of those assets (of those the reader's token reads events of)."),
+  lag: count.describe("Events of its assets after its cursor (counted over the assets the reader's token reads events of)."),
   lagCapped: z.boolean().describe(`The lag was counted up to ${LAG_COUNT_CAP} and stopped.`),
   lastFetchAt: timestamp.nullable().describe('When it last read events (recorded at most every few seconds).'),
   lastDeliveryAt: timestamp.describe('When its cursor mirror or emissions last reached the server.'),
 });
 export type ConsumerGroup = z.infer<typeof consumerGroupSchema>;
+
+/** The overview takes no query. */
+export const overviewQuerySchema = z.strictObject({});
 
 export const consumerQuerySchema = z.strictObject({ ...pageQuery, producer: nameSchema.optional() });
 

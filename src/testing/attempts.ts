@@ -13,8 +13,10 @@ export interface AttemptRecord {
   signal: NodeJS.Signals | null;
   /** It ran past the job's time limit and was killed by the harness. */
   timedOut: boolean;
-  /** The last lines it wrote on stderr, for the report. */
+  /** What it wrote on stderr, for the report: the line naming its error, and the last lines. */
   stderrTail: string;
+  /** With `trace`: how often it passed each failpoint of oncebox's code. */
+  failpointHits?: Record<string, number>;
 }
 
 /** @internal One attempt, started: it may stop at its point (a zombie), and ends sooner or later. */
@@ -31,7 +33,8 @@ const STDERR_KEPT = 2000;
 
 /**
  * Starts one attempt of the job as a child process, armed to be killed or stopped at its plan's point
- * through oncebox's failpoints, or killed after a time.
+ * through oncebox's failpoints, or killed after a time. It is long because one child's life is one
+ * closure: its output, the signals sent to its group and its end share their state.
  * @internal
  */
 export function startAttempt(options: {
@@ -42,12 +45,23 @@ export function startAttempt(options: {
   outbox: string;
   end: AttemptEnd;
   timeoutMs: number;
+  /** Count the failpoints it passes instead of killing it anywhere (a clean run's profile). */
+  trace?: boolean;
 }): RunningAttempt {
   const { end } = options;
   const failpoint =
-    end.kind === 'killed' ? `${FAILPOINT_OF[end.at]}@${end.hit}` : end.kind === 'zombie' ? `${FAILPOINT_OF[end.at]}@${end.hit}:stop` : undefined;
+    end.kind === 'killed' ? `${FAILPOINT_OF[end.at]}@${end.hit}` : end.kind === 'zombie' ? `${FAILPOINT_OF[end.at]}@${end.hit}:stop` : options.trace ? 'trace' : undefined;
   const env = { ...inheritedEnvironment(), ...options.env, ...(failpoint ? { ONCEBOX_FAILPOINT: failpoint } : {}) };
-  const child = spawn(options.executable, options.args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its own process group: a job started through a wrapper (a shell script, npx) is stopped, continued and
+  // killed whole, not only the wrapper.
+  const child = spawn(options.executable, options.args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const signalGroup = (signal: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, signal);
+    } catch {
+      // The group is gone already.
+    }
+  };
   let stderr = '';
   let stdout = '';
   let reachedPoint = false;
@@ -56,39 +70,77 @@ export function startAttempt(options: {
   const stopped = new Promise<boolean>((resolve) => (resolveStopped = resolve));
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     stdout = (stdout + chunk).slice(-STDERR_KEPT);
-    // oncebox's failpoint says where it stops, just before it does.
+    // oncebox's failpoint says where it stops or dies, just before it does.
     if (end.kind === 'zombie' && stdout.includes('"stop":true')) {
       reachedPoint = true;
       resolveStopped(true);
     }
+    if (end.kind === 'killed' && stdout.includes('"kill":true')) {
+      reachedPoint = true;
+      // The job died at its point; a wrapper around it goes with it.
+      signalGroup('SIGKILL');
+    }
   });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-STDERR_KEPT)));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-STDERR_KEPT * 4)));
   const timer = setTimeout(() => {
     timedOut = true;
-    child.kill('SIGCONT');
-    child.kill('SIGKILL');
+    signalGroup('SIGCONT');
+    signalGroup('SIGKILL');
   }, options.timeoutMs);
-  const killTimer = end.kind === 'killed-after' ? setTimeout(() => child.kill('SIGKILL'), end.ms) : undefined;
+  const killTimer =
+    end.kind === 'killed-after'
+      ? setTimeout(() => {
+          reachedPoint = true;
+          signalGroup('SIGKILL');
+        }, end.ms)
+      : undefined;
   const ended = new Promise<AttemptRecord>((resolve, reject) => {
     child.on('error', reject);
-    child.on('close', (exitCode, signal) => {
+    // 'exit', not 'close': a process the job left behind may hold its pipes open for long after.
+    child.on('exit', (exitCode, signal) => {
       clearTimeout(timer);
       clearTimeout(killTimer);
-      resolveStopped(false);
-      if (end.kind === 'killed' && signal === 'SIGKILL' && !timedOut) reachedPoint = true;
-      if (end.kind === 'killed-after' && signal === 'SIGKILL' && !timedOut) reachedPoint = true;
-      resolve({ attempt: options.attempt, outbox: options.outbox, planned: end.kind, reachedPoint, exitCode, signal, timedOut, stderrTail: stderr.trim().split('\n').slice(-8).join('\n') });
+      // Its last output gets a moment to arrive, not more.
+      const settle = () => {
+        resolveStopped(false);
+        if (end.kind === 'killed' && stdout.includes('"kill":true')) reachedPoint = true;
+        const hits = options.trace ? /\{"failpointHits":(\{[^}]*\})\}/.exec(stdout)?.[1] : undefined;
+        resolve({
+          attempt: options.attempt,
+          outbox: options.outbox,
+          planned: end.kind,
+          reachedPoint,
+          exitCode,
+          signal,
+          timedOut,
+          stderrTail: stderrSummary(stderr),
+          ...(hits === undefined ? {} : { failpointHits: JSON.parse(hits) as Record<string, number> }),
+        });
+      };
+      const drained = Promise.all([child.stdout, child.stderr].map((stream) => new Promise((done) => (stream.readableEnded ? done(undefined) : stream.once('end', done)))));
+      void Promise.race([drained, new Promise((done) => setTimeout(done, 500))]).then(settle);
     });
   });
   return {
     stopped,
     ended,
-    resume: () => child.kill('SIGCONT'),
+    resume: () => signalGroup('SIGCONT'),
     kill: () => {
-      child.kill('SIGCONT');
-      child.kill('SIGKILL');
+      signalGroup('SIGCONT');
+      signalGroup('SIGKILL');
     },
   };
+}
+
+/**
+ * What an attempt's stderr says, for the report: the first line that names an error (a thrown error's
+ * message comes before its stack), then the last lines.
+ */
+export function stderrSummary(stderr: string): string {
+  const lines = stderr.trim().split('\n');
+  const tail = lines.slice(-6);
+  const named = lines.find((line) => /\b[A-Z]\w*(Error|Exception)\b.*:/.test(line) && !/^\s+at /.test(line));
+  return named === undefined || tail.includes(named) ? tail.join('\n') : [named, '…', ...tail].join('\n');
 }
 
 /** The test process's environment, without the oncebox settings of its own that must not leak into the job. */

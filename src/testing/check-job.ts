@@ -1,19 +1,27 @@
 import fc from 'fast-check';
 import type { JobUnderTest } from './job.js';
-import { runScenario, type ScenarioOutcome } from './run-scenario.js';
-import { scenarioArbitrary, type Scenario, type ScenarioOptions } from './scenario.js';
+import { cleanProfile, runScenario, type ScenarioOutcome } from './run-scenario.js';
+import { scenarioArbitrary, singleKills, type Scenario, type ScenarioOptions } from './scenario.js';
 
 /** What `checkJob` takes. */
 export interface CheckJobOptions extends ScenarioOptions {
-  /** Scenarios to run. @defaultValue 50 */
+  /** Random scenarios to run, after the single kills. @defaultValue 50 */
   runs?: number | undefined;
-  /** The campaign's seed. @defaultValue ONCEBOX_TESTING_SEED, else a new one (printed) */
+  /**
+   * The campaign's seed. ONCEBOX_TESTING_SEED wins over it, so that a failure replays without an edit.
+   * @defaultValue ONCEBOX_TESTING_SEED, else this, else a new one (printed)
+   */
   seed?: number | undefined;
   /**
-   * Where in the campaign to start: the path of a failure, to replay only it (with its seed).
-   * @defaultValue ONCEBOX_TESTING_PATH, else from the start
+   * Where in the campaign to start: the path of a failure, to replay only it (with its seed, which must
+   * be given too). @defaultValue ONCEBOX_TESTING_PATH, else from the start
    */
   path?: string | undefined;
+  /**
+   * Run every single kill first (each kill point the job reaches, the first and the last time it does,
+   * retried on the same machine and on a fresh one), then the random scenarios. @defaultValue true
+   */
+  singleKills?: boolean | undefined;
   /** Where the campaign says its seed and progress. @defaultValue console.log */
   log?: ((line: string) => void) | undefined;
   /** Scenarios of your own, instead of `scenarioArbitrary(options)`. */
@@ -22,50 +30,80 @@ export interface CheckJobOptions extends ScenarioOptions {
 
 /** What a passing campaign ran. */
 export interface CampaignResult {
+  /** Random scenarios run. */
   runs: number;
+  /** Single kills run before them. */
+  singleKills: number;
   seed: number;
   durationMs: number;
 }
 
 /**
- * A failed campaign: the smallest scenario fast-check shrank the failure to, what it showed, and how to
- * run it again. `message` says all of it for a person.
+ * A failed campaign: the smallest scenario it found that breaks the job, what it showed, and how to run
+ * it again (`replay`: the variables to set before running the test again). `message` says all of it for
+ * a person.
  */
 export class JobCheckError extends Error {
   readonly code = 'job_check_failed';
   constructor(
     readonly outcome: ScenarioOutcome,
     readonly seed: number,
+    /** fast-check's path to the shrunk scenario; empty for a single kill. */
     readonly path: string,
-    readonly runsBeforeFailure: number,
+    /** Where the failure was found: `single kill 3 of 18`, `random scenario 7`. */
+    readonly foundIn: string,
+    /** How many times fast-check shrank it (0 for a single kill, which is as small as scenarios get). */
     readonly shrinks: number,
+    readonly replay: string,
   ) {
     super(
-      `the job broke its promise in scenario ${runsBeforeFailure} of the campaign (seed ${seed}), ` +
-        `shrunk ${shrinks} times to:\n${outcome.report}\n` +
-        `replay just this scenario: ONCEBOX_TESTING_SEED=${seed} ONCEBOX_TESTING_PATH=${path} (then run this test again)`,
+      `the job broke its promise in ${foundIn} of the campaign (seed ${seed})${shrinks > 0 ? `, shrunk ${shrinks} times` : ''}:\n${outcome.report}\n` +
+        `replay just this scenario: ${replay} (then run this test again)`,
     );
     this.name = 'JobCheckError';
   }
 }
 
 /**
- * Runs the job through `runs` random failure scenarios (kills at every point that matters, retries on
- * the same machine and on a fresh one, zombies beside their retry, network faults), each on a fresh test
- * server, and checks each history against a clean run. On the first failure, fast-check shrinks it to
- * the smallest scenario that still fails, and this throws a JobCheckError that shows it and says how to
- * replay it. Works from any test runner: it resolves or throws.
+ * Runs the job cleanly (twice: its history must not change by itself), then killed at every point it
+ * reaches with a retry on the same and on a fresh machine, then through `runs` random failure scenarios
+ * (kills, retries, zombies beside their retry, network faults), each on a fresh test server, and checks
+ * each history against the clean run. A failing random scenario is shrunk by fast-check to the smallest
+ * that still fails. A failure throws a JobCheckError that shows the scenario and says how to replay it.
+ * Works from any test runner: it resolves or throws.
  */
 export async function checkJob(job: JobUnderTest, options: CheckJobOptions = {}): Promise<CampaignResult> {
-  const seed = options.seed ?? numberFrom(process.env.ONCEBOX_TESTING_SEED) ?? Math.floor(Math.random() * 2 ** 31);
-  const path = options.path ?? process.env.ONCEBOX_TESTING_PATH;
+  const given = seedFromEnvironment() ?? options.seed;
+  const path = nonEmpty(process.env.ONCEBOX_TESTING_PATH) ?? options.path;
+  if (path !== undefined && given === undefined) {
+    throw new TypeError(`oncebox/testing: a path (${path}) replays a scenario of one campaign, and needs that campaign's seed: set ONCEBOX_TESTING_SEED too`);
+  }
+  const seed = given ?? Math.floor(Math.random() * 2 ** 31);
   const runs = options.runs ?? 50;
   const log = options.log ?? ((line: string) => console.log(line));
-  log(`oncebox/testing: ${path === undefined ? `${runs} scenarios` : `replaying path ${path}`}, seed ${seed} (ONCEBOX_TESTING_SEED=${seed} runs them again)`);
   const started = Date.now();
+  const { reach, rerun } = await cleanProfile(job);
+  refuseNondeterminism(rerun, seed);
+  const scenarioOptions = { ...options, reach: options.reach ?? reach };
+
+  const sweep = path === undefined && options.singleKills !== false && options.scenarios === undefined ? singleKills(scenarioOptions) : [];
+  const only = singleKillFromEnvironment(sweep.length);
+  log(
+    only !== undefined
+      ? `oncebox/testing: replaying single kill ${only} of ${sweep.length}`
+      : `oncebox/testing: ${path === undefined ? `${sweep.length} single kills, then ${runs} random scenarios` : `replaying path ${path}`}, ` +
+          `seed ${seed} (ONCEBOX_TESTING_SEED=${seed} runs them again)`,
+  );
+  for (const [index, scenario] of sweep.entries()) {
+    if (only !== undefined && index + 1 !== only) continue;
+    const outcome = await runScenario(job, scenario);
+    if (!outcome.ok) throw new JobCheckError(outcome, seed, '', `single kill ${index + 1} of ${sweep.length}`, 0, `ONCEBOX_TESTING_SINGLE_KILL=${index + 1}`);
+  }
+  if (only !== undefined) return { runs: 0, singleKills: 1, seed, durationMs: Date.now() - started };
+
   let failed: ScenarioOutcome | undefined;
   const details = await fc.check(
-    fc.asyncProperty(options.scenarios ?? scenarioArbitrary(options), async (scenario) => {
+    fc.asyncProperty(options.scenarios ?? scenarioArbitrary(scenarioOptions), async (scenario) => {
       const outcome = await runScenario(job, scenario);
       // Each failure found while shrinking is smaller than the last: the last one is the one to show.
       if (!outcome.ok) failed = outcome;
@@ -74,14 +112,50 @@ export async function checkJob(job: JobUnderTest, options: CheckJobOptions = {})
     { seed, numRuns: runs, ...(path === undefined ? {} : { path }) },
   );
   if (details.failed && failed !== undefined) {
-    throw new JobCheckError(failed, seed, details.counterexamplePath ?? '', details.numRuns, details.numShrinks);
+    const counterexample = details.counterexamplePath ?? '';
+    const foundIn = path === undefined ? `random scenario ${details.numRuns}` : `the replay of path ${path}`;
+    throw new JobCheckError(failed, seed, counterexample, foundIn, details.numShrinks, `ONCEBOX_TESTING_SEED=${seed} ONCEBOX_TESTING_PATH=${counterexample}`);
   }
   if (details.failed) throw details.errorInstance ?? new Error(`the campaign failed (seed ${seed}) without a scenario to show`);
-  return { runs: details.numRuns, seed, durationMs: Date.now() - started };
+  return { runs: details.numRuns, singleKills: sweep.length, seed, durationMs: Date.now() - started };
 }
 
-function numberFrom(text: string | undefined): number | undefined {
-  if (text === undefined || text === '') return undefined;
+/**
+ * Two clean runs that differ: an event that changed is the job's own bug (a retry would publish it
+ * otherwise, and the server refuse it), found before any fault; a data file that changed may be harmless
+ * (a timestamp in a report), and the job's author must say so with `comparableData`.
+ */
+function refuseNondeterminism(rerun: ScenarioOutcome, seed: number): void {
+  if (rerun.ok) return;
+  if (rerun.anomalies.some((anomaly) => anomaly.asset !== 'data')) {
+    throw new JobCheckError(rerun, seed, '', 'two clean runs, with no fault at all,', 0, 'nothing to set: the clean runs come first in every campaign');
+  }
+  throw new Error(
+    `oncebox/testing: two clean runs of the job, with no fault at all, left different data, so no scenario can be judged against one:\n${rerun.report}\n` +
+      'Make its data writes deterministic, or map what differs by nature (a timestamp) out with the job\'s `comparableData`',
+  );
+}
+
+/** ONCEBOX_TESTING_SINGLE_KILL: the one single kill to run again (they come in a fixed order for a job). */
+function singleKillFromEnvironment(count: number): number | undefined {
+  const text = nonEmpty(process.env.ONCEBOX_TESTING_SINGLE_KILL);
+  if (text === undefined) return undefined;
   const value = Number(text);
-  return Number.isSafeInteger(value) ? value : undefined;
+  if (!Number.isSafeInteger(value) || value < 1 || value > count) {
+    throw new TypeError(`oncebox/testing: ONCEBOX_TESTING_SINGLE_KILL must be a single kill's number, 1 to ${count} for this job, not ${JSON.stringify(text)}`);
+  }
+  return value;
+}
+
+function nonEmpty(text: string | undefined): string | undefined {
+  return text === undefined || text.trim() === '' ? undefined : text.trim();
+}
+
+/** ONCEBOX_TESTING_SEED, when set; anything but a whole number is a mistake to say, not to ignore. */
+function seedFromEnvironment(): number | undefined {
+  const text = nonEmpty(process.env.ONCEBOX_TESTING_SEED);
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) throw new TypeError(`oncebox/testing: ONCEBOX_TESTING_SEED must be a whole number (a failure's message gives one), not ${JSON.stringify(text)}`);
+  return value;
 }

@@ -5,9 +5,10 @@ import { join, relative } from 'node:path';
 /**
  * The job's data store (ONCEBOX_DATA, a folder) as the checker compares it: every file under it, by path,
  * with a digest of its content. A job's data writes must leave the same files as a clean run's, however
- * often a batch was written again.
+ * often a batch was written again. `comparable` maps a file's content before it is compared (a timestamp
+ * cut out), or leaves the file out (undefined).
  */
-export function snapshotDataStore(dir: string): Map<string, string> {
+export function snapshotDataStore(dir: string, comparable?: (path: string, content: Buffer) => string | Buffer | undefined): Map<string, string> {
   const files = new Map<string, string>();
   const walk = (at: string) => {
     let entries;
@@ -19,7 +20,12 @@ export function snapshotDataStore(dir: string): Map<string, string> {
     for (const entry of entries) {
       const path = join(at, entry.name);
       if (entry.isDirectory()) walk(path);
-      else if (entry.isFile()) files.set(relative(dir, path), createHash('sha256').update(readFileSync(path)).digest('hex'));
+      else if (entry.isFile()) {
+        const name = relative(dir, path);
+        const content = comparable ? comparable(name, readFileSync(path)) : readFileSync(path);
+        // A file the job's mapping leaves out (undefined) is not compared.
+        if (content !== undefined) files.set(name, createHash('sha256').update(content).digest('hex'));
+      }
     }
   };
   walk(dir);

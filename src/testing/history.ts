@@ -99,10 +99,14 @@ export function checkHistory(expected: RunHistory, actual: RunHistory, options: 
     if (wanted.has(id)) continue;
     anomalies.push({ kind: 'unexpected', asset: event.asset, partitionKey: event.partitionKey, detail: `published ${have === 1 ? 'once' : `${have} times`}, though a clean run publishes no such event: its partition key differs on a re-run` });
   }
+  // A job may publish several events with one identity (no partition key, or one partition announced
+  // twice with different payloads): an event is changed when its payload is none of a clean run's for it.
+  const cleanPayloads = new Map<string, Set<string>>();
+  for (const event of expected.events) cleanPayloads.set(identity(event), (cleanPayloads.get(identity(event)) ?? new Set()).add(payload(event)));
   for (const event of options.payloads === false ? [] : actual.events) {
-    const clean = wanted.get(identity(event));
-    if (clean === undefined || payload(event) === payload(clean.event)) continue;
-    anomalies.push({ kind: 'changed', asset: event.asset, partitionKey: event.partitionKey, detail: `published with ${payload(event)}; a clean run publishes ${payload(clean.event)}: its payload differs on a re-run` });
+    const clean = cleanPayloads.get(identity(event));
+    if (clean === undefined || clean.has(payload(event))) continue;
+    anomalies.push({ kind: 'changed', asset: event.asset, partitionKey: event.partitionKey, detail: `published with ${payload(event)}; a clean run publishes ${[...clean].join(' or ')}: its payload differs on a re-run` });
   }
   for (const row of actual.refused) {
     const kind = row.code === 'key_conflict' ? 'changed' : 'refused';
@@ -127,7 +131,22 @@ export function checkHistory(expected: RunHistory, actual: RunHistory, options: 
     const detail = want === undefined ? 'written, though a clean run writes no such file' : have === undefined ? 'missing; a clean run writes it' : 'differs from what a clean run writes: a data write that is not idempotent (an append, a counter)';
     anomalies.push({ kind: 'data-differs', asset: 'data', partitionKey: path, detail });
   }
-  return anomalies;
+  return withPairedKeys(anomalies);
+}
+
+/**
+ * A lost event beside an unexpected one of the same asset is most often one event whose partition key
+ * changed on the re-run (taken from a clock, the attempt, a random value): each says so, naming the other.
+ */
+function withPairedKeys(anomalies: Anomaly[]): Anomaly[] {
+  const of = (kind: AnomalyKind, asset: string) => anomalies.filter((anomaly) => anomaly.asset === asset && anomaly.kind === kind);
+  return anomalies.map((anomaly) => {
+    if (anomaly.kind !== 'lost' && anomaly.kind !== 'unexpected') return anomaly;
+    const others = of(anomaly.kind === 'lost' ? 'unexpected' : 'lost', anomaly.asset).map((other) => other.partitionKey ?? '(no partition)');
+    if (others.length === 0) return anomaly;
+    const hint = anomaly.kind === 'lost' ? `published as ${others.join(', ')} instead?` : `meant as ${others.join(', ')}?`;
+    return { ...anomaly, detail: `${anomaly.detail} (${hint} a partition key that depends on the attempt, a clock or chance)` };
+  });
 }
 
 /** Anomalies as a person reads them: one line each, the kind, the event or file, and what is wrong. */

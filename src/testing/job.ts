@@ -16,8 +16,9 @@ import type { TestServer } from './test-server.js';
  */
 export interface JobUnderTest {
   /**
-   * The command: a file (`.ts` runs with `node --import tsx`, `.js`/`.mjs` with node), or the whole
-   * command line as an array.
+   * The command: a file (`.js`/`.mjs` runs with node; `.ts` is bundled once with esbuild when it is
+   * installed, else runs with `node --import tsx`), or the whole command line as an array (a wrapper
+   * script is fine: each attempt's whole process group is stopped, continued and killed).
    */
   command: string | readonly string[];
   /** The producer it publishes as (for a consumer, its group's producer: the group by default). */
@@ -46,6 +47,14 @@ export interface JobUnderTest {
    * @defaultValue the event as it is
    */
   comparable?: ((event: Publication) => Publication) | undefined;
+  /**
+   * Maps each file of the data folder (its path under ONCEBOX_DATA, and its content) before it is
+   * compared with a clean run's: cut out what differs between two runs by nature (a timestamp in a
+   * report), or return undefined to leave the file out. Two clean runs that differ are refused before
+   * any scenario runs, naming what differs.
+   * @defaultValue the content as it is
+   */
+  comparableData?: ((path: string, content: Buffer) => string | Buffer | undefined) | undefined;
   /** How long one attempt may run before it counts as hung and is killed. @defaultValue 60000 */
   attemptTimeoutMs?: number | undefined;
   /** The test server's store: PostgreSQL (a URL and a schema prefix of the test's own), or SQLite. @defaultValue SQLite */

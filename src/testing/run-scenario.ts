@@ -4,11 +4,12 @@ import { join } from 'node:path';
 import { DeadLetters } from '../outbox/file/dead-letters.js';
 import { OutboxFile } from '../outbox/file/outbox-file.js';
 import { ProducerErrorCode } from '../protocol/errors.js';
+import { isLifecycleAsset } from '../protocol/lifecycle.js';
 import { startAttempt, type AttemptRecord, type RunningAttempt } from './attempts.js';
 import { snapshotDataStore } from './data-store.js';
 import { checkHistory, describeAnomalies, type Anomaly, type RunHistory } from './history.js';
 import { commandLine, type JobUnderTest } from './job.js';
-import { attemptsOf, describeScenario, type AttemptPlan, type Scenario } from './scenario.js';
+import { attemptsOf, describeScenario, FAILPOINT_OF, type AttemptPlan, type KillPoint, type Scenario } from './scenario.js';
 import { startTestServer, type TestServer } from './test-server.js';
 
 /** What running a job through one scenario showed. */
@@ -34,7 +35,7 @@ const CLEAN: Scenario = { attempts: [{ machine: 'same', end: { kind: 'completes'
  * status 0; a zombie may end as it likes (a FencedError is its right end).
  */
 export async function runScenario(job: JobUnderTest, scenario: Scenario): Promise<ScenarioOutcome> {
-  const expected = await cleanRun(job);
+  const expected = (await cleanProfile(job)).history;
   const { history, attempts, problems } = await execute(job, scenario);
   const anomalies = [...problems, ...checkHistory(expected, history)];
   return outcome(scenario, attempts, anomalies);
@@ -45,24 +46,56 @@ export function assertClean(outcome: ScenarioOutcome): void {
   if (!outcome.ok) throw new Error(outcome.report);
 }
 
-const cleanRuns = new WeakMap<JobUnderTest, Promise<RunHistory>>();
-
-/** The history of one clean run of the job: one attempt, no faults; what every scenario is held to. */
-function cleanRun(job: JobUnderTest): Promise<RunHistory> {
-  let run = cleanRuns.get(job);
-  if (run === undefined) {
-    run = execute(job, CLEAN).then(({ history, attempts, problems }) => {
-      if (problems.length > 0) {
-        throw new Error(`the job does not run cleanly, with no fault at all:\n${[...describeAttempts(attempts), ...describeAnomalies(problems)].join('\n')}`);
-      }
-      return history;
-    });
-    cleanRuns.set(job, run);
-  }
-  return run;
+/** @internal What a clean run of the job shows: its history, and how often it reaches each kill point. */
+export interface CleanProfile {
+  history: RunHistory;
+  reach: Partial<Record<KillPoint, number>>;
+  /**
+   * How a second clean run differed from the first (empty for a deterministic job), as the outcome of a
+   * scenario of one clean attempt.
+   */
+  rerun: ScenarioOutcome;
 }
 
-async function execute(job: JobUnderTest, scenario: Scenario): Promise<{ history: RunHistory; attempts: AttemptRecord[]; problems: Anomaly[] }> {
+const cleanProfiles = new WeakMap<JobUnderTest, Promise<CleanProfile>>();
+
+/**
+ * @internal The job run cleanly twice (one attempt, no faults), once for every job object: the history
+ * every scenario is held to, how often the job passes each kill point (which bounds where a scenario
+ * kills it), and what differed on the second run. Refused: a job that fails with no fault at all, or
+ * publishes nothing (nothing would be checked).
+ */
+export function cleanProfile(job: JobUnderTest): Promise<CleanProfile> {
+  let profile = cleanProfiles.get(job);
+  if (profile === undefined) {
+    profile = profileOf(job);
+    cleanProfiles.set(job, profile);
+  }
+  return profile;
+}
+
+async function profileOf(job: JobUnderTest): Promise<CleanProfile> {
+  const clean = async () => {
+    const run = await execute(job, CLEAN, { trace: true });
+    if (run.problems.length > 0) {
+      throw new Error(`the job does not run cleanly, with no fault at all:\n${[...describeAttempts(run.attempts), ...describeAnomalies(run.problems)].join('\n')}`);
+    }
+    return run;
+  };
+  const first = await clean();
+  if (!first.history.events.some((event) => !isLifecycleAsset(event.asset))) {
+    throw new Error(
+      `the job published no event in a clean run (producer ${job.producer}, assets ${job.assets.join(', ')}): there is nothing to check. ` +
+        'Check that it publishes with the token and server in ONCEBOX_TOKEN and ONCEBOX_SERVER, as that producer, to those assets',
+    );
+  }
+  const second = await clean();
+  const hits = first.attempts[0]?.failpointHits ?? {};
+  const reach = Object.fromEntries(Object.entries(FAILPOINT_OF).map(([point, failpoint]) => [point, hits[failpoint] ?? 0])) as Record<KillPoint, number>;
+  return { history: first.history, reach, rerun: outcome(CLEAN, second.attempts, checkHistory(first.history, second.history)) };
+}
+
+async function execute(job: JobUnderTest, scenario: Scenario, options: { trace?: boolean } = {}): Promise<{ history: RunHistory; attempts: AttemptRecord[]; problems: Anomaly[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'oncebox-scenario-'));
   const postgres = job.postgres && { url: job.postgres.url, schema: `${job.postgres.schemaPrefix}_${Math.random().toString(36).slice(2, 10)}` };
   const server = await startTestServer({ assets: [...new Set([...job.assets, ...(job.consumes ?? [])])], postgres });
@@ -74,7 +107,7 @@ async function execute(job: JobUnderTest, scenario: Scenario): Promise<{ history
     const data = join(dir, 'data');
     const [executable, args] = await commandLine(job.command);
     const env = { ONCEBOX_LOG_LEVEL: 'warn', ...job.env, ...extra, ONCEBOX_SERVER: server.url, ONCEBOX_TOKEN: token, ONCEBOX_DATA: data, ONCEBOX_RUN_ID: runId };
-    const run = new RunOfAttempts({ executable, args, env, dir, timeoutMs: job.attemptTimeoutMs ?? 60_000 });
+    const run = new RunOfAttempts({ executable, args, env, dir, timeoutMs: job.attemptTimeoutMs ?? 60_000, trace: options.trace ?? false });
     for (const plan of attemptsOf(scenario)) await run.attempt(plan);
     // A run is retried until it succeeds: an attempt that ends by itself with a failure (its relay could not
     // deliver in time, behind a zombie that holds the file's lease) is what a scheduler retries.
@@ -102,13 +135,13 @@ class RunOfAttempts {
   private last: AttemptRecord | undefined;
   private started = 0;
 
-  constructor(private readonly options: { executable: string; args: string[]; env: Record<string, string>; dir: string; timeoutMs: number }) {}
+  constructor(private readonly options: { executable: string; args: string[]; env: Record<string, string>; dir: string; timeoutMs: number; trace: boolean }) {}
 
   async attempt(plan: AttemptPlan): Promise<void> {
     if (this.outboxes.length === 0 || plan.machine === 'fresh') this.outboxes.push(join(this.options.dir, `machine-${this.outboxes.length + 1}`, 'outbox.db'));
     const outbox = this.outboxes.at(-1)!;
     const attempt = ++this.started;
-    const running = startAttempt({ ...this.options, env: { ...this.options.env, ONCEBOX_OUTBOX: outbox, ONCEBOX_ATTEMPT: String(attempt) }, attempt, outbox, end: plan.end });
+    const running = startAttempt({ ...this.options, trace: this.options.trace, env: { ...this.options.env, ONCEBOX_OUTBOX: outbox, ONCEBOX_ATTEMPT: String(attempt) }, attempt, outbox, end: plan.end });
     // A zombie of the attempt before goes on beside this one, or once this one has ended.
     const waiting = this.zombie;
     this.zombie = undefined;
@@ -163,14 +196,18 @@ async function historyOf(server: TestServer, job: JobUnderTest, runId: string, d
       file.close();
     }
   }
-  return { events, checkpoints: state?.checkpoints, data: snapshotDataStore(data), refused };
+  return { events, checkpoints: state?.checkpoints, data: snapshotDataStore(data, job.comparableData), refused };
 }
 
 function describeAttempts(attempts: readonly AttemptRecord[]): string[] {
-  return attempts.map((record) => {
+  return attempts.flatMap((record) => {
     const how = record.timedOut ? 'hung, killed' : record.signal ? `ended by ${record.signal}` : `exited ${record.exitCode}`;
     const planned = record.planned === 'completes' ? '' : record.reachedPoint ? ` (${record.planned}, as planned)` : ` (${record.planned} planned, but it never got there)`;
-    return `  attempt ${record.attempt} ${how}${planned}`;
+    // An attempt that failed by itself says why, even when a retry then succeeded: the scheduler's retry
+    // hides it, the report should not.
+    const failedByItself = record.planned === 'completes' && !record.timedOut && record.exitCode !== 0 && record.exitCode !== null;
+    const why = failedByItself && record.stderrTail !== '' ? record.stderrTail.split('\n').map((line) => `      ${line}`) : [];
+    return [`  attempt ${record.attempt} ${how}${planned}`, ...why];
   });
 }
 

@@ -81,8 +81,15 @@ export interface ScenarioOptions {
   maxAttempts?: number;
   /** Where a job may be killed. @defaultValue PRODUCER_POINTS */
   points?: readonly KillPoint[];
-  /** The highest `hit` drawn: the job should reach each point about this often. @defaultValue 4 */
+  /**
+   * The highest `hit` drawn, where `reach` does not say. @defaultValue 4
+   */
   maxHit?: number;
+  /**
+   * How often a clean run of the job passes each point (`checkJob` measures it): points it never reaches
+   * are not drawn, and each point's `hit` is drawn up to its count, so that every kill lands.
+   */
+  reach?: Partial<Record<KillPoint, number>> | undefined;
   /** Whether attempts may be zombies. @defaultValue true */
   zombies?: boolean;
   /**
@@ -99,12 +106,16 @@ export interface ScenarioOptions {
  * shrinks a failing one towards fewer attempts, earlier kill points and fewer faults.
  */
 export function scenarioArbitrary(options: ScenarioOptions = {}): fc.Arbitrary<Scenario> {
-  const points = options.points ?? PRODUCER_POINTS;
-  const maxHit = options.maxHit ?? 4;
-  const at = fc.constantFrom(...points);
-  const hit = fc.integer({ min: 1, max: maxHit });
-  const ends: fc.Arbitrary<AttemptEnd>[] = [fc.record({ kind: fc.constant('killed' as const), at, hit }), fc.constant({ kind: 'completes' as const })];
-  if (options.zombies ?? true) ends.push(fc.record({ kind: fc.constant('zombie' as const), at, hit, resume: fc.constantFrom('with-next' as const, 'after-next' as const) }));
+  const points = reachablePoints(options);
+  const { reach } = options;
+  const maxHit = reach === undefined ? (options.maxHit ?? 4) : Math.max(1, ...points.map((point) => reach[point] ?? 1));
+  // A hit past a point's count would never land: it wraps round to one that does, and still shrinks to 1.
+  const landing = (at: KillPoint, hit: number) => (reach?.[at] ? 1 + ((hit - 1) % reach[at]) : hit);
+  const point = fc.record({ at: fc.constantFrom(...points), hit: fc.integer({ min: 1, max: maxHit }) }).map(({ at, hit }) => ({ at, hit: landing(at, hit) }));
+  const ends: fc.Arbitrary<AttemptEnd>[] = [point.map((where) => ({ kind: 'killed' as const, ...where })), fc.constant({ kind: 'completes' as const })];
+  if (options.zombies ?? true) {
+    ends.push(fc.record({ where: point, resume: fc.constantFrom('with-next' as const, 'after-next' as const) }).map(({ where, resume }) => ({ kind: 'zombie' as const, ...where, resume })));
+  }
   if (options.timedKills) ends.push(fc.record({ kind: fc.constant('killed-after' as const), ms: fc.integer({ min: 0, max: 1500 }) }));
   const attempt = fc.record({ machine: fc.constantFrom('same' as const, 'fresh' as const), end: fc.oneof(...ends) });
   const fault = fc.constantFrom<Fault>('forward', 'drop-request', 'drop-response', 'duplicate', 'delay', 'fail-503');
@@ -112,6 +123,31 @@ export function scenarioArbitrary(options: ScenarioOptions = {}): fc.Arbitrary<S
     attempts: fc.array(attempt, { minLength: 1, maxLength: options.maxAttempts ?? 3 }),
     network: fc.array(fault, { maxLength: options.maxFaults ?? 6 }),
   });
+}
+
+/**
+ * Every single kill, before anything random: the job killed at each point it reaches, the first time and
+ * the last, then retried once on the same machine and once on a fresh one. Small, and where the plain
+ * mistakes show (a data write that appends, an emission outside its commit, a payload that changes).
+ */
+export function singleKills(options: ScenarioOptions = {}): Scenario[] {
+  const scenarios: Scenario[] = [];
+  for (const at of reachablePoints(options)) {
+    const last = options.reach?.[at] ?? options.maxHit ?? 4;
+    for (const hit of [...new Set([1, last])]) {
+      for (const machine of ['same', 'fresh'] as const) {
+        scenarios.push({ attempts: [{ machine: 'same', end: { kind: 'killed', at, hit } }, { machine, end: { kind: 'completes' } }], network: [] });
+      }
+    }
+  }
+  return scenarios;
+}
+
+/** The points to kill at: those asked for that a clean run reaches (all of them when none is known to be). */
+function reachablePoints(options: ScenarioOptions): KillPoint[] {
+  const points = options.points ?? PRODUCER_POINTS;
+  const reached = points.filter((point) => options.reach === undefined || (options.reach[point] ?? 0) > 0);
+  return reached.length === 0 ? [...points] : reached;
 }
 
 /** The attempts a scenario runs: its plan, and a last one that completes when the plan ends in a failure. */

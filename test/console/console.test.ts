@@ -252,6 +252,36 @@ describe.skipIf(!chromiumAvailable)(`the web console${chromiumSkipReason}`, () =
     expect(last.items.at(-1)?.partitionKey).toBe('p-09999');
   });
 
+  it('answers a view the token may not read in that view, and keeps the token; a token of no use here goes back to the form', async () => {
+    const limited = (await running.server.store.tokens.create({ scope: 'read', reads: ['events', 'streams'], producers: 'orders-ingest', note: 'one producer' })).token;
+    const tab = await (await browser.newContext()).newPage();
+    try {
+      await signIn(tab, running.url, limited);
+      // A link to another producer's run: refused (403) in the view, the console still open.
+      await tab.goto(`${running.url}/console/#/streams/backfill/daily_partitions`);
+      await expect(tab.getByRole('alert').textContent()).resolves.toMatch(/reads only the streams of producers matching "orders-ingest"/);
+      await expect(tab.evaluate('sessionStorage.length')).resolves.toBe(1);
+      await tab.getByRole('link', { name: 'Overview' }).click();
+      await tab.getByTestId('tile-assets').waitFor();
+
+      // A token that reads no events nor streams is of no use: back to the form, with the server's reason.
+      const metrics = (await running.server.store.tokens.create({ scope: 'read', reads: ['metrics'], note: 'scraper' })).token;
+      await tab.evaluate(`sessionStorage.setItem('oncebox.console.token', ${JSON.stringify(metrics)})`);
+      await tab.reload();
+      await expect(tab.getByRole('alert').textContent()).resolves.toMatch(/refused that token: .*reads both events and streams/);
+      await expect(tab.evaluate('sessionStorage.length')).resolves.toBe(0);
+    } finally {
+      await tab.context().close();
+    }
+  });
+
+  it('shows Not found for a link with a malformed escape, and goes on working', async () => {
+    await open('/assets/%E0%A4%A', 'Not found');
+    await open('/streams/%ZZ/x', 'Not found');
+    await open('/', 'Overview');
+    await expect(page.getByTestId('tile-assets').textContent()).resolves.toMatch(/^\d+$/);
+  });
+
   it('says when a page does not exist or an event is gone', async () => {
     await open('/nowhere', 'Not found');
     const events = await api<EventPage>('v1/events?after=0&limit=1');

@@ -157,12 +157,24 @@ for (const backend of BACKENDS) {
         '/v1/catalog/rejections?code=nope',
         '/v1/catalog/rejections?since=yesterday',
         '/v1/catalog/consumers?limt=3',
+        '/v1/catalog?limit=5',
+        // Text a store cannot hold, and forged page keys of the right shape with such text or with
+        // numbers past exact integers: PostgreSQL would refuse them in the query, as a 500.
+        '/v1/catalog/assets?prefix=%00',
+        '/v1/catalog/assets/batch_ready/partitions?prefix=%00',
+        `/v1/catalog/assets?after=${cursor(['\u0000'])}`,
+        `/v1/catalog/consumers?after=${cursor(['\u0000', 'x'])}`,
+        `/v1/catalog/streams?after=${cursor(['2026-01-01T00:00:00Z', '\u0000', 'b', 'c'])}`,
+        `/v1/catalog/rejections?after=${cursor([1.5, 'a', 'b', 'c', 1, 1])}`,
+        `/v1/catalog/rejections?after=${cursor([1e308, 'a', 'b', 'c', 1, 1])}`,
       ]) {
         const answer = await get(server.url, path);
         expect(answer.status, path).toBe(400);
         expect(answer.json.code, path).toBe('invalid_request');
       }
       expect((await get(server.url, '/v1/catalog/assets/nope/partitions')).status).toBe(404);
+      // A time with an offset, or none (UTC), is a time.
+      for (const since of ['2026-12-01T00:00:00%2B02:00', '2026-12-01T00:00:00']) expect((await get(server.url, `/v1/catalog/rejections?since=${since}`)).status, since).toBe(200);
     });
 
     it('scopes every list by the token, as the reads it summarises', async () => {
@@ -176,6 +188,10 @@ for (const backend of BACKENDS) {
       expect((await get(server.url, '/v1/catalog/assets/batch_ready/partitions', otherAssets)).status).toBe(403);
       expect((await get(server.url, '/v1/catalog/streams', otherAssets)).json.items.map((s: any) => s.runId)).toEqual(['summariser']);
       expect((await get(server.url, '/v1/catalog/rejections', otherAssets)).json.items).toEqual([]);
+      // The group consumes batch_ready, whose events this token may not read: no count of them leaks.
+      const [group] = (await get(server.url, '/v1/catalog/consumers', otherAssets)).json.items;
+      expect(group).toMatchObject({ group: 'summariser', lag: 0, newestCursor: null });
+      expect((await get(server.url, '/v1/catalog/consumers', admin)).json.items[0].lag).toBeGreaterThan(0);
       expect((await get(server.url, '/v1/catalog/streams/p/r2', otherAssets)).status).toBe(403);
       expect((await get(server.url, '/v1/catalog/streams', eventsOnly)).status).toBe(403);
       expect((await get(server.url, '/v1/catalog', eventsOnly)).status).toBe(403);
@@ -201,4 +217,9 @@ for (const backend of BACKENDS) {
       ]);
     });
   });
+}
+
+/** A page cursor as the server encodes one: a client can forge one of the right shape. */
+function cursor(key: unknown[]): string {
+  return Buffer.from(JSON.stringify(key)).toString('base64url');
 }

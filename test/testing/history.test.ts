@@ -43,4 +43,18 @@ describe('the history checker', () => {
   it('finds a data store that differs from a clean run’s', () => {
     expect(kinds(history(clean.events, { data: new Map([['batch-1.json', 'b'], ['extra.log', 'c']]) }))).toEqual(['data-differs batch-1.json', 'data-differs extra.log']);
   });
+
+  it('compares each of several events of one identity with the clean run’s, not all with the first', () => {
+    const unpartitioned = (extra: unknown): Publication => ({ asset: 'audit', partitionKey: null, partitionDate: null, extra });
+    const twice = history([...clean.events.slice(0, 3), unpartitioned({ step: 'start' }), unpartitioned({ step: 'end' }), clean.events[3]!]);
+    expect(checkHistory(twice, twice)).toEqual([]);
+    expect(checkHistory(twice, history([...clean.events.slice(0, 3), unpartitioned({ step: 'start' }), unpartitioned({ step: 'middle' }), clean.events[3]!])).map((a) => a.kind)).toEqual(['changed']);
+  });
+
+  it('pairs a lost event with an unexpected one of the same asset: a partition key that changed on the re-run', () => {
+    const anomalies = checkHistory(clean, history([event('batch-1'), event('batch-2-attempt-2'), event('batch-3'), clean.events[3]!], { checkpoints: { backlog: { batch: 2 } } }));
+    expect(anomalies.map((anomaly) => `${anomaly.kind} ${anomaly.partitionKey}`)).toEqual(['lost batch-2', 'unexpected batch-2-attempt-2']);
+    expect(anomalies[0]!.detail).toContain('published as batch-2-attempt-2 instead?');
+    expect(anomalies[1]!.detail).toContain('meant as batch-2?');
+  });
 });

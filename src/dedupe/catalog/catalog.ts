@@ -1,11 +1,10 @@
-import { sql, type ExpressionBuilder, type RawBuilder, type Selectable } from 'kysely';
+import { sql, type ExpressionBuilder } from 'kysely';
 import { z } from 'zod';
 import {
   CONSUMER_ASSETS_CHECKPOINT,
   CONSUMER_CURSOR_CHECKPOINT,
   LAG_COUNT_CAP,
   type AssetSummary,
-  type AttemptSummary,
   type ConsumerGroup,
   type EventRef,
   type Overview,
@@ -19,11 +18,11 @@ import {
 } from '../../protocol/catalog.js';
 import type { RejectionCode } from '../../protocol/errors.js';
 import { LifecycleAsset } from '../../protocol/lifecycle.js';
-import { rejectionFix } from '../../protocol/rejection-fixes.js';
 import { toStoredEvent, type EventRow, type StoredRunOutcome } from '../tables.js';
 import type { CatalogDatabase, CatalogSchema } from './database.js';
 import { decodePageCursor, encodePageCursor, nameKey } from './page-cursor.js';
 import { advanceRollup } from './rollup.js';
+import { attemptsOf, EVENT_REF_COLUMNS, isConsumer, producerScope, refusals, startsWith, toEventRef, toRejection } from './rows.js';
 
 /** What the reader's token lets it see: the catalog is no more public than the events and streams. */
 export interface CatalogScope {
@@ -41,7 +40,6 @@ export interface PageQuery {
 type StreamKey = { producer: string; run_id: string; task: string };
 
 const LIFECYCLE_ASSETS = [LifecycleAsset.Succeeded, LifecycleAsset.Failed, LifecycleAsset.Fenced];
-const EVENT_REF_COLUMNS = ['cursor', 'event_id', 'ts', 'producer', 'workflow', 'run_id', 'task', 'attempt'] as const;
 const streamKey = z.tuple([z.string(), z.string(), z.string(), z.string()]);
 const groupKey = z.tuple([z.string(), z.string()]);
 const rejectionKey = z.tuple([z.number(), z.string(), z.string(), z.string(), z.number(), z.number()]);
@@ -211,7 +209,9 @@ export class Catalog {
       shown.map(async (row): Promise<ConsumerGroup> => {
         const cursor = Number(JSON.parse(row.cursor));
         const assets = row.assets === null ? null : (JSON.parse(row.assets) as string[]);
-        const { newest, lag, capped } = await this.lag(assets, cursor);
+        // Counted only over the assets the reader may read events of: the lag is a count of events.
+        const counted = scope.assets === null ? assets : (assets ?? scope.assets).filter((asset) => scope.assets!.includes(asset));
+        const { newest, lag, capped } = await this.lag(counted, cursor);
         return {
           producer: row.producer,
           group: row.run_id,
@@ -239,7 +239,7 @@ export class Catalog {
     if (query.producer !== undefined) select = select.where('producer', '=', query.producer);
     if (query.runId !== undefined) select = select.where('run_id', '=', query.runId);
     if (query.code !== undefined) select = select.where('code', '=', query.code);
-    if (query.since !== undefined) select = select.where('created_at', '>=', Date.parse(query.since));
+    if (query.since !== undefined) select = select.where('created_at', '>=', Date.parse(/(Z|[+-]\d\d:\d\d)$/i.test(query.since) ? query.since : `${query.since}Z`));
     // Six columns: more than kysely's typed tuples take.
     if (after) select = select.where(sql<boolean>`(created_at, producer, run_id, task, attempt, seq) < (${sql.join(after)})`);
     const rows = await this.db.all(select);
@@ -395,100 +395,4 @@ export class Catalog {
     const lag = counts.reduce((sum, [row]) => sum + Number(row?.n ?? 0), 0);
     return { newest, lag: Math.min(lag, LAG_COUNT_CAP), capped: lag > LAG_COUNT_CAP };
   }
-}
-
-/** Each attempt that delivered or was fenced, with what fenced it. */
-function attemptsOf(
-  epoch: number,
-  seqs: readonly Selectable<CatalogSchema['stream_seqs']>[],
-  fences: readonly Selectable<CatalogSchema['stream_fences']>[],
-): AttemptSummary[] {
-  const numbers = [...new Set([...seqs.map((row) => row.attempt), ...fences.map((row) => row.attempt)])].sort((a, b) => a - b);
-  return numbers.map((attempt) => {
-    const seq = seqs.find((row) => row.attempt === attempt);
-    const fence = fences.find((row) => row.attempt === attempt);
-    // Fenced by the next attempt that delivered after it, or, for a zombie refused, the epoch it met.
-    const next = numbers.find((other) => other > attempt && seqs.some((row) => row.attempt === other));
-    return {
-      attempt,
-      lastSeq: Number(seq?.last_seq ?? 0),
-      firstAt: seq?.first_at ?? null,
-      lastAt: seq?.last_at ?? null,
-      duplicates: Number(seq?.duplicates ?? 0),
-      fencedItems: Number(fence?.items ?? 0),
-      fencedBy: attempt >= epoch ? null : (fence?.fenced_by ?? next ?? epoch),
-    };
-  });
-}
-
-function isConsumer(eb: ExpressionBuilder<CatalogSchema & { s: CatalogSchema['streams'] }, 's'>) {
-  return eb.exists(
-    eb
-      .selectFrom('stream_checkpoints as c')
-      .select(sql.lit(1).as('one'))
-      .whereRef('c.producer', '=', 's.producer')
-      .whereRef('c.run_id', '=', 's.run_id')
-      .whereRef('c.task', '=', 's.task')
-      .where('c.name', '=', CONSUMER_CURSOR_CHECKPOINT),
-  );
-}
-
-/** The refusals (rejections and conflicts), newest first. */
-function refusals(q: CatalogDatabase['q']) {
-  return q
-    .selectFrom('stream_outcomes')
-    .selectAll()
-    .where('status', '<>', 'checkpointed')
-    .orderBy('created_at', 'desc')
-    .orderBy('producer', 'desc')
-    .orderBy('run_id', 'desc')
-    .orderBy('task', 'desc')
-    .orderBy('attempt', 'desc')
-    .orderBy('seq', 'desc');
-}
-
-function toRejection(row: Selectable<CatalogSchema['stream_outcomes']>): Rejection {
-  const code = row.code as RejectionCode;
-  return {
-    producer: row.producer,
-    runId: row.run_id,
-    task: row.task === '' ? null : row.task,
-    attempt: row.attempt,
-    seq: Number(row.seq),
-    key: row.key,
-    status: row.status === 'conflict' ? 'conflict' : 'rejected',
-    code,
-    detail: row.detail,
-    field: row.field,
-    asset: row.asset,
-    partitionKey: row.partition_key,
-    at: new Date(Number(row.created_at)).toISOString(),
-    fix: rejectionFix(code, row.asset),
-  };
-}
-
-function toEventRef(row: Pick<EventRow, (typeof EVENT_REF_COLUMNS)[number]> | { cursor: number | null }): EventRef {
-  const event = row as Pick<EventRow, (typeof EVENT_REF_COLUMNS)[number]>;
-  return {
-    cursor: Number(event.cursor),
-    eventId: event.event_id,
-    timestamp: event.ts,
-    producer: event.producer,
-    workflow: event.workflow,
-    runId: event.run_id,
-    task: event.task,
-    attempt: event.attempt,
-  };
-}
-
-/** `column` starts with `prefix`, the same way on both stores (LIKE folds case on SQLite). */
-function startsWith(column: string, prefix: string): RawBuilder<boolean> {
-  return sql<boolean>`substr(${sql.ref(column)}, 1, ${prefix.length}) = ${prefix}`;
-}
-
-/** A token's producers pattern, as a condition on `column`. */
-function producerScope(column: string, pattern: string): RawBuilder<boolean> {
-  if (pattern === '*') return sql<boolean>`1 = 1`;
-  if (pattern.endsWith('*')) return startsWith(column, pattern.slice(0, -1));
-  return sql<boolean>`${sql.ref(column)} = ${pattern}`;
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ProblemCode } from '../../protocol/errors.js';
+import { isPlainText } from '../../protocol/text.js';
 import { problem, RequestProblem } from '../problem.js';
 
 /**
@@ -20,12 +21,18 @@ export function decodePageCursor<Shape extends z.ZodType>(after: string | undefi
     parsed = undefined;
   }
   const key = shape.safeParse(parsed);
-  if (!key.success) {
+  // Forged keys go into SQL as parameters: text a store cannot hold, or a number past exact integers,
+  // would fail there (PostgreSQL refuses NUL) instead of here.
+  if (!key.success || !(key.data as unknown[]).every(isStorable)) {
     throw new RequestProblem(
       problem(400, ProblemCode.InvalidRequest, 'after: not a page cursor of this list; pass back the `next` of the previous page as it came, or leave after out for the first page', 'after'),
     );
   }
   return key.data;
+}
+
+function isStorable(part: unknown): boolean {
+  return typeof part === 'string' ? isPlainText(part) : Number.isSafeInteger(part);
 }
 
 /** The usual page key: one name. */

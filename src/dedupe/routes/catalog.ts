@@ -3,6 +3,7 @@ import { ZodObject, type z } from 'zod';
 import {
   assetQuerySchema,
   consumerQuerySchema,
+  overviewQuerySchema,
   partitionParamsSchema,
   partitionQuerySchema,
   rejectionQuerySchema,
@@ -28,7 +29,10 @@ import { producerAllowed, readableAssets } from '../tokens.js';
 export function addCatalogRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   const { catalog } = options.store;
 
-  app.get('/v1/catalog', { config: { access: 'catalog' } }, async (request) => catalog.overview(scopeOf(request)));
+  app.get('/v1/catalog', { config: { access: 'catalog' } }, async (request) => {
+    parsed(request.query, overviewQuerySchema);
+    return catalog.overview(scopeOf(request));
+  });
 
   app.get('/v1/catalog/assets', { config: { access: 'events' } }, async (request) =>
     catalog.assets(parsed(request.query, assetQuerySchema, ['limit']), scopeOf(request)),

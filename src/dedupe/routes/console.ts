@@ -30,8 +30,9 @@ const CONSOLE_HEADERS = {
  * request it makes carries the read token its user entered. `GET /` leads there.
  */
 export function addConsoleRoutes(app: FastifyInstance, directory = consoleDirectory()): void {
-  app.get('/', { config: { access: 'public' } }, async (_request, reply) => reply.redirect('/console/'));
-  app.get('/console', { config: { access: 'public' } }, async (_request, reply) => reply.redirect('/console/'));
+  // Relative redirects: behind a proxy that serves this server under a path of its own, they stay under it.
+  app.get('/', { config: { access: 'public' } }, async (_request, reply) => reply.redirect('console/'));
+  app.get('/console', { config: { access: 'public' } }, async (_request, reply) => reply.redirect('console/'));
   if (directory === undefined) {
     // A checkout that never built it: the API works, and the console says how to get it.
     app.get('/console/*', { config: { access: 'public' } }, async (_request, reply) =>

@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { checkJob, runScenario, type JobUnderTest } from '../../src/testing/index.js';
+import { withEnvironment } from '../support/environment.js';
+
+/**
+ * checkJob's own rules, beyond catching wrong jobs: what it refuses before any scenario (a job that
+ * publishes nothing, two clean runs that differ, a replay without its seed), the data mapping that lets a
+ * harmless difference through, and jobs started through a wrapper, whose whole process group is stopped,
+ * continued and killed.
+ */
+const quiet = () => {};
+const stamped = (more: Partial<JobUnderTest> = {}): JobUnderTest => ({ command: 'test/testing/fixtures/stamped-job.ts', producer: 'stamped', assets: ['batch_ready'], ...more });
+const failure = (campaign: Promise<unknown>) =>
+  campaign.then(
+    () => {
+      throw new Error('the campaign passed');
+    },
+    (error: unknown) => error as Error,
+  );
+
+describe('checkJob', () => {
+  it('refuses a replay path without its seed, and a seed that is not a number, before running anything', async () => {
+    const job = stamped();
+    await expect(withEnvironment({ ONCEBOX_TESTING_PATH: '3:0' }, () => checkJob(job, { log: quiet }))).rejects.toThrow(/needs that campaign's seed: set ONCEBOX_TESTING_SEED/);
+    await expect(withEnvironment({ ONCEBOX_TESTING_SEED: 'twelve' }, () => checkJob(job, { seed: 4, log: quiet }))).rejects.toThrow(/ONCEBOX_TESTING_SEED must be a whole number/);
+  });
+
+  it('refuses a job that publishes nothing in a clean run: there would be nothing to check', { timeout: 120_000 }, async () => {
+    const error = await failure(checkJob(stamped({ env: { PUBLISH: 'no' }, comparableData: () => undefined }), { runs: 1, seed: 1, log: quiet }));
+    expect(error.message).toMatch(/published no event in a clean run \(producer stamped, assets batch_ready\)/);
+  });
+
+  it('refuses a job whose two clean runs differ, naming what differs, and takes it once comparableData maps the difference out', { timeout: 300_000 }, async () => {
+    const error = await failure(checkJob(stamped(), { runs: 1, seed: 1, log: quiet }));
+    expect(error.message).toMatch(/two clean runs of the job, with no fault at all, left different data/);
+    expect(error.message).toContain('data-differs     data report.txt');
+    expect(error.message).toContain('comparableData');
+
+    const mapped = stamped({ comparableData: (_path, content) => content.toString().replace(/written at .*/, '') });
+    const result = await checkJob(mapped, { runs: 2, seed: 7, log: quiet, zombies: false, maxFaults: 0 });
+    // Every producer point is reached (one commit, one terminal commit): each killed at its first and
+    // last time, retried on the same and on a fresh machine.
+    expect(result.singleKills).toBeGreaterThanOrEqual(5 * 2);
+    expect(result.singleKills % 2).toBe(0);
+    expect(result.runs).toBe(2);
+  });
+
+  it('stops, continues and kills a job started through a wrapper script, whole', { timeout: 180_000 }, async () => {
+    const job: JobUnderTest = {
+      command: ['sh', '-c', `"${process.execPath}" --import tsx examples/testing/ingest-job.ts; exit $?`],
+      producer: 'orders-ingest',
+      assets: ['batch_ready', 'ingest_done'],
+      attemptTimeoutMs: 40_000,
+    };
+    const zombie = await runScenario(job, {
+      attempts: [
+        { machine: 'same', end: { kind: 'zombie', at: 'after-commit', hit: 2, resume: 'after-next' } },
+        { machine: 'fresh', end: { kind: 'killed', at: 'before-commit', hit: 1 } },
+      ],
+      network: [],
+    });
+    // Without the process group, the zombie's job would stay stopped under its continued wrapper until the
+    // time limit, and a killed job's wrapper would wait on.
+    expect(zombie.attempts.map((attempt) => attempt.timedOut)).toEqual([false, false, false]);
+    expect(zombie.attempts[0]).toMatchObject({ planned: 'zombie', reachedPoint: true });
+    expect(zombie.attempts[1], zombie.report).toMatchObject({ planned: 'killed', reachedPoint: true });
+    expect(zombie.anomalies, zombie.report).toEqual([]);
+  });
+});
