@@ -70,6 +70,8 @@ for (const store of values.stores.split(',')) {
   try {
     for (const [name, token] of Object.entries(tokens)) {
       const code = await run([
+        '--config-file',
+        fileURLToPath(new URL('../fuzz/schemathesis.toml', import.meta.url)),
         'run',
         `${url}/openapi.json`,
         '--checks',

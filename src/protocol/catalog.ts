@@ -28,6 +28,7 @@ const pageQuery = {
   after: z
     .string()
     .max(4096)
+    .regex(/^[A-Za-z0-9_-]*$/, { error: 'must be a page cursor as the server gave it (base64url)' })
     .optional()
     .describe("The previous page's `next`, to go on from; left out for the first page. Opaque: pass it back as it came."),
   limit: z.coerce.number().int().min(1).max(CATALOG_MAX_LIMIT).default(100),

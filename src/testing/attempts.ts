@@ -139,7 +139,9 @@ export function startAttempt(options: {
 export function stderrSummary(stderr: string): string {
   const lines = stderr.trim().split('\n');
   const tail = lines.slice(-6);
-  const named = lines.find((line) => /\b[A-Z]\w*(Error|Exception)\b.*:/.test(line) && !/^\s+at /.test(line));
+  // Node prints an uncaught error as its source line, a caret, then `Name: message` at the start of a
+  // line: that line, not the source line that made the error, says what went wrong.
+  const named = lines.find((line) => /^(Uncaught )?[A-Z]\w*(Error|Exception)( \[[^\]]*\])?: /.test(line));
   return named === undefined || tail.includes(named) ? tail.join('\n') : [named, '…', ...tail].join('\n');
 }
 

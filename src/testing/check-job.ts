@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import type { JobUnderTest } from './job.js';
 import { cleanProfile, runScenario, type ScenarioOutcome } from './run-scenario.js';
-import { scenarioArbitrary, singleKills, type Scenario, type ScenarioOptions } from './scenario.js';
+import { FAILPOINT_OF, scenarioArbitrary, singleKills, type KillPoint, type Scenario, type ScenarioOptions } from './scenario.js';
 
 /** What `checkJob` takes. */
 export interface CheckJobOptions extends ScenarioOptions {
@@ -50,7 +50,7 @@ export class JobCheckError extends Error {
     readonly seed: number,
     /** fast-check's path to the shrunk scenario; empty for a single kill. */
     readonly path: string,
-    /** Where the failure was found: `single kill 3 of 18`, `random scenario 7`. */
+    /** Where the failure was found: the two clean runs, `single kill 3 of 16 (after-commit@1/fresh)`, `random scenario 7`. */
     readonly foundIn: string,
     /** How many times fast-check shrank it (0 for a single kill, which is as small as scenarios get). */
     readonly shrinks: number,
@@ -86,20 +86,27 @@ export async function checkJob(job: JobUnderTest, options: CheckJobOptions = {})
   refuseNondeterminism(rerun, seed);
   const scenarioOptions = { ...options, reach: options.reach ?? reach };
 
+  const single = singleKillFromEnvironment();
+  if (single !== undefined && path !== undefined) {
+    throw new TypeError('oncebox/testing: ONCEBOX_TESTING_SINGLE_KILL and ONCEBOX_TESTING_PATH each replay one scenario: set one of them');
+  }
+  if (single !== undefined) {
+    log(`oncebox/testing: replaying the single kill ${singleKillName(single)}`);
+    const outcome = await runScenario(job, single);
+    if (!outcome.ok) throw new JobCheckError(outcome, seed, '', `the single kill ${singleKillName(single)}`, 0, `ONCEBOX_TESTING_SINGLE_KILL=${singleKillName(single)}`);
+    throw replayPassed('ONCEBOX_TESTING_SINGLE_KILL', outcome);
+  }
+
   const sweep = path === undefined && options.singleKills !== false && options.scenarios === undefined ? singleKills(scenarioOptions) : [];
-  const only = singleKillFromEnvironment(sweep.length);
   log(
-    only !== undefined
-      ? `oncebox/testing: replaying single kill ${only} of ${sweep.length}`
-      : `oncebox/testing: ${path === undefined ? `${sweep.length} single kills, then ${runs} random scenarios` : `replaying path ${path}`}, ` +
-          `seed ${seed} (ONCEBOX_TESTING_SEED=${seed} runs them again)`,
+    `oncebox/testing: ${path === undefined ? `${sweep.length} single kills, then ${runs} random scenarios` : `replaying path ${path}`}, ` +
+      `seed ${seed} (ONCEBOX_TESTING_SEED=${seed} runs them again)`,
   );
   for (const [index, scenario] of sweep.entries()) {
-    if (only !== undefined && index + 1 !== only) continue;
     const outcome = await runScenario(job, scenario);
-    if (!outcome.ok) throw new JobCheckError(outcome, seed, '', `single kill ${index + 1} of ${sweep.length}`, 0, `ONCEBOX_TESTING_SINGLE_KILL=${index + 1}`);
+    const name = singleKillName(scenario);
+    if (!outcome.ok) throw new JobCheckError(outcome, seed, '', `single kill ${index + 1} of ${sweep.length} (${name})`, 0, `ONCEBOX_TESTING_SINGLE_KILL=${name}`);
   }
-  if (only !== undefined) return { runs: 0, singleKills: 1, seed, durationMs: Date.now() - started };
 
   let failed: ScenarioOutcome | undefined;
   const details = await fc.check(
@@ -117,6 +124,7 @@ export async function checkJob(job: JobUnderTest, options: CheckJobOptions = {})
     throw new JobCheckError(failed, seed, counterexample, foundIn, details.numShrinks, `ONCEBOX_TESTING_SEED=${seed} ONCEBOX_TESTING_PATH=${counterexample}`);
   }
   if (details.failed) throw details.errorInstance ?? new Error(`the campaign failed (seed ${seed}) without a scenario to show`);
+  if (path !== undefined) throw replayPassed('ONCEBOX_TESTING_PATH', undefined);
   return { runs: details.numRuns, singleKills: sweep.length, seed, durationMs: Date.now() - started };
 }
 
@@ -136,15 +144,34 @@ function refuseNondeterminism(rerun: ScenarioOutcome, seed: number): void {
   );
 }
 
-/** ONCEBOX_TESTING_SINGLE_KILL: the one single kill to run again (they come in a fixed order for a job). */
-function singleKillFromEnvironment(count: number): number | undefined {
+/**
+ * A replay that passes fails all the same: it ran one scenario, not the campaign, and a replay variable
+ * left set (in a CI job's environment) must not turn a wrong job green.
+ */
+function replayPassed(variable: string, outcome: ScenarioOutcome | undefined): Error {
+  return new Error(
+    `oncebox/testing: the replayed scenario passed now${outcome ? `:\n${outcome.report}` : ''}\n` +
+      `${variable} replays one scenario and is never a campaign: unset it to run the whole campaign again`,
+  );
+}
+
+/** A single kill as ONCEBOX_TESTING_SINGLE_KILL names it: `before-commit@1/fresh`, the same on any machine. */
+function singleKillName(scenario: Scenario): string {
+  const [killed, retry] = scenario.attempts;
+  if (killed?.end.kind !== 'killed' || retry === undefined) throw new Error('not a single kill');
+  return `${killed.end.at}@${killed.end.hit}/${retry.machine}`;
+}
+
+/** ONCEBOX_TESTING_SINGLE_KILL, as the scenario it names. */
+function singleKillFromEnvironment(): Scenario | undefined {
   const text = nonEmpty(process.env.ONCEBOX_TESTING_SINGLE_KILL);
   if (text === undefined) return undefined;
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 1 || value > count) {
-    throw new TypeError(`oncebox/testing: ONCEBOX_TESTING_SINGLE_KILL must be a single kill's number, 1 to ${count} for this job, not ${JSON.stringify(text)}`);
+  const match = /^([a-z-]+)@(\d+)\/(same|fresh)$/.exec(text);
+  const at = match?.[1] as KillPoint | undefined;
+  if (!match || !at || !(at in FAILPOINT_OF) || Number(match[2]) < 1) {
+    throw new TypeError(`oncebox/testing: ONCEBOX_TESTING_SINGLE_KILL names a single kill as a failure's message gives it (such as before-commit@1/fresh), not ${JSON.stringify(text)}`);
   }
-  return value;
+  return { attempts: [{ machine: 'same', end: { kind: 'killed', at, hit: Number(match[2]) } }, { machine: match[3] as 'same' | 'fresh', end: { kind: 'completes' } }], network: [] };
 }
 
 function nonEmpty(text: string | undefined): string | undefined {

@@ -71,7 +71,8 @@ export async function commandLine(command: string | readonly string[]): Promise<
   if (typeof command !== 'string') return [command[0]!, [...command.slice(1)]];
   if (!/\.(ts|mts|cts)$/.test(command)) return [process.execPath, [command]];
   const bundled = await bundle(resolve(command));
-  return bundled === undefined ? [process.execPath, ['--import', 'tsx', command]] : [process.execPath, [bundled]];
+  // Source maps on: a stack in a report points at the job's own file, not at its bundle.
+  return bundled === undefined ? [process.execPath, ['--import', 'tsx', command]] : [process.execPath, ['--enable-source-maps', bundled]];
 }
 
 const bundles = new Map<string, Promise<string | undefined>>();

@@ -200,13 +200,16 @@ async function historyOf(server: TestServer, job: JobUnderTest, runId: string, d
 }
 
 function describeAttempts(attempts: readonly AttemptRecord[]): string[] {
+  const told = new Map<string, number>();
   return attempts.flatMap((record) => {
     const how = record.timedOut ? 'hung, killed' : record.signal ? `ended by ${record.signal}` : `exited ${record.exitCode}`;
     const planned = record.planned === 'completes' ? '' : record.reachedPoint ? ` (${record.planned}, as planned)` : ` (${record.planned} planned, but it never got there)`;
     // An attempt that failed by itself says why, even when a retry then succeeded: the scheduler's retry
     // hides it, the report should not.
     const failedByItself = record.planned === 'completes' && !record.timedOut && record.exitCode !== 0 && record.exitCode !== null;
-    const why = failedByItself && record.stderrTail !== '' ? record.stderrTail.split('\n').map((line) => `      ${line}`) : [];
+    const before = told.get(record.stderrTail);
+    if (failedByItself && before === undefined) told.set(record.stderrTail, record.attempt);
+    const why = !failedByItself || record.stderrTail === '' ? [] : before !== undefined ? [`      (the same error as attempt ${before})`] : record.stderrTail.split('\n').map((line) => `      ${line}`);
     return [`  attempt ${record.attempt} ${how}${planned}`, ...why];
   });
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkJob, runScenario, type JobUnderTest } from '../../src/testing/index.js';
+import { stderrSummary } from '../../src/testing/attempts.js';
 import { withEnvironment } from '../support/environment.js';
 
 /**
@@ -23,6 +24,35 @@ describe('checkJob', () => {
     const job = stamped();
     await expect(withEnvironment({ ONCEBOX_TESTING_PATH: '3:0' }, () => checkJob(job, { log: quiet }))).rejects.toThrow(/needs that campaign's seed: set ONCEBOX_TESTING_SEED/);
     await expect(withEnvironment({ ONCEBOX_TESTING_SEED: 'twelve' }, () => checkJob(job, { seed: 4, log: quiet }))).rejects.toThrow(/ONCEBOX_TESTING_SEED must be a whole number/);
+  });
+
+  it('replays a single kill by its name, refuses a name it does not know or two replays at once, and never passes a replay', { timeout: 120_000 }, async () => {
+    const job = stamped({ comparableData: (_path, content) => content.toString().replace(/written at .*/, '') });
+    await expect(withEnvironment({ ONCEBOX_TESTING_SINGLE_KILL: 'before-commit@1/same' }, () => checkJob(job, { seed: 1, log: quiet }))).rejects.toThrow(
+      /the replayed scenario passed now:[\s\S]*SIGKILLed at before-commit \(time 1\)[\s\S]*unset it to run the whole campaign/,
+    );
+    await expect(withEnvironment({ ONCEBOX_TESTING_SINGLE_KILL: '3' }, () => checkJob(job, { seed: 1, log: quiet }))).rejects.toThrow(/such as before-commit@1\/fresh/);
+    await expect(withEnvironment({ ONCEBOX_TESTING_SINGLE_KILL: 'after-commit@1/fresh', ONCEBOX_TESTING_SEED: '5', ONCEBOX_TESTING_PATH: '1' }, () => checkJob(job, { log: quiet }))).rejects.toThrow(/set one of them/);
+    await expect(withEnvironment({ ONCEBOX_TESTING_SEED: '5', ONCEBOX_TESTING_PATH: '0' }, () => checkJob(job, { log: quiet, runs: 1 }))).rejects.toThrow(/ONCEBOX_TESTING_PATH replays one scenario/);
+  });
+
+  it('shows the line that names an attempt’s error, not the source line that made it', () => {
+    const stderr = [
+      'file:///tmp/job.mjs:3',
+      '  return new TypeError(`config broken: ${detail} (fix: set FOO)`);',
+      '         ^',
+      '',
+      'TypeError: config broken: FOO is missing (fix: set FOO)',
+      '    at fail (/tmp/job.ts:3:10)',
+      '    at main (/tmp/job.ts:5:3)',
+      '    at one (/tmp/job.ts:6:3)',
+      '    at two (/tmp/job.ts:7:3)',
+      '    at three (/tmp/job.ts:8:3)',
+      '    at four (/tmp/job.ts:9:3)',
+      '',
+      'Node.js v20.20.2',
+    ].join('\n');
+    expect(stderrSummary(stderr).split('\n')[0]).toBe('TypeError: config broken: FOO is missing (fix: set FOO)');
   });
 
   it('refuses a job that publishes nothing in a clean run: there would be nothing to check', { timeout: 120_000 }, async () => {

@@ -52,7 +52,9 @@ describe('the history checker', () => {
   });
 
   it('pairs a lost event with an unexpected one of the same asset: a partition key that changed on the re-run', () => {
-    const anomalies = checkHistory(clean, history([event('batch-1'), event('batch-2-attempt-2'), event('batch-3'), clean.events[3]!], { checkpoints: { backlog: { batch: 2 } } }));
+    // The run's checkpoint says it is done: still `lost`, not `checkpoint-ahead`, since an event of the
+    // asset stands in for the missing one.
+    const anomalies = checkHistory(clean, history([event('batch-1'), event('batch-2-attempt-2'), event('batch-3'), clean.events[3]!]));
     expect(anomalies.map((anomaly) => `${anomaly.kind} ${anomaly.partitionKey}`)).toEqual(['lost batch-2', 'unexpected batch-2-attempt-2']);
     expect(anomalies[0]!.detail).toContain('published as batch-2-attempt-2 instead?');
     expect(anomalies[1]!.detail).toContain('meant as batch-2?');

@@ -54,7 +54,7 @@ describe('oncebox/testing on jobs that break the promise', () => {
         replayed = await withEnvironment({ ONCEBOX_TESTING_SEED: String(seed), ONCEBOX_TESTING_PATH: failure.path }, () => outcomeOf(checkJob(job, { ...options, seed: 1 })));
       } else {
         // The plain mistakes show at once, in the single kills: one kill and one retry.
-        expect(failure.foundIn).toMatch(/^single kill \d+ of \d+$/);
+        expect(failure.foundIn).toMatch(/^single kill \d+ of \d+ \([a-z-]+@\d+\/(same|fresh)\)$/);
         expect(failure.outcome.scenario.attempts).toHaveLength(2);
         const [variable, value] = failure.replay.split('=') as [string, string];
         replayed = await withEnvironment({ [variable]: value }, () => outcomeOf(checkJob(job, options)));
