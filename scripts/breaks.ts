@@ -1542,6 +1542,12 @@ export const BREAKS: Break[] = [
     edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: '        const { newest, lag, capped } = await this.lag(counted, cursor);', replace: '        const { newest, lag, capped } = await this.lag(assets, cursor);' }],
     caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'scopes every list' }],
   },
+  {
+    what: 'a failpoint that throws instead of killing when its stdout is closed',
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/client/failpoints.ts', find: '  try {\n    writeSync(1, `${JSON.stringify(notice)}\\n`);\n  } catch {\n    // Nobody is listening: the kill or stop still happens.\n  }', replace: '  writeSync(1, `${JSON.stringify(notice)}\\n`);' }],
+    caughtBy: [{ file: 'test/unit/failpoints.test.ts' }],
+  },
 ];
 
 /** The table of docs/guarantees.md, generated from BREAKS. */

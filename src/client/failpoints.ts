@@ -59,7 +59,7 @@ const armed = tracing ? [] : parse(process.env.ONCEBOX_FAILPOINT);
 const hits = new Map<string, number>();
 if (tracing) {
   // Written synchronously on exit: the process may be ending by process.exit().
-  process.on('exit', () => writeSync(1, `\n${JSON.stringify({ failpointHits: Object.fromEntries(hits) })}\n`));
+  process.on('exit', () => notify({ failpointHits: Object.fromEntries(hits) }));
 }
 
 export function failpoint(name: FailpointName): void {
@@ -71,12 +71,12 @@ export function failpoint(name: FailpointName): void {
     const { stallMs } = point;
     if (point.stop) {
       // Written synchronously, so that whoever waits for the notice sees it before the process stops.
-      writeSync(1, `${JSON.stringify({ failpoint: name, hit, stop: true })}\n`);
+      notify({ failpoint: name, hit, stop: true });
       process.kill(process.pid, 'SIGSTOP');
       continue;
     }
     if (stallMs === undefined) {
-      writeSync(1, `${JSON.stringify({ failpoint: name, hit, kill: true })}\n`);
+      notify({ failpoint: name, hit, kill: true });
       process.kill(process.pid, 'SIGKILL');
       continue;
     }
@@ -85,6 +85,18 @@ export function failpoint(name: FailpointName): void {
     while (Date.now() < until) {
       // Busy on purpose: the event loop serves nothing meanwhile.
     }
+  }
+}
+
+/**
+ * A notice on stdout, written synchronously so that whoever watches sees it before the process stops or
+ * dies. A stdout nobody reads (closed, a broken pipe) must not keep the failpoint from doing its work.
+ */
+function notify(notice: object): void {
+  try {
+    writeSync(1, `${JSON.stringify(notice)}\n`);
+  } catch {
+    // Nobody is listening: the kill or stop still happens.
   }
 }
 

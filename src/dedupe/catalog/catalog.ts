@@ -18,7 +18,7 @@ import {
 } from '../../protocol/catalog.js';
 import type { RejectionCode } from '../../protocol/errors.js';
 import { LifecycleAsset } from '../../protocol/lifecycle.js';
-import { toStoredEvent, type EventRow, type StoredRunOutcome } from '../tables.js';
+import { streamOf, toStoredEvent, type EventRow, type StoredRunOutcome } from '../tables.js';
 import type { CatalogDatabase, CatalogSchema } from './database.js';
 import { decodePageCursor, encodePageCursor, nameKey } from './page-cursor.js';
 import { advanceRollup } from './rollup.js';
@@ -152,7 +152,7 @@ export class Catalog {
   /** One stream whole: its summary, its lifecycle events and its newest refusals; undefined when unknown. */
   async stream(producer: string, runId: string, task: string | null): Promise<StreamDetail | undefined> {
     const { q } = this.db;
-    const key = { producer, run_id: runId, task: task ?? '' };
+    const key = { producer, run_id: runId, task: streamOf(producer, runId, task).task };
     const rows = await this.db.all(
       q
         .selectFrom('streams as s')
