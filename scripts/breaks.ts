@@ -1202,7 +1202,7 @@ export const BREAKS: Break[] = [
   {
     what: "pruning keeping one newest row per run's attempt, not per task (a task's stream numbers from 1 again)",
     guarantee: 'G3, G12',
-    edits: [{ file: 'src/outbox/relay/pruning.ts', find: ".groupBy(['run_id', 'task', 'attempt'])", replace: ".groupBy(['run_id', 'attempt'])" }],
+    edits: [{ file: 'src/outbox/file/rows.ts', find: ".groupBy(['run_id', 'task', 'attempt'])", replace: ".groupBy(['run_id', 'attempt'])" }],
     caughtBy: [{ file: sharedFileTasks, name: 'pruning keeps each task' }],
   },
   {
@@ -1368,7 +1368,7 @@ export const BREAKS: Break[] = [
   {
     what: "openOutbox not asking whether the server takes the job's token (a wrong token found only after the first commit)",
     guarantee: 'G19',
-    edits: [{ file: 'src/outbox/outbox.ts', find: '      await this.client.assertTokenAccepted({ stream:', replace: '      void this.client.assertTokenAccepted({ stream:' }],
+    edits: [{ file: 'src/outbox/outbox.ts', find: '      await assertStreamToken(this.client, this.producer, run, this.options.requestTimeoutMs);', replace: '      void assertStreamToken(this.client, this.producer, run, this.options.requestTimeoutMs);' }],
     caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'is refused at openOutbox' }],
   },
   {

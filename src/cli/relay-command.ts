@@ -1,11 +1,9 @@
 import { Command, Option } from 'commander';
 import { ServerClient } from '../client/server-client.js';
 import { OutboxFile } from '../outbox/file/outbox-file.js';
-import { assembleDelivery } from '../outbox/relay/assemble.js';
+import { assembleDelivery, assertStreamToken } from '../outbox/relay/assemble.js';
 import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
 import { readStatus } from '../outbox/status.js';
-import { TOKEN_CHECK_MS } from '../outbox/outbox.js';
-import { wireTask } from '../outbox/run.js';
 import { DrainProgress, type DrainCounts, type ProgressOutput } from './drain-progress.js';
 import { clientToken, collect, Exit, exitsWith, stopSignal, UsageError, withTokenOptions } from './arguments.js';
 
@@ -69,7 +67,7 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
   const producer = file.meta.read('producer');
   if (run && producer !== undefined) {
     try {
-      await client.assertTokenAccepted({ stream: { producer, runId: run.runId, task: wireTask(run.task) } }, TOKEN_CHECK_MS);
+      await assertStreamToken(client, producer, run, RELAY_DEFAULTS.requestTimeoutMs);
     } catch (error) {
       file.close();
       throw error;

@@ -37,6 +37,9 @@ interface Answer {
   headers: Headers;
 }
 
+/** How long opening an outbox, a consumer or `oncebox relay` waits for the server to say whether it takes the token. */
+export const TOKEN_CHECK_MS = 1000;
+
 /**
  * The producer's one HTTP client for the server: URLs under a base path, the bearer token, timeouts,
  * failover between instances, and errors that say which URL answered what. With several servers it

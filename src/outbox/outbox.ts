@@ -21,7 +21,7 @@ import type { ClaimedOptions, RunContext } from './options.js';
 import { fromRow, ReceiptWaiters } from './receipts.js';
 import { waitUntilDrained } from './relay/file-watch.js';
 import type { Relay } from './relay/relay.js';
-import { assembleDelivery } from './relay/assemble.js';
+import { assembleDelivery, assertStreamToken } from './relay/assemble.js';
 import { assertSyncCallback, refusePromise } from './commit/sync-callback.js';
 import type { OutboxLogger } from '../client/logger.js';
 import type { OutboxEventMap } from './events.js';
@@ -37,8 +37,6 @@ import type { Reporter } from './relay/reporter.js';
 import type { ServerClient } from '../client/server-client.js';
 import { runKeyOf, wireTask } from './run.js';
 
-/** How long opening an outbox (or a consumer) waits for the server to say whether it takes the token. */
-export const TOKEN_CHECK_MS = 1000;
 
 /** What `box.complete` and `box.fail` return. */
 export interface TerminalResult<R> {
@@ -162,7 +160,7 @@ export class Outbox {
     if (this.options.relay === 'in-process' && run && this.client) {
       // A job whose token the server refuses learns it here, at open, not from a relay that would find
       // nothing to deliver until its first commit. A server that is down or slow is the relay's to wait for.
-      await this.client.assertTokenAccepted({ stream: { producer: this.producer, runId: run.runId, task: wireTask(run.task) } }, Math.min(TOKEN_CHECK_MS, this.options.requestTimeoutMs));
+      await assertStreamToken(this.client, this.producer, run, this.options.requestTimeoutMs);
     }
     if (this.options.relay === 'in-process') this.relay!.start();
   }

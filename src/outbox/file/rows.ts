@@ -33,6 +33,7 @@ export function rowStatements(db: Database.Database) {
     coalesce: params<OfAttempt & { name: string }>(),
     revise: params<{ id: number; value: string }>(),
     move: params<{ id: number; attempt: number; seq: number }>(),
+    prune: params<{ cutoff: number; limit: number }>(),
   };
   // A row made pending again, as `attempt`'s row at `seq`: what it settled as before is forgotten.
   const pendingAgainAs = { attempt: p.move.attempt, seq: p.move.seq, state: sql.lit<RowState>('pending'), dead_code: sql.lit(null), dead_reason: sql.lit(null), settled_at: sql.lit(null) };
@@ -217,6 +218,25 @@ export function rowStatements(db: Database.Database) {
         .set({ checkpoint_value: p.revise.value, revision: sql`revision + 1` })
         .where('id', '=', p.revise.id)
         .where('state', '=', sql.lit('pending')),
+    ),
+    /** The highest attempt of a run with rows in the file (null for none): the run attempts ask it. */
+    highestAttempt: prepare(db, run, q.selectFrom('outbox').select((eb) => eb.fn.max('attempt').as('attempt')).where((eb) => eb.and(ofRun))),
+    // Delivered rows settled before the cutoff, a batch at a time; the newest row of each attempt stays,
+    // since a reopened attempt numbers its next rows from it.
+    pruneDelivered: prepare(
+      db,
+      p.prune,
+      q
+        .deleteFrom('outbox')
+        .where('id', 'in', (sub) =>
+          sub
+            .selectFrom('outbox')
+            .select('id')
+            .where('state', '=', sql.lit('delivered'))
+            .where('settled_at', '<', p.prune.cutoff)
+            .where('id', 'not in', (newest) => newest.selectFrom('outbox').select((eb) => eb.fn.max('id').as('id')).groupBy(['run_id', 'task', 'attempt']))
+            .limit(p.prune.limit),
+        ),
     ),
   };
 }

@@ -15,7 +15,6 @@ function runStatements(db: Database.Database) {
   const attempt = params<OfAttempt>();
   const fence = params<RunKey & { by: number }>();
   return {
-    highestAttemptWithRows: prepare(db, run, q.selectFrom('outbox').select((eb) => eb.fn.max('attempt').as('attempt')).where((eb) => eb.and(ofRun))),
     getRun: prepare(db, run, q.selectFrom('runs').select(['opened_by', 'fenced_by']).where((eb) => eb.and(ofRun))),
     openRun: prepare(
       db,
@@ -115,7 +114,7 @@ export class RunAttempts {
         const s = this.statements;
         this.assertCurrent(run, attempt);
         // max() always returns one row; its value is null when there is none.
-        const lastWriter = s.highestAttemptWithRows.get({ ...run })!.attempt ?? undefined;
+        const lastWriter = this.rows.highestAttempt.get({ ...run })!.attempt ?? undefined;
         const opened = s.getRun.get({ ...run })?.opened_by;
         if ((opened ?? 0) >= attempt) return { lastWriter, adopted: 0 };
         s.openRun.run({ ...run, attempt });

@@ -1,6 +1,7 @@
 import { defaultLogger, type OutboxLogger } from '../../client/logger.js';
 import type { OnceboxError } from '../../protocol/errors.js';
-import type { ServerClient } from '../../client/server-client.js';
+import { TOKEN_CHECK_MS, type ServerClient } from '../../client/server-client.js';
+import { wireTask } from '../run.js';
 import type { SettledRow } from '../events.js';
 import type { OutboxFile } from '../file/outbox-file.js';
 import type { DeliverySettings } from './defaults.js';
@@ -45,4 +46,13 @@ export function assembleDelivery(
       reporter,
     });
   return { reporter, relay, logger };
+}
+
+/**
+ * A token the server refuses is said at once, when a job's outbox or `oncebox relay` opens, with nothing
+ * pending too; a server that is down or slow is the relay's to wait for.
+ * @internal
+ */
+export function assertStreamToken(client: ServerClient, producer: string, run: { runId: string; task?: string | undefined }, requestTimeoutMs: number): Promise<void> {
+  return client.assertTokenAccepted({ stream: { producer, runId: run.runId, task: wireTask(run.task) } }, Math.min(TOKEN_CHECK_MS, requestTimeoutMs));
 }

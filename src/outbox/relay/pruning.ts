@@ -1,8 +1,5 @@
-import type Database from 'better-sqlite3';
-import { sql } from 'kysely';
 import { isTransientSqliteError } from '../../sqlite/local-errors.js';
-import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
-import type { OutboxSchema } from '../file/schema.js';
+import type { RowStatements } from '../file/rows.js';
 
 /** How often the relay prunes, at most. */
 const PRUNE_EVERY_MS = 60_000;
@@ -10,32 +7,12 @@ const PRUNE_EVERY_MS = 60_000;
 const PRUNE_BATCH = 1000;
 
 /**
- * Deletes delivered rows once they are old enough that nothing reads them. The newest row of each
- * stream stays: a reopened attempt numbers its next rows from it.
+ * Deletes delivered rows once they are old enough that nothing reads them (the statement is the rows'
+ * own, `pruneDelivered`): this is when and how much.
  * @internal
  */
 export class DeliveredRows {
-  private readonly pruneBatch;
-
-  constructor(db: Database.Database) {
-    const q = queryBuilder<OutboxSchema>(db);
-    const prune = params<{ cutoff: number; limit: number }>();
-    this.pruneBatch = prepare(
-      db,
-      prune,
-      q
-        .deleteFrom('outbox')
-        .where('id', 'in', (sub) =>
-          sub
-            .selectFrom('outbox')
-            .select('id')
-            .where('state', '=', sql.lit('delivered'))
-            .where('settled_at', '<', prune.cutoff)
-            .where('id', 'not in', (newest) => newest.selectFrom('outbox').select((eb) => eb.fn.max('id').as('id')).groupBy(['run_id', 'task', 'attempt']))
-            .limit(prune.limit),
-        ),
-    );
-  }
+  constructor(private readonly rows: RowStatements) {}
 
   private lastPrune = 0;
 
@@ -58,7 +35,7 @@ export class DeliveredRows {
   pruneSettledBefore(cutoff: number): number {
     let total = 0;
     for (;;) {
-      const deleted = this.pruneBatch.run({ cutoff, limit: PRUNE_BATCH }).changes;
+      const deleted = this.rows.pruneDelivered.run({ cutoff, limit: PRUNE_BATCH }).changes;
       total += deleted;
       if (deleted < PRUNE_BATCH) return total;
     }

@@ -67,7 +67,7 @@ export class Relay {
     private readonly options: RelayOptions,
   ) {
     this.lease = new RelayLease(file, options.leaseTtlMs, options.now);
-    this.delivered = new DeliveredRows(file.db);
+    this.delivered = new DeliveredRows(file.rows);
     this.maxRows = options.batchMaxRows;
     const producer = file.meta.read('producer');
     if (producer === undefined) {
