@@ -78,6 +78,11 @@ export async function checkJob(job: JobUnderTest, options: CheckJobOptions = {})
   if (path !== undefined && given === undefined) {
     throw new TypeError(`oncebox/testing: a path (${path}) replays a scenario of one campaign, and needs that campaign's seed: set ONCEBOX_TESTING_SEED too`);
   }
+  // Replay variables are read before any run: a mistake in them is said at once.
+  const single = singleKillFromEnvironment();
+  if (single !== undefined && path !== undefined) {
+    throw new TypeError('oncebox/testing: ONCEBOX_TESTING_SINGLE_KILL and ONCEBOX_TESTING_PATH each replay one scenario: set one of them');
+  }
   const seed = given ?? Math.floor(Math.random() * 2 ** 31);
   const runs = options.runs ?? 50;
   const log = options.log ?? ((line: string) => console.log(line));
@@ -86,10 +91,6 @@ export async function checkJob(job: JobUnderTest, options: CheckJobOptions = {})
   refuseNondeterminism(rerun, seed);
   const scenarioOptions = { ...options, reach: options.reach ?? reach };
 
-  const single = singleKillFromEnvironment();
-  if (single !== undefined && path !== undefined) {
-    throw new TypeError('oncebox/testing: ONCEBOX_TESTING_SINGLE_KILL and ONCEBOX_TESTING_PATH each replay one scenario: set one of them');
-  }
   if (single !== undefined) {
     log(`oncebox/testing: replaying the single kill ${singleKillName(single)}`);
     const outcome = await runScenario(job, single);
