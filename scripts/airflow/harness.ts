@@ -150,6 +150,9 @@ export class AirflowAdmin {
   }
 
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    // A token Airflow no longer takes (expired, or signed before a restart) is renewed once per call,
+    // whichever attempt meets it: a retried read may meet it after a reset connection or a 500.
+    let renewed = false;
     for (let attempt = 0; ; attempt++) {
       let response: Response;
       try {
@@ -168,7 +171,8 @@ export class AirflowAdmin {
         }
         throw error;
       }
-      if (response.status === 401 && attempt === 0) {
+      if (response.status === 401 && !renewed) {
+        renewed = true;
         this.token = undefined;
         continue;
       }
