@@ -1,11 +1,12 @@
 import Database from 'better-sqlite3';
+import http from 'node:http';
 import { join } from 'node:path';
 import { setImmediate as yieldToRelay } from 'node:timers/promises';
 import { v7 as uuidv7 } from 'uuid';
 import { openOutbox, type Outbox } from '../src/outbox/index.js';
 import { deriveKey } from '../src/outbox/commit/keys.js';
 import { rawOutbox } from './raw-outbox.js';
-import { benchDir, percentile, startServerProcess } from './support.js';
+import { benchDir, percentile, spawnServer, startServerProcess } from './support.js';
 
 const PER_COMMIT = 100;
 
@@ -139,4 +140,41 @@ export function fsyncMs(samples: number): number {
   }
   db.close();
   return percentile(times, 50);
+}
+
+/**
+ * A bare loopback round trip here: a one-item emission body POSTed on a kept-alive connection to a
+ * node:http server in its own process that answers without doing anything, median of `samples`.
+ * With two durable commits (the producer's row, the server's record) it makes the latency floor.
+ */
+export async function bareRoundTripMs(samples: number): Promise<number> {
+  const server = await spawnServer(['bench/bare-http-server.ts']);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const body = JSON.stringify({
+    stream: { producer: 'bench', workflow: 'w', runId: 'r', task: 't', attempt: 1 },
+    items: [{ seq: 1, key: uuidv7(), kind: 'event', asset: 'batch_ready', partitionKey: 'l-1', extra: { rows: 1 } }],
+  });
+  const post = () =>
+    new Promise<void>((resolve, reject) => {
+      const request = http.request(`${server.url}/v1/emissions`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (response) => {
+        response.resume();
+        response.on('end', resolve);
+        response.on('error', reject);
+      });
+      request.on('error', reject);
+      request.end(body);
+    });
+  try {
+    const times: number[] = [];
+    for (let i = 0; i < samples + 20; i++) {
+      const started = performance.now();
+      await post();
+      if (i >= 20) times.push(performance.now() - started);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    return percentile(times, 50);
+  } finally {
+    agent.destroy();
+    await server.stop();
+  }
 }

@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --json] [-- --quick] [-- --only airflow|waiters|testing]
+ * npm run bench [-- --json] [-- --quick] [-- --only airflow|waiters|testing|growth|pages] [-- --require-peers]
  *
  * Benchmarks, not tests: each figure is a ratio measured side by side in this one run, because a shared
  * 2-core machine is too noisy for absolute numbers to mean much from one run to the next.
@@ -8,14 +8,23 @@ import { parseArgs } from 'node:util';
 import { airflowForwardBench } from './airflow-bench.js';
 import { commitBench } from './commit-bench.js';
 import { consumeLatency, consumerThroughput } from './consumer-bench.js';
-import { e2eOncebox, e2eRawChain, fsyncMs, latency } from './e2e-bench.js';
-import { pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
+import { bareRoundTripMs, e2eOncebox, e2eRawChain, fsyncMs, latency } from './e2e-bench.js';
+import { backlogGrowth } from './growth-bench.js';
+import { connectJetStream, IN_FLIGHT_EVENTS, jetStreamPublish } from './jetstream-bench.js';
+import { postgresWalPerRequest, sqlitePagesPerRequest } from './store-pages.js';
+import { PG_URL, pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
 import { median } from './support.js';
 import { testingScenariosPerMinute } from './testing-bench.js';
 import { waitersBench } from './waiters-bench.js';
 
 const { values } = parseArgs({
-  options: { json: { type: 'boolean', default: false }, quick: { type: 'boolean', default: false }, only: { type: 'string' } },
+  options: {
+    json: { type: 'boolean', default: false },
+    quick: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    // Fail, rather than skip, when a peer measured side by side (NATS JetStream) is not running.
+    'require-peers': { type: 'boolean', default: false },
+  },
 });
 const scale = values.quick ? 0.2 : 1;
 const rounds = values.quick ? 3 : 5;
@@ -74,6 +83,42 @@ if (values.only === 'testing') {
   process.exit(0);
 }
 
+/** A backlog drained by `oncebox relay --drain` with its memory read, then a consumer catching up over it. */
+async function growthSection(): Promise<Record<string, number>> {
+  const rows = values.quick ? 200_000 : 1_000_000;
+  const name = values.quick ? '200k' : '1m';
+  const run = await backlogGrowth(rows);
+  console.log(
+    `backlog of ${fmt(rows)} rows: oncebox relay --drain at ${fmt(run.drainEventsPerS)} events/s, resident memory ${run.rssAtTenthMb.toFixed(0)} MiB at a tenth, ` +
+      `peak ${run.rssPeakMb.toFixed(0)} MiB, growth ${run.rssGrowthMb.toFixed(0)} MiB (target <= 64); a consumer caught up at ${fmt(run.consumerCatchUpPerS)} events/s`,
+  );
+  return {
+    [`drain_${name}_events_per_s`]: Math.round(run.drainEventsPerS),
+    [`drain_${name}_rss_at_tenth_mb`]: Number(run.rssAtTenthMb.toFixed(1)),
+    [`drain_${name}_rss_peak_mb`]: Number(run.rssPeakMb.toFixed(1)),
+    [`drain_${name}_rss_growth_mb`]: Number(run.rssGrowthMb.toFixed(1)),
+    [`consumer_catchup_${name}_events_per_s`]: Math.round(run.consumerCatchUpPerS),
+  };
+}
+
+/** What one 500-event request writes in each store (bench/store-pages.ts). */
+async function pagesSection(): Promise<Record<string, number | null>> {
+  const sqlite = await sqlitePagesPerRequest();
+  const walKb = await postgresWalPerRequest(PG_URL);
+  console.log(
+    `store writes per 500-event request: SQLite ${sqlite.pagesPerRequest.toFixed(0)} pages (${(sqlite.pagesPerRequest / 500).toFixed(2)} per event), ` +
+      (walKb === null ? 'PostgreSQL not reachable' : `PostgreSQL ${walKb.toFixed(0)} KiB of WAL`),
+  );
+  return { sqlite_pages_per_request: Number(sqlite.pagesPerRequest.toFixed(1)), pg_wal_kb_per_request: walKb === null ? null : Number(walKb.toFixed(1)) };
+}
+
+for (const [only, section] of [['growth', growthSection], ['pages', pagesSection]] as const) {
+  if (values.only !== only) continue;
+  const figures = await section();
+  if (values.json) console.log(JSON.stringify({ node: process.version, quick: values.quick, ...figures }));
+  process.exit(0);
+}
+
 if (values.only === 'airflow') {
   const figures = await airflowSection();
   if (values.json) console.log(JSON.stringify({ node: process.version, quick: values.quick, ...figures }));
@@ -90,16 +135,32 @@ console.log(`  pages written per commit:        oncebox ${commit100.onceboxPages
 const events = Math.round(50_000 * scale);
 const e2e: number[] = [];
 const raw: number[] = [];
-// The consumer's rate is measured in the same rounds, so that its ratio to the producer's is side by side.
+// The consumer's rate, and the broker a user would pick instead, are measured in the same rounds, so that
+// their ratios to the producer's end to end are side by side.
 const consumed: number[] = [];
+const jetstream: number[] = [];
+const nats = await connectJetStream();
+if ('missing' in nats) {
+  if (values['require-peers']) throw new Error(`bench --require-peers: ${nats.missing}`);
+  console.log(`NATS JetStream side by side: skipped (${nats.missing}; start nats-server -js, or set ONCEBOX_BENCH_NATS)`);
+}
 for (let i = 0; i < Math.max(2, rounds - 2); i++) {
   raw.push(e2eRawChain(events));
   e2e.push(await e2eOncebox(events));
+  if ('nc' in nats) jetstream.push(await jetStreamPublish(nats.nc, events));
   consumed.push(await consumerThroughput(events));
 }
+if ('nc' in nats) await nats.nc.close();
 const e2eRate = median(e2e);
 const rawRate = median(raw);
+const jetstreamRate = jetstream.length > 0 ? median(jetstream) : null;
 console.log(`end to end, ${fmt(events)} events:  oncebox ${fmt(e2eRate)} events/s delivered, raw chain ${fmt(rawRate)} events/s, ratio ${ratio(e2eRate / rawRate)} (target >= 1.0)`);
+if (jetstreamRate !== null) {
+  console.log(
+    `  NATS JetStream, the same events with Nats-Msg-Id, ${fmt(IN_FLIGHT_EVENTS)} in flight: ${fmt(jetstreamRate)} msg/s acknowledged, ` +
+      `oncebox over it ${ratio(e2eRate / jetstreamRate)} (target >= 1.0)`,
+  );
+}
 
 const consumerRate = median(consumed);
 console.log(`consumer, ${fmt(events)} events in batches: ${fmt(consumerRate)} events/s processed, ratio to the producer's end to end ${ratio(consumerRate / e2eRate)} (target >= 1.0)`);
@@ -108,9 +169,13 @@ console.log(`commit to consumer handler (long-poll): p50 ${consumeLat.p50.toFixe
 
 const lat = await latency(values.quick ? 100 : 300);
 const fsync = fsyncMs(values.quick ? 100 : 300);
+const roundTrip = await bareRoundTripMs(values.quick ? 100 : 300);
+// The physical floor of commit to receipt: the producer's durable commit, a bare loopback round trip, and
+// the server's durable commit, each measured in this run.
+const latencyFloor = 2 * fsync + roundTrip;
 console.log(
-  `commit-to-receipt latency:         p50 ${lat.p50.toFixed(2)} ms (target <= 2.5 x fsync = ${(2.5 * fsync).toFixed(2)}), p99 ${lat.p99.toFixed(2)} ms (target <= 10); ` +
-    `one durable commit (fsync) ${fsync.toFixed(2)} ms`,
+  `commit-to-receipt latency:         p50 ${lat.p50.toFixed(2)} ms, over its floor ${ratio(lat.p50 / latencyFloor)} (target <= 1.5), p99 ${lat.p99.toFixed(2)} ms (target <= 10); ` +
+    `floor ${latencyFloor.toFixed(2)} ms = two durable commits (fsync ${fsync.toFixed(2)} ms each) + a bare loopback round trip ${roundTrip.toFixed(2)} ms`,
 );
 
 // Server ingest: 8 concurrent HTTP clients, 500 items per request, against raw batched inserts. The four
@@ -153,6 +218,8 @@ const atSmall = growth.small;
 const atBig = growth.large;
 console.log(`PostgreSQL ingest as the store grows: ${fmt(atSmall)} events/s at 10k keys, ${fmt(atBig)} at ${fmt(bigStore)} keys, ratio ${ratio(atBig / atSmall)} (target >= 0.7)`);
 
+const pageFigures = await pagesSection();
+const growthFigures = await growthSection();
 const waiterFigures = await waitersSection();
 const airflowFigures = await airflowSection();
 const testingFigures = await testingSection();
@@ -175,6 +242,8 @@ if (values.json) {
       e2e_events_per_s: Math.round(e2eRate),
       raw_chain_events_per_s: Math.round(rawRate),
       e2e_ratio_to_raw_chain: Number((e2eRate / rawRate).toFixed(3)),
+      jetstream_msgs_per_s: jetstreamRate === null ? null : Math.round(jetstreamRate),
+      e2e_ratio_to_jetstream: jetstreamRate === null ? null : Number((e2eRate / jetstreamRate).toFixed(3)),
       consumer_events_per_s: Math.round(consumerRate),
       consumer_ratio_to_e2e: Number((consumerRate / e2eRate).toFixed(3)),
       consume_latency_p50_ms: Number(consumeLat.p50.toFixed(2)),
@@ -183,6 +252,9 @@ if (values.json) {
       latency_p99_ms: Number(lat.p99.toFixed(3)),
       fsync_ms: Number(fsync.toFixed(3)),
       latency_p50_over_fsync: Number((lat.p50 / fsync).toFixed(3)),
+      bare_round_trip_ms: Number(roundTrip.toFixed(3)),
+      latency_floor_ms: Number(latencyFloor.toFixed(3)),
+      latency_p50_over_floor: Number((lat.p50 / latencyFloor).toFixed(3)),
       pg_ingest_events_per_s: Math.round(pgOne),
       pg_two_instances_events_per_s: Math.round(pgTwo),
       pg_raw_rows_per_s: Math.round(pgRaw),
@@ -204,6 +276,8 @@ if (values.json) {
       sqlite_ingest_ratio_to_raw: Number((sqliteOne / sqliteRaw).toFixed(3)),
       ingest_store_keys_large: bigStore,
       ingest_10m_over_10k: Number((atBig / atSmall).toFixed(3)),
+      ...pageFigures,
+      ...growthFigures,
       ...waiterFigures,
       ...airflowFigures,
       ...testingFigures,
