@@ -70,7 +70,10 @@ export const BREAKS: Break[] = [
   {
     what: 'the server stores an event even when its key was already in the dedupe table (no dedupe)',
     guarantee: 'G3, G4',
-    edits: [{ file: sqliteStore, find: 'ts: clock.ts, createdAt: clock.ms }).changes === 1)', replace: 'ts: clock.ts, createdAt: clock.ms }).changes >= 0)' }],
+    edits: [
+      { file: 'src/dedupe/sqlite/migrations.ts', find: 'CREATE UNIQUE INDEX events_by_key ON events', replace: 'CREATE INDEX events_by_key ON events' },
+      { file: 'src/dedupe/sqlite/statements.ts', find: "oc.columns(['producer', 'key']).where('created_at', 'is not', null).doNothing()", replace: 'oc.doNothing()' },
+    ],
     caughtBy: [{ file: model }, { file: conformance, name: 'from 16 concurrent clients' }],
   },
   {
@@ -319,6 +322,36 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: conformance, name: 'fails part-way' }],
   },
   {
+    what: 'an event removed by a shorter event retention takes its dedupe record with it (a retry inside the window is stored again)',
+    guarantee: 'G15',
+    edits: [{ file: sqliteStore, find: '      this.statements.keepRecords.run({ cursors });\n', replace: '' }],
+    caughtBy: [{ file: conformance, name: 'keeps the dedupe record of an event removed' }],
+  },
+  {
+    what: 'a record kept past its event no longer holds the key (a retry claims it anew)',
+    guarantee: 'G15',
+    edits: [{ file: sqliteStore, find: 's.findKeptRecord.get({ producer, key: claim.key }) === undefined && ', replace: '' }],
+    caughtBy: [{ file: conformance, name: 'keeps the dedupe record of an event removed' }],
+  },
+  {
+    what: 'keys of stored events never leave the dedupe window (a retry past it is answered from an expired record)',
+    guarantee: 'G15',
+    edits: [{ file: sqliteStore, find: ' + (await drain(this.statements.releaseKeys, now - policy.dedupeRetentionMs))', replace: '' }],
+    caughtBy: [{ file: conformance, name: 'compacts dedupe records past the window' }],
+  },
+  {
+    what: 'migration 012 drops the dedupe records whose events are gone (a retry of one is stored again)',
+    guarantee: 'G4, G15',
+    edits: [
+      {
+        file: 'src/dedupe/sqlite/migrations.ts',
+        find: 'DELETE FROM dedupe WHERE EXISTS (SELECT 1 FROM events e WHERE e.event_id = dedupe.event_id AND e.created_at IS NOT NULL);',
+        replace: 'DELETE FROM dedupe;',
+      },
+    ],
+    caughtBy: [{ file: 'test/store/sqlite-store.test.ts', name: 'moves each record onto its event' }],
+  },
+  {
     what: 'compaction removing recorded stream outcomes inside the retention window',
     guarantee: 'G15',
     edits: [
@@ -432,8 +465,8 @@ export const BREAKS: Break[] = [
     what: 'dedupe keys shared by every producer, so one can squat another\'s next key',
     guarantee: 'G4, security',
     edits: [
-      { file: sqliteStore, find: 's.insertDedupe.run({ producer, ...claim,', replace: "s.insertDedupe.run({ producer: '', ...claim," },
-      { file: sqliteStore, find: 's.findDedupe.get({ producer, key });', replace: "s.findDedupe.get({ producer: '', key });" },
+      { file: 'src/dedupe/sqlite/migrations.ts', find: 'CREATE UNIQUE INDEX events_by_key ON events (producer, key)', replace: 'CREATE UNIQUE INDEX events_by_key ON events (key)' },
+      { file: 'src/dedupe/sqlite/statements.ts', find: "oc.columns(['producer', 'key']).where('created_at', 'is not', null)", replace: "oc.columns(['key']).where('created_at', 'is not', null)" },
     ],
     caughtBy: [{ file: conformance, name: 'scopes keys by producer' }],
   },

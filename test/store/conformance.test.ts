@@ -865,6 +865,30 @@ for (const backend of BACKENDS) {
         expect((await server.events()).map((event) => event.key)).toEqual([fresh, old]);
       });
 
+      it('keeps the dedupe record of an event removed by a shorter event retention: a retry is still a duplicate, with its first receipt', async () => {
+        const DAY = 24 * 60 * 60 * 1000;
+        let clock = Date.parse('2026-01-01T00:00:00Z');
+        const server = await startServer({ backend, now: () => new Date(clock), eventRetentionMs: 10 * DAY, compactEveryMs: 0 });
+        const key = newKey();
+        const run = (runId: string, seq: number) => send(server.url, [item(seq, key, { partitionKey: 'kept' })], { ...STREAM, runId });
+        const first = (await run('a', 1)).json.results[0];
+        expect(first.status).toBe('accepted');
+        expect((await run('b', 1)).json.results[0].status).toBe('duplicate');
+        clock += 11 * DAY;
+        expect(await server.server.compact()).toEqual({ dedupeRecords: 0, events: 1, outcomes: 0, streams: 0 });
+        expect(await server.events()).toEqual([]);
+        // PostgreSQL's sizes are the planner's estimates.
+        if (backend === 'sqlite') expect(await server.server.store.sizes()).toMatchObject({ events: 0, dedupeRecords: 1 });
+        // The event is gone, its record is not: a retry inside the 30-day window gets the receipt it was given.
+        expect((await run('c', 1)).json.results[0]).toEqual({ ...first, status: 'duplicate' });
+        const changed = await send(server.url, [item(2, key, { partitionKey: 'other' })], { ...STREAM, runId: 'c' });
+        expect(changed.json.results[0]).toMatchObject({ status: 'conflict', code: 'key_conflict' });
+        clock += 20 * DAY;
+        expect(await server.server.compact()).toMatchObject({ dedupeRecords: 1, events: 0 });
+        // Past the window the record is gone too, as for an event still stored.
+        expect((await run('d', 1)).json.results[0].status).toBe('accepted');
+      });
+
       it('forgets the state of streams idle past their retention, with their positions and checkpoints, and keeps active ones', async () => {
         const DAY = 24 * 60 * 60 * 1000;
         let clock = Date.parse('2026-01-01T00:00:00Z');

@@ -74,10 +74,63 @@ describe('the SQLite store upgraded to keys scoped by producer (migration 005)',
     expect(retry.json.results[0]).toMatchObject({ status: 'duplicate', eventId: 'e-1' });
     await server.close();
     const after = new Database(path, { readonly: true });
-    expect(after.prepare('SELECT producer, key FROM dedupe ORDER BY key').all()).toEqual([
+    // Since migration 012 a record whose event is stored lives on the event's row; the orphan stays apart.
+    const records = after.prepare('SELECT producer, key FROM events WHERE created_at IS NOT NULL UNION ALL SELECT producer, key FROM dedupe ORDER BY key');
+    expect(records.all()).toEqual([
       { producer: STREAM.producer, key },
       { producer: '', key: orphan },
     ]);
     after.close();
+  });
+});
+
+describe('the SQLite store upgraded to one row per event (migration 012)', () => {
+  it('moves each record onto its event and keeps the rest: duplicates, conflicts, expired keys, streams and counts answer as before', async () => {
+    const { migrateSqlite } = await import('../../src/sqlite/migrate.js');
+    const { item, post, STREAM } = await import('../support/http.js');
+    const path = join(tempDir(), 'server.db');
+    const db = new Database(path);
+    migrateSqlite(db, serverSqliteMigrations.slice(0, 11), () => new Error('too new'));
+    const [recorded, expired, again, orphan] = ['11111111-1111-4111-8111-111111111111', '22222222-2222-4222-8222-222222222222', '33333333-3333-4333-8333-333333333333', '44444444-4444-4444-8444-444444444444'];
+    const sent = (seq: number, key: string) => item(seq, key, { partitionKey: key.slice(0, 1) });
+    const fingerprint = (seq: number, key: string) => (checkItem(sent(seq, key), 0) as { fingerprint: string }).fingerprint;
+    const event = db.prepare(
+      `INSERT INTO events (event_id, key, ts, asset, partition_key, producer, workflow, run_id, task, attempt, seq)
+       VALUES (?, ?, ?, 'batch_ready', ?, 'p', 'w', 'old-run', NULL, 1, ?)`,
+    );
+    const record = db.prepare('INSERT INTO dedupe (producer, key, fingerprint, event_id, ts, created_at, duplicates) VALUES (?, ?, ?, ?, ?, ?, ?)');
+    const now = Date.now();
+    event.run('e-recorded', recorded, '2026-11-29T00:00:00.000Z', '1', 1);
+    record.run('p', recorded, fingerprint(1, recorded), 'e-recorded', '2026-11-29T00:00:00.000Z', now, 2);
+    // Its record expired (dedupe retention shorter than event retention): the key was free again.
+    event.run('e-expired', expired, '2026-10-01T00:00:00.000Z', '2', 2);
+    // Stored again after its first record expired: two events, the record names the newer.
+    event.run('e-again-old', again, '2026-10-01T00:00:00.000Z', '3', 3);
+    event.run('e-again-new', again, '2026-11-29T00:00:00.000Z', '3', 4);
+    record.run('p', again, fingerprint(4, again), 'e-again-new', '2026-11-29T00:00:00.000Z', now, 0);
+    // Its event was removed by event retention: the record outlives it.
+    record.run('p', orphan, fingerprint(5, orphan), 'e-gone', '2026-11-28T00:00:00.000Z', now, 0);
+    db.prepare("INSERT INTO streams (producer, run_id, task, epoch, updated_at) VALUES ('p', 'old-run', '', 1, '2026-11-29T00:00:00.000Z')").run();
+    db.prepare("INSERT INTO stream_seqs (producer, run_id, task, attempt, last_seq) VALUES ('p', 'old-run', '', 1, 4)").run();
+    db.close();
+
+    const server = await createServer({ db: path, assets: ['batch_ready'] });
+    const url = await server.listen();
+    const deliver = async (runId: string, seq: number, key: string, fields: Record<string, unknown> = { partitionKey: key.slice(0, 1) }) =>
+      (await post(`${url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, runId }, items: [item(seq, key, fields)] }))).json.results[0];
+    expect(await server.store.sizes()).toEqual({ events: 4, dedupeRecords: 3 });
+    expect(await deliver('retry', 1, recorded)).toMatchObject({ status: 'duplicate', eventId: 'e-recorded', timestamp: '2026-11-29T00:00:00.000Z' });
+    expect(await deliver('retry', 2, again)).toMatchObject({ status: 'duplicate', eventId: 'e-again-new' });
+    expect(await deliver('retry', 3, orphan)).toMatchObject({ status: 'duplicate', eventId: 'e-gone', timestamp: '2026-11-28T00:00:00.000Z' });
+    expect(await deliver('retry', 4, recorded, { partitionKey: 'changed' })).toMatchObject({ status: 'conflict' });
+    // A key whose record had expired is new again, as it was before the upgrade.
+    expect(await deliver('retry', 5, expired)).toMatchObject({ status: 'accepted' });
+    // The old stream goes on where it was.
+    expect(await deliver('old-run', 5, '55555555-5555-4555-8555-555555555555')).toMatchObject({ status: 'accepted' });
+    expect((await server.store.streamState('p', 'old-run', null))?.attempts).toEqual([{ attempt: 1, lastSeq: 5 }]);
+    // The duplicates absorbed before the upgrade are still counted, with the one absorbed after it.
+    const partitions = await server.store.catalog.partitions('batch_ready', { limit: 10 });
+    expect(partitions?.items.find((partition) => partition.partitionKey === '1')).toMatchObject({ events: 1, duplicates: 3 });
+    await server.close();
   });
 });

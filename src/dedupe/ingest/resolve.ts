@@ -31,11 +31,16 @@ export interface DedupeRecord {
   ts: string;
 }
 
-/** A new event's key, inserted into the dedupe table before anything is decided (insert first). */
+/**
+ * A new event's key, inserted before anything is decided (insert first). It carries the whole event, so
+ * that a store whose event row is its own dedupe record (SQLite) claims the key by storing the event: a
+ * claimed key always becomes exactly this event, the first placement of its key in the request.
+ */
 export interface KeyClaim {
   key: string;
   fingerprint: string;
   eventId: string;
+  event: { item: CheckedEvent; lineage: EventLineage };
 }
 
 /** What the store read for one request, inside its transaction. */
@@ -88,14 +93,14 @@ export interface CheckpointWrite {
 /** The dedupe keys a plan's new events claim, first occurrence only: a later one in the batch retries it. */
 export function keyClaims(plan: IngestPlan, eventIds: (count: number) => string[]): KeyClaim[] {
   const seen = new Set<string>();
-  const events: CheckedEvent[] = [];
+  const events: { item: CheckedEvent; lineage: EventLineage }[] = [];
   for (const placement of plan.placements) {
     if (placement.type !== 'event' || seen.has(placement.item.key)) continue;
     seen.add(placement.item.key);
-    events.push(placement.item);
+    events.push({ item: placement.item, lineage: placement.lineage ?? ROOT_LINEAGE });
   }
   const ids = eventIds(events.length);
-  return events.map((item, i) => ({ key: item.key, fingerprint: item.fingerprint, eventId: ids[i]! }));
+  return events.map((event, i) => ({ key: event.item.key, fingerprint: event.item.fingerprint, eventId: ids[i]!, event }));
 }
 
 /** The positions and keys whose stored state the plan's answers depend on. */

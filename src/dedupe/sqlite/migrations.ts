@@ -254,4 +254,25 @@ export const serverSqliteMigrations: readonly Migration[] = [
         ORDER BY e.asset = 'oncebox.run_succeeded' DESC, e.cursor DESC LIMIT 1);
     `,
   },
+  {
+    version: 12,
+    name: '012_one_row_per_event',
+    sql: `
+      -- One row per event: the event carries its own dedupe record (its fingerprint, and created_at while
+      -- its key is inside the dedupe window; NULL once compaction released it). An ingest then writes
+      -- the event row and one small index entry per event, not a second row. The dedupe table keeps only
+      -- the records that outlive their events (event retention shorter than the dedupe window).
+      ALTER TABLE events ADD COLUMN fingerprint TEXT;
+      ALTER TABLE events ADD COLUMN created_at INTEGER;
+      ALTER TABLE events ADD COLUMN duplicates INTEGER NOT NULL DEFAULT 0;
+      -- A record names its event by id: a key stored again after its record expired has an older event too.
+      UPDATE events SET fingerprint = d.fingerprint, created_at = d.created_at, duplicates = d.duplicates
+        FROM dedupe d WHERE d.producer = events.producer AND d.key = events.key AND d.event_id = events.event_id;
+      DELETE FROM dedupe WHERE EXISTS (SELECT 1 FROM events e WHERE e.event_id = dedupe.event_id AND e.created_at IS NOT NULL);
+      -- The keys inside the window, unique per producer: insert first, as the dedupe table's key did.
+      CREATE UNIQUE INDEX events_by_key ON events (producer, key) WHERE created_at IS NOT NULL;
+      -- Compaction releases keys by age.
+      CREATE INDEX events_by_key_age ON events (created_at) WHERE created_at IS NOT NULL;
+    `,
+  },
 ];

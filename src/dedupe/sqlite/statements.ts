@@ -5,7 +5,14 @@ import type { RecordedStatus } from '../ingest/resolve.js';
 import type { EventRow, OfAttempt, OfStream, SharedTables, StoredRunOutcome } from '../tables.js';
 
 export interface ServerSchema extends SharedTables {
-  events: Omit<EventRow, 'cursor'> & { cursor: Generated<number> };
+  events: Omit<EventRow, 'cursor'> & {
+    cursor: Generated<number>;
+    /** The event's dedupe record (migration 012): its payload's fingerprint, NULL for an event stored before it without a record. */
+    fingerprint: string | null;
+    /** When its key was stored (milliseconds), while the key is inside the dedupe window; NULL once released. */
+    created_at: number | null;
+    duplicates: Generated<number>;
+  };
 }
 
 /**
@@ -29,7 +36,6 @@ export function serverStatements(db: Database.Database) {
     touch: params<OfStream & { ts: string }>(),
     position: params<OfAttempt & { seq: number }>(),
     key: params<{ producer: string; key: string }>(),
-    dedupe: params<{ producer: string; key: string; fingerprint: string; eventId: string; ts: string; createdAt: number }>(),
     event: params<{
       eventId: string;
       key: string;
@@ -48,8 +54,12 @@ export function serverStatements(db: Database.Database) {
       causedBy: string | null;
       depth: number;
       lineage: string | null;
+      fingerprint: string;
+      createdAt: number;
     }>(),
     cursor: params<{ cursor: number }>(),
+    /** `cursors`: a JSON array of event cursors. */
+    cursors: params<{ cursors: string }>(),
     recorded: params<
       OfAttempt & { seq: number; key: string; status: RecordedStatus; code: string; detail: string; field: string | null; createdAt: number; asset: string | null; partitionKey: string | null }
     >(),
@@ -78,6 +88,15 @@ export function serverStatements(db: Database.Database) {
     ),
     // The catalog's counts, written only when a retry was absorbed, a run ended or a zombie was fenced.
     countDuplicate: prepare(
+      db,
+      p.key,
+      q
+        .updateTable('events')
+        .set((eb) => ({ duplicates: eb('duplicates', '+', sql.lit(1)) }))
+        .where((eb) => eb.and({ producer: p.key.producer, key: p.key.key }))
+        .where('created_at', 'is not', null),
+    ),
+    countKeptDuplicate: prepare(
       db,
       p.key,
       q.updateTable('dedupe').set((eb) => ({ duplicates: eb('duplicates', '+', sql.lit(1)) })).where((eb) => eb.and({ producer: p.key.producer, key: p.key.key })),
@@ -122,49 +141,50 @@ export function serverStatements(db: Database.Database) {
           })),
         ),
     ),
-    // Insert first: the unique key decides who is first, with no window between a check and an insert.
-    insertDedupe: prepare(
+    // Insert first: the unique key of the keys inside the window decides who is first, with no window
+    // between a check and an insert. The event row is its own dedupe record.
+    claimEvent: prepare(
       db,
-      p.dedupe,
+      p.event,
       q
-        .insertInto('dedupe')
+        .insertInto('events')
         .values({
-          producer: p.dedupe.producer,
-          key: p.dedupe.key,
-          fingerprint: p.dedupe.fingerprint,
-          event_id: p.dedupe.eventId,
-          ts: p.dedupe.ts,
-          created_at: p.dedupe.createdAt,
+          event_id: p.event.eventId,
+          key: p.event.key,
+          ts: p.event.ts,
+          asset: p.event.asset,
+          partition_key: p.event.partitionKey,
+          partition_date: p.event.partitionDate,
+          extra: p.event.extra,
+          producer: p.event.producer,
+          workflow: p.event.workflow,
+          run_id: p.event.runId,
+          task: p.event.taskOrNull,
+          attempt: p.event.attempt,
+          seq: p.event.seq,
+          trace_context: p.event.traceContext,
+          caused_by: p.event.causedBy,
+          depth: p.event.depth,
+          lineage: p.event.lineage,
+          fingerprint: p.event.fingerprint,
+          created_at: p.event.createdAt,
         })
-        .onConflict((oc) => oc.columns(['producer', 'key']).doNothing()),
+        .onConflict((oc) => oc.columns(['producer', 'key']).where('created_at', 'is not', null).doNothing()),
     ),
-    findDedupe: prepare(
+    findRecord: prepare(
+      db,
+      p.key,
+      q
+        .selectFrom('events')
+        .select(['fingerprint', 'event_id', 'ts'])
+        .where((eb) => eb.and({ producer: p.key.producer, key: p.key.key }))
+        .where('created_at', 'is not', null),
+    ),
+    /** A record that outlived its event (event retention shorter than the dedupe window). */
+    findKeptRecord: prepare(
       db,
       p.key,
       q.selectFrom('dedupe').select(['fingerprint', 'event_id', 'ts']).where((eb) => eb.and({ producer: p.key.producer, key: p.key.key })),
-    ),
-    insertEvent: prepare(
-      db,
-      p.event,
-      q.insertInto('events').values({
-        event_id: p.event.eventId,
-        key: p.event.key,
-        ts: p.event.ts,
-        asset: p.event.asset,
-        partition_key: p.event.partitionKey,
-        partition_date: p.event.partitionDate,
-        extra: p.event.extra,
-        producer: p.event.producer,
-        workflow: p.event.workflow,
-        run_id: p.event.runId,
-        task: p.event.taskOrNull,
-        attempt: p.event.attempt,
-        seq: p.event.seq,
-        trace_context: p.event.traceContext,
-        caused_by: p.event.causedBy,
-        depth: p.event.depth,
-        lineage: p.event.lineage,
-      }),
     ),
     causeEvent: prepare(
       db,
@@ -235,7 +255,8 @@ export function serverStatements(db: Database.Database) {
     ),
     allAssets: prepareConstant(db, q.selectFrom('assets').select('name').orderBy('name')),
     countEvents: prepareConstant(db, q.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n'))),
-    countDedupe: prepareConstant(db, q.selectFrom('dedupe').select((eb) => eb.fn.countAll<number>().as('n'))),
+    countKeys: prepareConstant(db, q.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n')).where('created_at', 'is not', null)),
+    countKeptRecords: prepareConstant(db, q.selectFrom('dedupe').select((eb) => eb.fn.countAll<number>().as('n'))),
     // Row values in IN: kysely's builder has no typed form for them, so these two are raw templates.
     compactDedupe: prepare(
       db,
@@ -246,6 +267,15 @@ export function serverStatements(db: Database.Database) {
                 SELECT producer, key FROM dedupe WHERE created_at < ${p.compactCreated.cutoff} LIMIT ${p.compactCreated.limit})`.compile(q),
       },
     ),
+    // The key of an event older than the dedupe window no longer answers a retry, as its record's removal did.
+    releaseKeys: prepare(
+      db,
+      p.compactCreated,
+      q
+        .updateTable('events')
+        .set({ created_at: sql<null>`NULL` })
+        .where('cursor', 'in', (sub) => sub.selectFrom('events').select('cursor').where('created_at', '<', p.compactCreated.cutoff).limit(p.compactCreated.limit)),
+    ),
     compactOutcomes: prepare(
       db,
       p.compactCreated,
@@ -255,12 +285,34 @@ export function serverStatements(db: Database.Database) {
                 SELECT producer, run_id, task, attempt, seq FROM stream_outcomes WHERE created_at < ${p.compactCreated.cutoff} LIMIT ${p.compactCreated.limit})`.compile(q),
       },
     ),
-    compactEvents: prepare(
+    oldEvents: prepare(
       db,
       p.compactStamped,
+      q.selectFrom('events').select('cursor').where('ts', '<', p.compactStamped.cutoff).limit(p.compactStamped.limit),
+    ),
+    // An event removed while its key is inside the dedupe window leaves its record behind: a retry is still
+    // answered with the receipt it was given.
+    keepRecords: prepare(
+      db,
+      p.cursors,
+      q
+        .insertInto('dedupe')
+        .columns(['producer', 'key', 'fingerprint', 'event_id', 'ts', 'created_at', 'duplicates'])
+        .expression((eb) =>
+          eb
+            .selectFrom('events')
+            .select(['producer', 'key', sql<string>`fingerprint`.as('fingerprint'), 'event_id', 'ts', sql<number>`created_at`.as('created_at'), 'duplicates'])
+            .where(sql<boolean>`cursor IN (SELECT value FROM json_each(${p.cursors.cursors}))`)
+            .where('created_at', 'is not', null),
+        )
+        .onConflict((oc) => oc.doNothing()),
+    ),
+    removeEvents: prepare(
+      db,
+      p.cursors,
       q
         .deleteFrom('events')
-        .where('cursor', 'in', (sub) => sub.selectFrom('events').select('cursor').where('ts', '<', p.compactStamped.cutoff).limit(p.compactStamped.limit))
+        .where(sql<boolean>`cursor IN (SELECT value FROM json_each(${p.cursors.cursors}))`)
         // What the catalog's counts must forget.
         .returning(['asset', 'partition_key', 'cursor']),
     ),

@@ -5,8 +5,8 @@ import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../p
 import { migrateSqlite } from '../../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../../sqlite/open.js';
 import { queryBuilder, type Prepared } from '../../sqlite/statements.js';
-import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
-import { ingestPolicy, ingestSteps, runIngestSync, TRUSTED_SCOPE, type IngestPolicy, type IngestScope, type StepHandler } from '../ingest/steps.js';
+import type { DedupeRecord, KeyClaim, RecordedOutcome } from '../ingest/resolve.js';
+import { ingestPolicy, ingestSteps, runIngestSync, TRUSTED_SCOPE, type IngestClock, type IngestPolicy, type IngestScope, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { attemptOf, countsByAsset, deleteInBatches, lineageColumns, streamOf, toCauseEvent, toStoredEvent } from '../tables.js';
@@ -48,6 +48,31 @@ function refuseOtherFiles(path: string, db: Database.Database): void {
   db.close();
   const what = tables.has('outbox') ? "a producer's outbox file (a job's), not a server store" : 'a SQLite database, but not an oncebox server store';
   throw new OptionsError('db', `--db ${path}: it is ${what}; give the server's own file (a new path makes a new, empty store)`);
+}
+
+/** The events row of a claimed key: the event and its dedupe record in one. */
+function eventColumns(stream: StreamIdentity, claim: KeyClaim, clock: IngestClock) {
+  const { item, lineage } = claim.event;
+  return {
+    producer: stream.producer,
+    workflow: stream.workflow,
+    runId: stream.runId,
+    taskOrNull: stream.task,
+    attempt: stream.attempt,
+    seq: item.seq,
+    eventId: claim.eventId,
+    key: item.key,
+    ts: clock.ts,
+    asset: item.payload.asset,
+    partitionKey: item.payload.partitionKey ?? null,
+    partitionDate: item.payload.partitionDate ?? null,
+    extra: item.payload.extra ?? null,
+    // Stryker disable next-line ConditionalExpression: better-sqlite3 binds undefined as NULL too
+    traceContext: item.trace === undefined ? null : JSON.stringify(item.trace),
+    ...lineageColumns(lineage),
+    fingerprint: claim.fingerprint,
+    createdAt: clock.ms,
+  };
 }
 
 /** The embedded dedupe store: one SQLite file, one writer transaction per request. */
@@ -93,7 +118,9 @@ export class SqliteDedupeStore implements DedupeStore {
     this.catalogDb = new SqliteCatalogDatabase(this.db);
     this.catalog = new Catalog(this.catalogDb, this.now);
     this.compactEvents = this.db.transaction((cutoff: string, limit: number) => {
-      const removed = this.statements.compactEvents.all({ cutoff, limit });
+      const cursors = JSON.stringify(this.statements.oldEvents.all({ cutoff, limit }).map((row) => row.cursor));
+      this.statements.keepRecords.run({ cursors });
+      const removed = this.statements.removeEvents.all({ cursors });
       this.catalogDb.runSync(forgetRemoved(this.catalogDb, removed));
       return removed.length;
     });
@@ -140,10 +167,12 @@ export class SqliteDedupeStore implements DedupeStore {
         return causes;
       },
       checkpointNames: () => new Set(s.streamCheckpointNames.all({ producer, runId: stream.runId, task: ofAttempt.task }).map((row) => row.name)),
+      // The event row is its own dedupe record: claiming a key stores its event. A record that outlived
+      // its event (kept by compaction) still holds the key.
       claim: ({ claims, clock }) =>
         new Set(
           claims
-            .filter((claim) => s.insertDedupe.run({ producer, ...claim, ts: clock.ts, createdAt: clock.ms }).changes === 1)
+            .filter((claim) => s.findKeptRecord.get({ producer, key: claim.key }) === undefined && s.claimEvent.run(eventColumns(stream, claim, clock)).changes === 1)
             .map((claim) => claim.key),
         ),
       read: ({ seqs, keys }) => {
@@ -155,32 +184,14 @@ export class SqliteDedupeStore implements DedupeStore {
         }
         const records = new Map<string, DedupeRecord>();
         for (const key of keys) {
-          const row = s.findDedupe.get({ producer, key });
-          if (row) records.set(key, { fingerprint: row.fingerprint, eventId: row.event_id, ts: row.ts });
+          const row = s.findRecord.get({ producer, key }) ?? s.findKeptRecord.get({ producer, key });
+          // A key inside the window always has its fingerprint (an event without one left the window at migration 012).
+          if (row) records.set(key, { fingerprint: row.fingerprint!, eventId: row.event_id, ts: row.ts });
         }
         return { outcomes, records };
       },
+      // The new events were stored when their keys were claimed.
       write: ({ writes, clock }) => {
-        for (const { item, eventId, lineage } of writes.events) {
-          s.insertEvent.run({
-            producer,
-            workflow: stream.workflow,
-            runId: stream.runId,
-            taskOrNull: stream.task,
-            attempt: stream.attempt,
-            seq: item.seq,
-            eventId,
-            key: item.key,
-            ts: clock.ts,
-            asset: item.payload.asset,
-            partitionKey: item.payload.partitionKey ?? null,
-            partitionDate: item.payload.partitionDate ?? null,
-            extra: item.payload.extra ?? null,
-            // Stryker disable next-line ConditionalExpression: better-sqlite3 binds undefined as NULL too
-            traceContext: item.trace === undefined ? null : JSON.stringify(item.trace),
-            ...lineageColumns(lineage),
-          });
-        }
         for (const { subject, ...outcome } of writes.outcomes) {
           s.insertOutcome.run({ ...ofAttempt, ...outcome, createdAt: clock.ms, asset: subject?.asset ?? null, partitionKey: subject?.partitionKey ?? null });
         }
@@ -190,7 +201,9 @@ export class SqliteDedupeStore implements DedupeStore {
         if (writes.epoch !== null) s.saveEpoch.run({ ...ofAttempt, attempt: writes.epoch, ts: clock.ts });
         if (writes.runOutcome !== null) s.saveRunOutcome.run({ ...ofAttempt, outcome: writes.runOutcome });
         if (writes.duplicates.length > 0) {
-          for (const { key } of writes.duplicates) s.countDuplicate.run({ producer, key });
+          for (const { key } of writes.duplicates) {
+            if (s.countDuplicate.run({ producer, key }).changes === 0) s.countKeptDuplicate.run({ producer, key });
+          }
           s.countAttemptDuplicates.run({ ...ofAttempt, n: writes.duplicates.length });
           for (const [asset, n] of countsByAsset(writes.duplicates)) s.countAssetDuplicates.run({ asset, n });
         }
@@ -247,7 +260,7 @@ export class SqliteDedupeStore implements DedupeStore {
   }
 
   async sizes(): Promise<StoreSizes> {
-    return { events: this.statements.countEvents.get()!.n, dedupeRecords: this.statements.countDedupe.get()!.n };
+    return { events: this.statements.countEvents.get()!.n, dedupeRecords: this.statements.countKeys.get()!.n + this.statements.countKeptRecords.get()!.n };
   }
 
   async listAssets(): Promise<string[]> {
@@ -259,7 +272,8 @@ export class SqliteDedupeStore implements DedupeStore {
     const limit = policy.batchSize;
     const drain = <Cutoff>(statement: Prepared<{ cutoff: Cutoff; limit: number }, unknown>, cutoff: Cutoff) =>
       deleteInBatches(limit, () => statement.run({ cutoff, limit }).changes);
-    const dedupeRecords = await drain(this.statements.compactDedupe, now - policy.dedupeRetentionMs);
+    // First the keys past the dedupe window: an event removed below keeps a record only inside it.
+    const dedupeRecords = (await drain(this.statements.compactDedupe, now - policy.dedupeRetentionMs)) + (await drain(this.statements.releaseKeys, now - policy.dedupeRetentionMs));
     const outcomes = await drain(this.statements.compactOutcomes, now - policy.dedupeRetentionMs);
     const eventCutoff = policy.eventRetentionMs === null ? null : new Date(now - policy.eventRetentionMs).toISOString();
     const events = eventCutoff === null ? 0 : await deleteInBatches(limit, () => this.compactEvents.immediate(eventCutoff, limit));
