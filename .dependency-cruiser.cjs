@@ -1,6 +1,7 @@
 /**
  * The layers of src (../shared/DESIGN.md, docs/README.md "Where the code is"), lowest first: protocol;
- * sqlite, checkpoint and client (the HTTP client, failure streaks, failpoints, the logger); the producer
+ * failpoints (the named crash points of producer, consumer and server alike, a leaf); sqlite, checkpoint
+ * and client (the HTTP client, failure streaks, the logger); the producer
  * (outbox) and the server (dedupe), which never import each other; the consumer; the adapters (airflow,
  * bullmq) and the testing kit (testing), which nothing else imports; the CLI on top. Inside the producer, the rooms along the path an emission takes: file/ at the
  * bottom, commit/ and relay/ beside each other above it, and the public face (index.ts, open.ts,
@@ -22,6 +23,7 @@ module.exports = {
     { name: 'no-circular', comment: 'an import cycle, type-only ones included', severity: 'error', from: {}, to: { circular: true } },
     notInto('protocol-is-the-ground-floor', 'protocol', ['sqlite', 'checkpoint', 'client', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'protocol is shared by every side and imports none'),
     notInto('sqlite-above-protocol-only', 'sqlite', ['checkpoint', 'client', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'the SQLite plumbing serves producer and server alike'),
+    notInto('failpoints-are-a-leaf', 'failpoints', ['protocol', 'sqlite', 'checkpoint', 'client', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'testing', 'cli'], 'a crash point knows nothing of what it stops'),
     notInto('checkpoint-is-a-leaf', 'checkpoint', ['sqlite', 'client', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'the typed checkpoint is a leaf'),
     notInto('producer-never-imports-the-server', 'outbox', ['dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'the producer meets the server only in protocol, and knows nothing above it'),
     notInto('client-above-protocol-only', 'client', ['sqlite', 'checkpoint', 'outbox', 'dedupe', 'consumer', 'airflow', 'bullmq', 'cli'], 'the client side plumbing is shared by producer, consumer and forwarder, and knows none of them'),

@@ -1,4 +1,4 @@
-import { defineConfig, mergeConfig } from 'vitest/config';
+import { defineConfig } from 'vitest/config';
 import base from './vitest.mutation.config.js';
 
 /**
@@ -8,16 +8,16 @@ import base from './vitest.mutation.config.js';
  * outbox); these judge it in a few seconds. Fewer tests can only catch fewer mutants, so a score measured
  * here is a floor of the full run's.
  */
-export default mergeConfig(
-  base,
-  defineConfig({
-    test: {
-      include: [
-        'test/unit/{commit,lease,run-attempts,keys,answers,checkpoint,emission-validation,batch-encoding,sync-callback}.test.ts',
-        'test/property/outbox-model.test.ts',
-        'test/integration/{delivery,conflicts,dead-letters,same-file-retry,shared-file-tasks,multi-task,resume,held-release,terminal-paths,lifecycle}.test.ts',
-        'test/fault/network.test.ts',
-      ],
-    },
-  }),
-);
+// Spread, not mergeConfig: vitest's merge would append this include list to the base's.
+export default defineConfig({
+  ...base,
+  test: {
+    ...base.test,
+    include: [
+      'test/unit/{commit,lease,run-attempts,keys,answers,checkpoint,emission-validation,batch-encoding,sync-callback}.test.ts',
+      'test/property/outbox-model.test.ts',
+      'test/integration/{delivery,conflicts,dead-letters,same-file-retry,shared-file-tasks,multi-task,resume,held-release,terminal-paths,lifecycle}.test.ts',
+      'test/fault/network.test.ts',
+    ],
+  },
+});

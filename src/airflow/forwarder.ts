@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { openConsumer, type Consumer, type ConsumerStatus } from '../consumer/consumer.js';
-import { failpoint } from '../client/failpoints.js';
+import { failpoint } from '../failpoints/failpoints.js';
 import { defaultLogger, loggerSchema, type OutboxLogger } from '../client/logger.js';
 import { serversSchema } from '../client/server-urls.js';
 import { FailureStreak } from '../client/failure-streak.js';

@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { UnrecoverableError, WaitingError, type Job, type Worker } from 'bullmq';
-import { failpoint } from '../client/failpoints.js';
+import { failpoint } from '../failpoints/failpoints.js';
 import type { Outbox } from '../outbox/outbox.js';
 import { openOutbox } from '../outbox/open.js';
 import type { AttemptSource } from '../outbox/options.js';

@@ -3,7 +3,7 @@ import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import type { CommitTransaction } from '../outbox/commit/commit.js';
-import { failpoint } from '../client/failpoints.js';
+import { failpoint } from '../failpoints/failpoints.js';
 import { assertSyncCallback, refusePromise } from '../outbox/commit/sync-callback.js';
 import type { CloseResult, Outbox } from '../outbox/outbox.js';
 import { TOKEN_CHECK_MS } from '../client/server-client.js';

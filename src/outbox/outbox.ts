@@ -14,7 +14,7 @@ import type { Receipt, StreamState } from '../protocol/wire.js';
 import { CommitTransaction, describeFailure, type CommitContext, type Terminal } from './commit/commit.js';
 import type { Emission } from './commit/emission.js';
 import { Asset } from './asset.js';
-import { failpoint } from '../client/failpoints.js';
+import { failpoint } from '../failpoints/failpoints.js';
 import { OutboxFile } from './file/outbox-file.js';
 import type { OutboxRow } from './file/schema.js';
 import type { ClaimedOptions, RunContext } from './options.js';

@@ -8,15 +8,15 @@ import { PG_URL, pgAvailable, pgSkipReason } from '../support/postgres.js';
 import { allEvents, startServer, type Backend, type RunningServer } from '../support/server.js';
 
 /**
- * Makes the store's insert of an event with this partition key fail, from outside the server (a
- * trigger), so that a request fails after its dedupe records were written. Returns the undo.
+ * Makes the store's write of a stream's position fail, from outside the server (a trigger), so that a
+ * request fails after its events (and their dedupe records) were written. Returns the undo.
  */
-async function failEventInsert(running: RunningServer, backend: Backend, partitionKey: string): Promise<() => Promise<void>> {
+async function failPositionWrite(running: RunningServer, backend: Backend): Promise<() => Promise<void>> {
   if (backend === 'sqlite') {
     const db = new Database(running.dbPath);
-    db.exec(`CREATE TRIGGER fail_event BEFORE INSERT ON events WHEN NEW.partition_key = '${partitionKey}' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    db.exec(`CREATE TRIGGER fail_position BEFORE INSERT ON stream_seqs BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
     return async () => {
-      db.exec('DROP TRIGGER fail_event');
+      db.exec('DROP TRIGGER fail_position');
       db.close();
     };
   }
@@ -24,14 +24,13 @@ async function failEventInsert(running: RunningServer, backend: Backend, partiti
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
   await client.query(`
-    CREATE FUNCTION "${schema}".fail_event() RETURNS trigger LANGUAGE plpgsql AS $$
+    CREATE FUNCTION "${schema}".fail_position() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      IF NEW.partition_key = '${partitionKey}' THEN RAISE EXCEPTION 'injected failure'; END IF;
-      RETURN NEW;
+      RAISE EXCEPTION 'injected failure';
     END $$;
-    CREATE TRIGGER fail_event BEFORE INSERT ON "${schema}".events FOR EACH ROW EXECUTE FUNCTION "${schema}".fail_event();`);
+    CREATE TRIGGER fail_position BEFORE INSERT ON "${schema}".stream_seqs FOR EACH ROW EXECUTE FUNCTION "${schema}".fail_position();`);
   return async () => {
-    await client.query(`DROP TRIGGER fail_event ON "${schema}".events`);
+    await client.query(`DROP TRIGGER fail_position ON "${schema}".stream_seqs`);
     await client.end();
   };
 }
@@ -413,12 +412,21 @@ for (const backend of BACKENDS) {
       expect(allowed.status).toBe(200);
     });
 
+    it("gives a request's events cursors in its stream order, whatever order their keys sort in", async () => {
+      const { url } = await startServer({ backend });
+      // Keys in descending order: a store that inserts in key order (as PostgreSQL does, against deadlocks) must still number by seq.
+      const keys = Array.from({ length: 20 }, () => newKey()).sort().reverse();
+      const answer = await send(url, keys.map((key, i) => item(i + 1, key)));
+      expect(answer.json.results.every((r: { status: string }) => r.status === 'accepted')).toBe(true);
+      expect((await allEvents(url)).map((event) => event.seq)).toEqual(keys.map((_, i) => i + 1));
+    });
+
     it('stores nothing of a request that fails part-way: its retry is new, not a duplicate', async () => {
       const running = await startServer({ backend });
       const { url } = running;
       const [k1, k2] = [newKey(), newKey()];
-      const batch = [item(1, k1), item(2, k2, { partitionKey: 'fail-here' })];
-      const removeFault = await failEventInsert(running, backend, 'fail-here');
+      const batch = [item(1, k1), item(2, k2)];
+      const removeFault = await failPositionWrite(running, backend);
       const failed = await send(url, batch);
       expect(failed.status).toBe(500);
       expect(failed.json).toMatchObject({ code: 'internal' });

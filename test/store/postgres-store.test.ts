@@ -278,4 +278,67 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
       await store.close();
     }
   });
+
+  it('moves each record onto its event through the upgrade to one row per event, and keeps the rest: duplicates, conflicts, expired keys, streams and counts answer as before', async () => {
+    const { migratePostgres } = await import('../../src/dedupe/postgres/migrate.js');
+    const { serverPostgresMigrations } = await import('../../src/dedupe/postgres/migrations.js');
+    const schema = testSchema();
+    const [recorded, expired, again, orphan] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    const [eRecorded, eExpired, eAgainOld, eAgainNew, eGone] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    const sent = (seq: number, key: string, partitionKey = `pk-${key}`) => item(seq, key, { partitionKey });
+    const fingerprint = (key: string) => (checkItem(sent(1, key), 0) as { fingerprint: string }).fingerprint;
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+    try {
+      await migratePostgres(pool, schema, serverPostgresMigrations.slice(0, 10));
+      const event = (eventId: string, key: string, ts: string, seq: number) =>
+        pool.query(
+          `INSERT INTO "${schema}".events (event_id, key, ts, asset, partition_key, producer, workflow, run_id, task, attempt, seq)
+           VALUES ($1, $2, $3, 'batch_ready', $4, 'p', 'w', 'old-run', NULL, 1, $5)`,
+          [eventId, key, ts, `pk-${key}`, seq],
+        );
+      const record = (key: string, eventId: string, ts: string, duplicates: number) =>
+        pool.query(`INSERT INTO "${schema}".dedupe (producer, key, fingerprint, event_id, ts, created_at, duplicates) VALUES ('p', $1, $2, $3, $4, $5, $6)`, [
+          key,
+          fingerprint(key),
+          eventId,
+          ts,
+          Date.now(),
+          duplicates,
+        ]);
+      await event(eRecorded, recorded, '2026-11-29T00:00:00.000Z', 1);
+      await record(recorded, eRecorded, '2026-11-29T00:00:00.000Z', 2);
+      // Its record expired (dedupe retention shorter than event retention): the key was free again.
+      await event(eExpired, expired, '2026-10-01T00:00:00.000Z', 2);
+      // Stored again after its first record expired: two events, the record names the newer.
+      await event(eAgainOld, again, '2026-10-01T00:00:00.000Z', 3);
+      await event(eAgainNew, again, '2026-11-29T00:00:00.000Z', 4);
+      await record(again, eAgainNew, '2026-11-29T00:00:00.000Z', 0);
+      // Its event was removed by event retention: the record outlives it.
+      await record(orphan, eGone, '2026-11-28T00:00:00.000Z', 0);
+      await pool.query(`INSERT INTO "${schema}".streams (producer, run_id, task, epoch, updated_at) VALUES ('p', 'old-run', '', 1, '2026-11-29T00:00:00.000Z')`);
+      await pool.query(`INSERT INTO "${schema}".stream_seqs (producer, run_id, task, attempt, last_seq) VALUES ('p', 'old-run', '', 1, 4)`);
+    } finally {
+      await pool.end();
+    }
+    const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
+    try {
+      await store.registerAsset('batch_ready');
+      const deliver = async (runId: string, seq: number, key: string, partitionKey?: string) =>
+        (await store.ingest({ ...STREAM, runId }, [checkItem(sent(seq, key, partitionKey), 0)]))[0];
+      expect(await deliver('retry', 1, recorded)).toMatchObject({ status: 'duplicate', eventId: eRecorded, timestamp: '2026-11-29T00:00:00.000Z' });
+      expect(await deliver('retry', 2, again)).toMatchObject({ status: 'duplicate', eventId: eAgainNew });
+      expect(await deliver('retry', 3, orphan)).toMatchObject({ status: 'duplicate', eventId: eGone, timestamp: '2026-11-28T00:00:00.000Z' });
+      expect(await deliver('retry', 4, recorded, 'changed')).toMatchObject({ status: 'conflict' });
+      // A key whose record had expired is new again, as it was before the upgrade.
+      expect(await deliver('retry', 5, expired)).toMatchObject({ status: 'accepted' });
+      // The old stream goes on where it was.
+      expect(await deliver('old-run', 5, randomUUID())).toMatchObject({ status: 'accepted' });
+      expect((await store.streamState('p', 'old-run', null))?.attempts).toEqual([{ attempt: 1, lastSeq: 5 }]);
+      // The duplicates absorbed before the upgrade are still counted, with the one absorbed after it.
+      const partitions = await store.catalog.partitions('batch_ready', { limit: 20 });
+      expect(partitions?.items.find((partition) => partition.partitionKey === `pk-${recorded}`)).toMatchObject({ duplicates: 3 });
+    } finally {
+      await store.close();
+    }
+  });
 });

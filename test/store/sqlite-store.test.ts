@@ -30,6 +30,29 @@ describe('the SQLite store', () => {
     await tight.close();
   });
 
+  it('commits the requests that arrive together in one transaction, and a request that fails there undoes only itself', async () => {
+    const path = join(tempDir(), 'server.db');
+    const store = new SqliteDedupeStore({ path });
+    await store.registerAsset('batch_ready');
+    const stream = (runId: string) => ({ producer: 'p', workflow: 'w', runId, task: null, attempt: 1 });
+    const events = (count: number) => Array.from({ length: count }, (_, i) => checkItem({ seq: i + 1, key: randomUUID(), kind: 'event', asset: 'batch_ready', partitionKey: `b${i}` }, i));
+    const [failing, fine] = [events(3), events(2)];
+    // The failing request writes its events, then fails on its stream position: its savepoint goes, the other's writes stay.
+    const db = new Database(path);
+    db.exec(`CREATE TRIGGER fail_position BEFORE INSERT ON stream_seqs WHEN NEW.run_id = 'fail-me' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    const before = store.groupCommits;
+    const answers = await Promise.allSettled([store.ingest(stream('fail-me'), failing), store.ingest(stream('fine'), fine), store.ingest(stream('fine-too'), events(1))]);
+    expect(store.groupCommits - before).toBe(1);
+    expect(answers.map((answer) => answer.status)).toEqual(['rejected', 'fulfilled', 'fulfilled']);
+    expect(String((answers[0] as PromiseRejectedResult).reason)).toContain('injected failure');
+    expect((await store.listEvents({ after: 0, limit: 10 })).events.map((event) => event.runId)).toEqual(['fine', 'fine', 'fine-too']);
+    db.exec('DROP TRIGGER fail_position');
+    db.close();
+    // Nothing of the failed request was kept: its retry is new, not a duplicate.
+    expect((await store.ingest(stream('fail-me'), failing)).map((result) => result.status)).toEqual(['accepted', 'accepted', 'accepted']);
+    await store.close();
+  });
+
   it('refuses a file whose schema is newer than this code knows', async () => {
     const path = join(tempDir(), 'server.db');
     const db = new Database(path);

@@ -8,7 +8,7 @@ import { REPO } from '../support/child.js';
  */
 describe('failpoints', () => {
   it('kill the process at their point when nobody reads its stdout, and say so on stdout when someone does', () => {
-    const script = "import('./src/client/failpoints.ts').then((m) => { m.failpoint('commit:before'); console.error('survived the failpoint'); })";
+    const script = "import('./src/failpoints/failpoints.ts').then((m) => { m.failpoint('commit:before'); console.error('survived the failpoint'); })";
     // Its stdout a pipe whose reader is gone (`| true` exits at once): the notice meets EPIPE.
     const unread = spawnSync('bash', ['-c', `"${process.execPath}" --import tsx -e "${script}" | true; echo "status \${PIPESTATUS[0]}" >&2`], {
       cwd: REPO,

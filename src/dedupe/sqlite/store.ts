@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
+import { failpoint } from '../../failpoints/failpoints.js';
 import { OptionsError, SchemaTooNewError } from '../../protocol/errors.js';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../protocol/wire.js';
 import { migrateSqlite } from '../../sqlite/migrate.js';
@@ -50,6 +51,17 @@ function refuseOtherFiles(path: string, db: Database.Database): void {
   throw new OptionsError('db', `--db ${path}: it is ${what}; give the server's own file (a new path makes a new, empty store)`);
 }
 
+/** A request waiting for the next group commit (see SqliteDedupeStore.ingest). */
+interface WaitingIngest {
+  stream: StreamIdentity;
+  items: readonly (CheckedItem | InvalidItem)[];
+  scope: IngestScope;
+  resolve(results: ItemResult[]): void;
+  reject(error: unknown): void;
+}
+
+type GroupOutcome = { results: ItemResult[] } | { error: unknown };
+
 /** The events row of a claimed key: the event and its dedupe record in one. */
 function eventColumns(stream: StreamIdentity, claim: KeyClaim, clock: IngestClock) {
   const { item, lineage } = claim.event;
@@ -83,6 +95,11 @@ export class SqliteDedupeStore implements DedupeStore {
   private readonly assets = new Set<string>();
   private readonly statements: ReturnType<typeof serverStatements>;
   private readonly ingestTransaction;
+  private readonly groupTransaction;
+  /** The requests waiting for the next group commit. */
+  private waiting: WaitingIngest[] = [];
+  /** @internal How many group commits this store made: a test tells from it that requests shared one. */
+  groupCommits = 0;
   /** Removes up to `limit` streams idle since `before`, each with its sequence numbers and checkpoints, in one transaction. */
   private readonly compactStreams;
   readonly tokens: TokenRegistry;
@@ -124,6 +141,16 @@ export class SqliteDedupeStore implements DedupeStore {
       this.catalogDb.runSync(forgetRemoved(this.catalogDb, removed));
       return removed.length;
     });
+    // A nested better-sqlite3 transaction is a savepoint: a request that throws undoes only its own writes.
+    this.groupTransaction = this.db.transaction((group: readonly WaitingIngest[]) =>
+      group.map((request): GroupOutcome => {
+        try {
+          return { results: this.ingestTransaction(request.stream, request.items, request.scope) };
+        } catch (error) {
+          return { error };
+        }
+      }),
+    );
     this.ingestTransaction = this.db.transaction((stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[], scope: IngestScope) =>
       runIngestSync(
         ingestSteps({
@@ -139,11 +166,36 @@ export class SqliteDedupeStore implements DedupeStore {
     );
   }
 
+  /**
+   * Group commit: the requests that arrive while one event-loop turn runs wait for the next, and share
+   * one transaction and one fsync, each in a savepoint of its own (one that fails undoes only itself).
+   * Each is answered only once that transaction is durable.
+   */
   async ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[], scope: IngestScope = TRUSTED_SCOPE): Promise<ItemResult[]> {
-    const results = this.ingestTransaction.immediate(stream, items, scope);
+    const results = await new Promise<ItemResult[]>((resolve, reject) => {
+      this.waiting.push({ stream, items, scope, resolve, reject });
+      if (this.waiting.length === 1) setImmediate(() => this.commitGroup());
+    });
     const assets = storedAssets(items, results);
     if (assets.size > 0) this.stored.notify(assets);
     return results;
+  }
+
+  /** Runs the waiting requests in one transaction, then answers each. */
+  private commitGroup(): void {
+    const group = this.waiting;
+    this.waiting = [];
+    let outcomes: GroupOutcome[];
+    try {
+      outcomes = this.groupTransaction.immediate(group);
+    } catch (error) {
+      for (const request of group) request.reject(error);
+      return;
+    }
+    this.groupCommits++;
+    failpoint('ingest:after-commit');
+    if (group.length > 1) failpoint('ingest:after-shared-commit');
+    outcomes.forEach((outcome, i) => ('results' in outcome ? group[i]!.resolve(outcome.results) : group[i]!.reject(outcome.error)));
   }
 
   /** The reads and writes of one request's ingest, all inside its IMMEDIATE transaction. */

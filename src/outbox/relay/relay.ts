@@ -9,7 +9,7 @@ import { encodeBatch } from './batch-encoding.js';
 import { cutBatches } from './batches.js';
 import { sendInSpan } from './tracing.js';
 import { waitUntilDrained, watchForeignCommits } from './file-watch.js';
-import { failpoint } from '../../client/failpoints.js';
+import { failpoint } from '../../failpoints/failpoints.js';
 import { RelayLease } from './lease.js';
 import { DeliveredRows } from './pruning.js';
 import type { OutboxFile } from '../file/outbox-file.js';
