@@ -16,7 +16,7 @@ export default defineConfig({
     include: [
       'test/unit/{commit,lease,run-attempts,keys,answers,checkpoint,emission-validation,batch-encoding,sync-callback}.test.ts',
       'test/property/outbox-model.test.ts',
-      'test/integration/{delivery,conflicts,dead-letters,same-file-retry,shared-file-tasks,multi-task,resume,held-release,terminal-paths,lifecycle}.test.ts',
+      'test/integration/{delivery,conflicts,dead-letters,same-file-retry,shared-file-tasks,multi-task,resume,held-release,terminal-paths,lifecycle,tracing,consumer}.test.ts',
       'test/fault/network.test.ts',
     ],
   },

@@ -21,6 +21,16 @@ describe('held emissions', () => {
     expect(keys).toEqual([held.key, noPartition.key].sort());
   });
 
+  it('are released with the partition, partition date and extra they were committed with', async () => {
+    const server = await startServer();
+    const box = await open(server, join(tempDir(), 'job.db'), 't', 1);
+    const held = box.commit((tx) => tx.emit(box.asset('run_done'), { partitionKey: 'p-1', partitionDate: '2026-12-01T00:00:00Z', extra: { rows: 3 }, on: 'success' }));
+    box.complete();
+    await box.close();
+    const [event] = await server.events({ asset: 'run_done' });
+    expect(event).toMatchObject({ key: held.key, partitionKey: 'p-1', partitionDate: '2026-12-01T00:00:00Z', extra: { rows: 3 } });
+  });
+
   it('stay discarded when the attempt that failed for good opens its file again', async () => {
     const server = await startServer();
     const path = join(tempDir(), 'job.db');

@@ -64,6 +64,22 @@ describe('OpenTelemetry', () => {
     expect(receive.links.map((link) => link.context.traceId)).toContain(jobContext.traceId);
   });
 
+  it('keeps the trace a held emission was committed in until its release', async () => {
+    const running = await startServer();
+    const box = await openOutbox({ path: join(tempDir(), 'outbox.db'), producer: 'orders', run: RUN, server: running.url, logger: quiet });
+    const job = trace.getTracer('the-job').startSpan('last batch');
+    context.with(trace.setSpan(context.active(), job), () => box.commit((tx) => tx.emit(box.asset('run_done'), { partitionKey: 'held', on: 'success' })));
+    box.commit((tx) => tx.emit(box.asset('run_done'), { partitionKey: 'held-untraced', on: 'success' }));
+    job.end();
+    box.complete();
+    await box.close();
+    const events = (await running.server.store.listEvents({ after: 0, limit: 10 })).events.filter((event) => event.asset === 'run_done');
+    expect(events.map((event) => [event.partitionKey, event.trace?.traceparent ?? null])).toEqual([
+      ['held', `00-${job.spanContext().traceId}-${job.spanContext().spanId}-01`],
+      ['held-untraced', null],
+    ]);
+  });
+
   it('refuses a malformed trace context item by item, and a retry in another trace keeps the first one', async () => {
     const { url, server } = await startServer();
     const first = { traceparent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01` };

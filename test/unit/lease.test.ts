@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -111,5 +112,37 @@ describe('the relay lease', () => {
     } finally {
       kill.mockRestore();
     }
+  });
+
+  it('keeps itself renewed while held, rides out a busy file, and hands a lost lease to onFatal', async () => {
+    const { file } = setup();
+    const lease = new RelayLease(file, 30, () => clock);
+    expect(lease.tryAcquire()).toMatchObject({ acquired: true });
+    const fatal: unknown[] = [];
+    lease.keepRenewed((error) => fatal.push(error));
+    const expiresAt = () => Number(holderRow(file)!.expires_at);
+    const start = expiresAt();
+    clock += 1000;
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    // Renewed every third of its TTL (10 ms): it now runs from the clock's new time.
+    expect(expiresAt()).toBe(clock + 30);
+    expect(expiresAt()).toBeGreaterThan(start);
+    // Another connection holds the write lock: a renewal cannot be written, and is tried again later.
+    // (The file would wait 5 s for the lock, blocking this thread, where the lock's holder is too.)
+    file.db.pragma('busy_timeout = 0');
+    const other = new Database(file.path);
+    other.exec('BEGIN IMMEDIATE');
+    clock += 1000;
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(fatal).toEqual([]);
+    other.exec('COMMIT');
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(expiresAt()).toBe(clock + 30);
+    // Another relay took it: the next renewal fails for good, and says why.
+    plantHolder(file, { pid: 1, host: 'elsewhere', expiresAt: clock + 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(fatal[0]).toBeInstanceOf(LeaseLostError);
+    lease.stopRenewing();
+    other.close();
   });
 });

@@ -45,6 +45,32 @@ describe('the attempts of a run in an outbox file', () => {
     expect(file.runs.fenceOf(run, 1)).toBeUndefined();
   });
 
+  it('tell the highest attempt seen, the current one and whether a later one fenced this file, from openings and fences alike', () => {
+    const file = newFile();
+    const other = { runId: 'r2', task: run.task };
+    // Nothing known: no attempt seen, the caller's fallback is current, nothing fenced here.
+    expect(file.runs.highestSeen(run)).toBe(0);
+    expect(file.runs.currentAttempt(run, 7)).toBe(7);
+    expect(file.runs.isFencedHere(run)).toBe(false);
+    file.runs.open(run, 2);
+    expect(file.runs.highestSeen(run)).toBe(2);
+    expect(file.runs.currentAttempt(run, 7)).toBe(2);
+    expect(file.runs.isFencedHere(run)).toBe(false);
+    // The server said attempt 4 delivered: seen, but attempt 2 is still the newest that opened this file.
+    file.runs.recordFence(run, 4);
+    expect(file.runs.highestSeen(run)).toBe(4);
+    expect(file.runs.currentAttempt(run, 7)).toBe(2);
+    expect(file.runs.isFencedHere(run)).toBe(true);
+    // Attempt 4 opens the file itself: no longer fenced here.
+    file.runs.open(run, 4);
+    expect(file.runs.isFencedHere(run)).toBe(false);
+    // A fence known for a run that never opened this file: seen, the fallback is current, fenced here.
+    file.runs.recordFence(other, 3);
+    expect(file.runs.highestSeen(other)).toBe(3);
+    expect(file.runs.currentAttempt(other, 1)).toBe(1);
+    expect(file.runs.isFencedHere(other)).toBe(true);
+  });
+
   it('supersede every older attempt once one opened the file, and none that is the same or newer', () => {
     const file = newFile();
     file.runs.open(run, 3);

@@ -166,11 +166,9 @@ export class SqliteDedupeStore implements DedupeStore {
     );
   }
 
-  /**
-   * Group commit: the requests that arrive while one event-loop turn runs wait for the next, and share
-   * one transaction and one fsync, each in a savepoint of its own (one that fails undoes only itself).
-   * Each is answered only once that transaction is durable.
-   */
+  // Group commit: the requests that arrive while one event-loop turn runs wait for the next, and share
+  // one transaction and one fsync, each in a savepoint of its own (one that fails undoes only itself).
+  // Each is answered only once that transaction is durable.
   async ingest(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[], scope: IngestScope = TRUSTED_SCOPE): Promise<ItemResult[]> {
     const results = await new Promise<ItemResult[]>((resolve, reject) => {
       this.waiting.push({ stream, items, scope, resolve, reject });

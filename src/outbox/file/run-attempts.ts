@@ -65,7 +65,9 @@ export class RunAttempts {
 
   /** The attempt a run's rows belong to now: the highest that opened this file, or `otherwise` when none did. */
   currentAttempt(run: RunKey, otherwise: number): number {
-    return this.statements.getRun.get({ ...run })?.opened_by ?? otherwise;
+    // A run whose fence was recorded before any attempt opened this file has opened_by 0: none did.
+    const opened = this.statements.getRun.get({ ...run })?.opened_by ?? 0;
+    return opened > 0 ? opened : otherwise;
   }
 
   /** Whether the server has said a later attempt than the newest to open this file has delivered. */
