@@ -34,6 +34,19 @@ describe('commit', () => {
     expect(progress.get()).toEqual({ batch: 2 });
   });
 
+  it('counts emissions of one asset and partition per cause, so that processing one event again alone derives its keys again', async () => {
+    const box = await testOutbox();
+    const asset = box.asset('batch_ready');
+    const [a, b] = [{ eventId: 'event-a', cursor: 1, scope: null }, { eventId: 'event-b', cursor: 2, scope: null }];
+    const fired = { ...b, scope: 'trigger-1' };
+    const caused = (tx: CommitTransaction, cause: typeof a | typeof fired) => tx.emitCaused(asset, { partitionKey: 'p' }, cause);
+    const first = box.commit((tx) => [caused(tx, a), caused(tx, b), caused(tx, fired)]);
+    expect(new Set(first.map((emission) => emission.key)).size).toBe(3);
+    // Event b processed again alone (after a crash, on a fresh machine): the same keys, each the second of its commit no more.
+    const again = box.commit((tx) => [caused(tx, b), caused(tx, fired)]);
+    expect(again.map((emission) => emission.key)).toEqual([first[1]!.key, first[2]!.key]);
+  });
+
   it('writes nothing when the callback throws', async () => {
     const box = await testOutbox();
     const progress = box.checkpoint('backlog', z.object({ batch: z.number() }));

@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LeaseLostError } from '../../src/outbox/index.js';
-import { RelayLease } from '../../src/outbox/relay/lease.js';
+import { leaseHolder, RelayLease } from '../../src/outbox/relay/lease.js';
 import { OutboxFile } from '../../src/outbox/file/outbox-file.js';
 import { tempDir } from '../support/temp.js';
 
@@ -114,35 +114,50 @@ describe('the relay lease', () => {
     }
   });
 
-  it('keeps itself renewed while held, rides out a busy file, and hands a lost lease to onFatal', async () => {
-    const { file } = setup();
-    const lease = new RelayLease(file, 30, () => clock);
-    expect(lease.tryAcquire()).toMatchObject({ acquired: true });
-    const fatal: unknown[] = [];
-    lease.keepRenewed((error) => fatal.push(error));
-    const expiresAt = () => Number(holderRow(file)!.expires_at);
-    const start = expiresAt();
-    clock += 1000;
-    await new Promise((resolve) => setTimeout(resolve, 60));
-    // Renewed every third of its TTL (10 ms): it now runs from the clock's new time.
-    expect(expiresAt()).toBe(clock + 30);
-    expect(expiresAt()).toBeGreaterThan(start);
-    // Another connection holds the write lock: a renewal cannot be written, and is tried again later.
-    // (The file would wait 5 s for the lock, blocking this thread, where the lock's holder is too.)
-    file.db.pragma('busy_timeout = 0');
-    const other = new Database(file.path);
-    other.exec('BEGIN IMMEDIATE');
-    clock += 1000;
-    await new Promise((resolve) => setTimeout(resolve, 60));
-    expect(fatal).toEqual([]);
-    other.exec('COMMIT');
-    await new Promise((resolve) => setTimeout(resolve, 60));
-    expect(expiresAt()).toBe(clock + 30);
-    // Another relay took it: the next renewal fails for good, and says why.
-    plantHolder(file, { pid: 1, host: 'elsewhere', expiresAt: clock + 10_000 });
-    await new Promise((resolve) => setTimeout(resolve, 60));
-    expect(fatal[0]).toBeInstanceOf(LeaseLostError);
-    lease.stopRenewing();
-    other.close();
+  it('keeps itself renewed every third of its TTL while held, rides out a busy file, hands a lost lease to onFatal, and stops when told', () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const { file } = setup();
+      const lease = new RelayLease(file, 300, () => clock);
+      expect(lease.tryAcquire()).toMatchObject({ acquired: true });
+      expect(leaseHolder(file)).toEqual({ owner: expect.any(String), pid: process.pid, host: hostname(), expiresAt: clock + 300 });
+      const fatal: unknown[] = [];
+      lease.keepRenewed((error) => fatal.push(error));
+      const expiresAt = () => leaseHolder(file)!.expiresAt;
+      clock += 1000;
+      vi.advanceTimersByTime(99);
+      expect(expiresAt()).toBe(clock - 1000 + 300);
+      vi.advanceTimersByTime(1);
+      // Renewed a third of its TTL (100 ms) later: it now runs from the clock's new time.
+      expect(expiresAt()).toBe(clock + 300);
+      // Another connection holds the write lock: a renewal cannot be written, and is tried again at the next tick.
+      file.db.pragma('busy_timeout = 0');
+      const other = new Database(file.path);
+      other.exec('BEGIN IMMEDIATE');
+      clock += 1000;
+      vi.advanceTimersByTime(100);
+      expect(fatal).toEqual([]);
+      other.exec('COMMIT');
+      other.close();
+      vi.advanceTimersByTime(100);
+      expect(expiresAt()).toBe(clock + 300);
+      // Stopped: no renewal any more.
+      lease.stopRenewing();
+      clock += 1000;
+      vi.advanceTimersByTime(1000);
+      expect(expiresAt()).toBe(clock - 1000 + 300);
+      // Renewing again, then another relay takes it: the next renewal fails for good, and says why.
+      lease.keepRenewed((error) => fatal.push(error));
+      plantHolder(file, { pid: 1, host: 'elsewhere', expiresAt: clock + 10_000 });
+      vi.advanceTimersByTime(100);
+      expect(fatal).toHaveLength(1);
+      expect(fatal[0]).toBeInstanceOf(LeaseLostError);
+      lease.stopRenewing();
+      // A file nobody holds has no holder.
+      file.db.prepare('DELETE FROM lease').run();
+      expect(leaseHolder(file)).toBeUndefined();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
