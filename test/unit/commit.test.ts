@@ -45,6 +45,8 @@ describe('commit', () => {
     // Event b processed again alone (after a crash, on a fresh machine): the same keys, each the second of its commit no more.
     const again = box.commit((tx) => [caused(tx, b), caused(tx, fired)]);
     expect(again.map((emission) => emission.key)).toEqual([first[1]!.key, first[2]!.key]);
+    // A trigger's firing for event b counts apart from the handler's emissions for it: fired again alone, the same key.
+    expect(box.commit((tx) => caused(tx, fired)).key).toBe(first[2]!.key);
   });
 
   it('writes nothing when the callback throws', async () => {
