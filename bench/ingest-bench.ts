@@ -178,8 +178,8 @@ export function sqliteRawInsert(events: number): number {
 }
 
 /**
- * The PostgreSQL store's ingest rate as it grows: one store holding `small` events (each its own dedupe
- * record) and one holding `large`, both written with generate_series in random key order before any clock starts, as a
+ * The PostgreSQL store's ingest rate as it grows: one store holding `small` dedupe records and one
+ * holding `large`, both written with generate_series in random key order before any clock starts, as a
  * long-lived store would hold them. Each measurement starts right after a CHECKPOINT, so that both
  * stores start from the same state: the first change to each page after a checkpoint writes the whole
  * page to the WAL, and a large store has many more pages to touch. Medians of `rounds` alternating runs.
@@ -194,17 +194,12 @@ export async function pgIngestGrowth(events: number, small: number, large: numbe
       const schema = schemas[index]!;
       // Starting (and stopping) one instance creates the schema at its current version.
       await (await startOnceboxServer(benchDir(), PG_URL, schema)).stop();
-      // Stored events, each its own dedupe record (keys inside the window), already given their cursors,
-      // from runs of 1000 events, as a long-lived store holds them.
       await client.query(
-        `INSERT INTO ${schema}.events (event_id, key, ts, asset, producer, workflow, run_id, task, attempt, seq, cursor, fingerprint, created_at)
-         SELECT md5(i::text)::uuid, md5('k' || i::text)::uuid, '2026-01-01T00:00:00.000Z', 'batch_ready', 'bench', 'w', 'grown-' || (i / 1000), NULL, 1,
-                i % 1000 + 1, i, 'f', $2::bigint
-         FROM generate_series(1, $1::integer) AS i`,
-        [keys, Date.now()],
+        `INSERT INTO ${schema}.dedupe (producer, key, fingerprint, event_id, ts, created_at)
+         SELECT 'bench', md5(i::text)::uuid, 'f', md5(i::text)::uuid, '2026-01-01T00:00:00.000Z', 0 FROM generate_series(1, $1::integer) AS i`,
+        [keys],
       );
-      await client.query(`UPDATE ${schema}.event_cursor SET last = $1`, [keys]);
-      await client.query(`VACUUM ANALYZE ${schema}.events`);
+      await client.query(`VACUUM ANALYZE ${schema}.dedupe`);
       servers.push(await startOnceboxServer(benchDir(), PG_URL, schema));
     }
     const rates: [number[], number[]] = [[], []];

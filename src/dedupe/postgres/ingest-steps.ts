@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { StreamIdentity } from '../../protocol/wire.js';
-import type { DedupeRecord, KeyClaim, RecordedOutcome } from '../ingest/resolve.js';
-import type { IngestClock, StepHandler } from '../ingest/steps.js';
+import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
+import type { StepHandler } from '../ingest/steps.js';
 import { notifyPayload } from '../stored-assets.js';
 import { attemptOf, lineageColumns, toCauseEvent } from '../tables.js';
 import { runStatement } from './connection.js';
@@ -39,14 +39,18 @@ export class PostgresIngestSteps {
         return new Set(rows.map((row) => row.name));
       },
       claim: async ({ claims, clock }) => {
-        const claimed = await this.claimEvents(client, stream, claims, clock);
-        // A record that outlived its event holds its key: the event just stored for it goes again.
-        const kept = claimed.size === 0 ? [] : await runStatement(client, run.keptRecords, { producer, keys: [...claimed.keys()] });
-        if (kept.length > 0) {
-          await runStatement(client, run.unclaimEvents, { eventIds: kept.map((row) => claimed.get(row.key)!) });
-          for (const row of kept) claimed.delete(row.key);
-        }
-        return new Set(claimed.keys());
+        // In key order, so that two requests claiming the same keys take their locks in the same order and
+        // one waits for the other rather than both for each other (a deadlock).
+        const sorted = [...claims].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+        const rows = await runStatement(client, run.claimKeys, {
+          producer,
+          keys: sorted.map((c) => c.key),
+          fingerprints: sorted.map((c) => c.fingerprint),
+          eventIds: sorted.map((c) => c.eventId),
+          ts: clock.ts,
+          createdAt: clock.ms,
+        });
+        return new Set(rows.map((row) => row.key));
       },
       read: async ({ seqs, keys }) => {
         const outcomes = new Map<number, RecordedOutcome>();
@@ -68,53 +72,33 @@ export class PostgresIngestSteps {
     };
   }
 
-  /**
-   * Stores the claimed keys' events, insert first: those whose key no stored event holds are this
-   * request's. Inserted in key order, so that two requests claiming the same keys take their locks in the
-   * same order and one waits for the other rather than both for each other (a deadlock); their ids are
-   * reserved first, in the request's order, which is the order the sequencer gives cursors in.
-   * @returns each key claimed, with its event id.
-   */
-  private async claimEvents(client: pg.PoolClient, stream: StreamIdentity, claims: readonly KeyClaim[], clock: IngestClock): Promise<Map<string, string>> {
-    const run = this.statements;
-    const ids = (await runStatement(client, run.reserveEventIds, { n: claims.length })).map((row) => Number(row.id)).sort((a, b) => a - b);
-    const ordered = claims.map((claim, i) => ({ claim, id: ids[i]! }));
-    ordered.sort((a, b) => (a.claim.key < b.claim.key ? -1 : a.claim.key > b.claim.key ? 1 : 0));
-    const items = ordered.map(({ claim }) => claim.event.item);
-    const lineages = ordered.map(({ claim }) => lineageColumns(claim.event.lineage));
-    const rows = await runStatement(client, run.claimEvents, {
-      ids: ordered.map(({ id }) => id),
-      fingerprints: ordered.map(({ claim }) => claim.fingerprint),
-      eventIds: ordered.map(({ claim }) => claim.eventId),
-      keys: items.map((item) => item.key),
-      assets: items.map((item) => item.payload.asset),
-      partitionKeys: items.map((item) => item.payload.partitionKey ?? null),
-      partitionDates: items.map((item) => item.payload.partitionDate ?? null),
-      extras: items.map((item) => item.payload.extra ?? null),
-      seqs: items.map((item) => item.seq),
-      traceContexts: items.map((item) => (item.trace === undefined ? null : JSON.stringify(item.trace))),
-      causedBy: lineages.map((l) => l.causedBy),
-      depths: lineages.map((l) => l.depth),
-      lineages: lineages.map((l) => l.lineage),
-      createdAt: clock.ms,
-      ts: clock.ts,
-      producer: stream.producer,
-      workflow: stream.workflow,
-      runId: stream.runId,
-      task: stream.task,
-      attempt: stream.attempt,
-    });
-    const eventIds = new Map(claims.map((claim) => [claim.key, claim.eventId]));
-    return new Map(rows.map((row) => [row.key, eventIds.get(row.key)!]));
-  }
-
-  /** Stores what the resolve step decided: the notification of new events, outcomes, checkpoints, position, epoch. */
+  /** Stores what the resolve step decided: events (and their notification), outcomes, checkpoints, position, epoch. */
   private async write(client: pg.PoolClient, stream: StreamIdentity, { writes, clock }: Parameters<StepHandler<true>['write']>[0]): Promise<void> {
     const run = this.statements;
     const ofAttempt = attemptOf(stream);
+    const { producer } = stream;
     const { events, outcomes } = writes;
-    // The new events were stored when their keys were claimed.
     if (events.length > 0) {
+      const lineages = events.map((e) => lineageColumns(e.lineage));
+      await runStatement(client, run.insertEvents, {
+        eventIds: events.map((e) => e.eventId),
+        keys: events.map((e) => e.item.key),
+        assets: events.map((e) => e.item.payload.asset),
+        partitionKeys: events.map((e) => e.item.payload.partitionKey ?? null),
+        partitionDates: events.map((e) => e.item.payload.partitionDate ?? null),
+        extras: events.map((e) => e.item.payload.extra ?? null),
+        seqs: events.map((e) => e.item.seq),
+        traceContexts: events.map((e) => (e.item.trace === undefined ? null : JSON.stringify(e.item.trace))),
+        causedBy: lineages.map((l) => l.causedBy),
+        depths: lineages.map((l) => l.depth),
+        lineages: lineages.map((l) => l.lineage),
+        ts: clock.ts,
+        producer,
+        workflow: stream.workflow,
+        runId: stream.runId,
+        task: stream.task,
+        attempt: stream.attempt,
+      });
       await runStatement(client, run.notifyStored, { channel: this.channel, payload: notifyPayload(events.map((e) => e.item.payload.asset)) });
     }
     if (outcomes.length > 0) {

@@ -267,23 +267,4 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
         ORDER BY e.asset = 'oncebox.run_succeeded' DESC, e.id DESC LIMIT 1);
     `,
   },
-  {
-    version: 11,
-    name: '011_one_row_per_event',
-    sql: `
-      -- One row per event: the event carries its own dedupe record (its fingerprint, and created_at while
-      -- its key is inside the dedupe window; NULL once compaction released it). An ingest then writes
-      -- the event row and one index entry per event, not a second row. The dedupe table keeps only the
-      -- records that outlive their events (event retention shorter than the dedupe window).
-      ALTER TABLE events ADD COLUMN fingerprint text, ADD COLUMN created_at bigint, ADD COLUMN duplicates integer NOT NULL DEFAULT 0;
-      -- A record names its event by id: a key stored again after its record expired has an older event too.
-      UPDATE events e SET fingerprint = d.fingerprint, created_at = d.created_at, duplicates = d.duplicates
-        FROM dedupe d WHERE d.producer = e.producer AND d.key = e.key AND d.event_id = e.event_id;
-      DELETE FROM dedupe d USING events e WHERE e.event_id = d.event_id AND e.created_at IS NOT NULL;
-      -- The keys inside the window, unique per producer: insert first, as the dedupe table's key did.
-      CREATE UNIQUE INDEX events_by_key ON events (producer, key) WHERE created_at IS NOT NULL;
-      -- Compaction releases keys by age.
-      CREATE INDEX events_by_key_age ON events (created_at) WHERE created_at IS NOT NULL;
-    `,
-  },
 ];

@@ -4,12 +4,8 @@ import type { EventRow, OfAttempt, OfStream, SharedTables, StoredRunOutcome } fr
 import { pgParams, pgStatement } from './connection.js';
 
 export interface PgSchema extends SharedTables {
-  /**
-   * `id` is the order of a request's events (reserved before they are inserted in key order); `cursor` is
-   * given after commit by the sequencer. The row is its own dedupe record (migration 011): `created_at`
-   * while its key is inside the dedupe window, NULL once released.
-   */
-  events: Omit<EventRow, 'cursor'> & { id: number; cursor: number | null; fingerprint: string | null; created_at: number | null; duplicates: number };
+  /** `id` is the insertion order; `cursor` is given after commit by the sequencer. */
+  events: Omit<EventRow, 'cursor'> & { id: number; cursor: number | null };
   event_cursor: { id: number; last: number };
 }
 
@@ -32,12 +28,15 @@ export function ingestStatements(db: Kysely<PgSchema>) {
 
   const outcomesAt = pgParams<OfAttempt & { seqs: number[] }>({ ...ATTEMPT_TYPES, seqs: 'bigint[]' });
   const records = pgParams<{ producer: string; keys: string[] }>({ producer: 'text', keys: 'uuid[]' });
-  const idCount = pgParams<{ n: number }>({ n: 'integer' });
-  const eventsOf = pgParams<{ eventIds: string[] }>({ eventIds: 'uuid[]' });
+  const claim = pgParams<{ producer: string; keys: string[]; fingerprints: string[]; eventIds: string[]; ts: string; createdAt: number }>({
+    producer: 'text',
+    keys: 'uuid[]',
+    fingerprints: 'text[]',
+    eventIds: 'uuid[]',
+    ts: 'text',
+    createdAt: 'bigint',
+  });
   const events = pgParams<{
-    ids: number[];
-    fingerprints: string[];
-    createdAt: number;
     eventIds: string[];
     keys: string[];
     assets: string[];
@@ -56,9 +55,6 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     task: string | null;
     attempt: number;
   }>({
-    ids: 'bigint[]',
-    fingerprints: 'text[]',
-    createdAt: 'bigint',
     eventIds: 'uuid[]',
     keys: 'uuid[]',
     assets: 'text[]',
@@ -145,44 +141,37 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         .where('seq', '=', sql<number>`ANY(${outcomesAt.seqs})`)
         .compile(),
     ),
-    // A key's record is its event's row while the event is stored, or the record compaction kept after it.
     readRecords: pgStatement(
       'readRecords',
       records,
-      sql<{ key: string; fingerprint: string; event_id: string; ts: string }>`
-        SELECT key, fingerprint, event_id, ts FROM events WHERE producer = ${records.producer} AND key = ANY(${records.keys}) AND created_at IS NOT NULL
-        UNION ALL
-        SELECT key, fingerprint, event_id, ts FROM dedupe WHERE producer = ${records.producer} AND key = ANY(${records.keys})`.compile(db),
+      db
+        .selectFrom('dedupe')
+        .select(['key', 'fingerprint', 'event_id', 'ts'])
+        .where('producer', '=', records.producer)
+        .where('key', '=', sql<string>`ANY(${records.keys})`)
+        .compile(),
     ),
-    // The order of a request's events, taken before they are inserted in key order (see claimEvents).
-    reserveEventIds: pgStatement(
-      'reserveEventIds',
-      idCount,
-      sql<{ id: string }>`SELECT nextval(pg_get_serial_sequence('events', 'id')) AS id FROM generate_series(1, ${idCount.n})`.compile(db),
-    ),
-    // Insert first, every new event at once: the event row is its own dedupe record, and the keys that
-    // come back were this request's.
-    claimEvents: pgStatement(
-      'claimEvents',
-      events,
+    // Insert first, for every new key at once; the keys that come back were this request's.
+    claimKeys: pgStatement(
+      'claimKeys',
+      claim,
       sql<{ key: string }>`
-        INSERT INTO events (id, fingerprint, event_id, key, asset, partition_key, partition_date, extra, seq, trace_context, caused_by, depth, lineage,
-                            created_at, ts, producer, workflow, run_id, task, attempt)
-        SELECT e.*, ${events.createdAt}, ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId}, ${events.task}, ${events.attempt}
-        FROM unnest(${events.ids}, ${events.fingerprints}, ${events.eventIds}, ${events.keys}, ${events.assets}, ${events.partitionKeys},
-                    ${events.partitionDates}, ${events.extras}, ${events.seqs}, ${events.traceContexts}, ${events.causedBy}, ${events.depths},
-                    ${events.lineages}) AS e
-        ON CONFLICT (producer, key) WHERE created_at IS NOT NULL DO NOTHING
+        INSERT INTO dedupe (producer, key, fingerprint, event_id, ts, created_at)
+        SELECT ${claim.producer}, d.key, d.fingerprint, d.event_id, ${claim.ts}, ${claim.createdAt}
+        FROM unnest(${claim.keys}, ${claim.fingerprints}, ${claim.eventIds}) AS d(key, fingerprint, event_id)
+        ON CONFLICT (producer, key) DO NOTHING
         RETURNING key`.compile(db),
     ),
-    // Run after the insert, in a statement of its own: its snapshot sees a record that a compaction
-    // committed while the insert waited on that compaction's removal of the key's event.
-    keptRecords: pgStatement(
-      'keptRecords',
-      records,
-      sql<{ key: string }>`SELECT key FROM dedupe WHERE producer = ${records.producer} AND key = ANY(${records.keys})`.compile(db),
+    insertEvents: pgStatement(
+      'insertEvents',
+      events,
+      sql`
+        INSERT INTO events (event_id, key, asset, partition_key, partition_date, extra, seq, trace_context, caused_by, depth, lineage,
+                            ts, producer, workflow, run_id, task, attempt)
+        SELECT e.*, ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId}, ${events.task}, ${events.attempt}
+        FROM unnest(${events.eventIds}, ${events.keys}, ${events.assets}, ${events.partitionKeys}, ${events.partitionDates},
+                    ${events.extras}, ${events.seqs}, ${events.traceContexts}, ${events.causedBy}, ${events.depths}, ${events.lineages}) AS e`.compile(db),
     ),
-    unclaimEvents: pgStatement('unclaimEvents', eventsOf, sql<never>`DELETE FROM events WHERE event_id = ANY(${eventsOf.eventIds})`.compile(db)),
     recordOutcomes: pgStatement(
       'recordOutcomes',
       outcomes,
@@ -241,12 +230,9 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       duplicates,
       sql<never>`
         WITH absorbed AS (SELECT key, asset FROM unnest(${duplicates.keys}, ${duplicates.assets}) AS d(key, asset)),
-        times AS (SELECT key, count(*)::int AS times FROM absorbed GROUP BY key),
-        stored AS (
-          UPDATE events SET duplicates = events.duplicates + n.times FROM times AS n
-          WHERE events.producer = ${duplicates.producer} AND events.key = n.key AND events.created_at IS NOT NULL),
-        kept AS (
-          UPDATE dedupe SET duplicates = dedupe.duplicates + n.times FROM times AS n
+        records AS (
+          UPDATE dedupe SET duplicates = dedupe.duplicates + n.times
+          FROM (SELECT key, count(*)::int AS times FROM absorbed GROUP BY key) AS n
           WHERE dedupe.producer = ${duplicates.producer} AND dedupe.key = n.key),
         attempt AS (
           UPDATE stream_seqs SET duplicates = duplicates + (SELECT count(*)::int FROM absorbed)

@@ -258,8 +258,7 @@ export class PostgresDedupeStore implements DedupeStore {
       [this.schema],
     );
     const estimate = (table: string) => Number(rows.find((row) => row.relname === table)?.estimate ?? 0);
-    // A stored event's row is its dedupe record (while its key is inside the window); the dedupe table holds the rest.
-    return { events: estimate('events'), dedupeRecords: estimate('events') + estimate('dedupe') };
+    return { events: estimate('events'), dedupeRecords: estimate('dedupe') };
   }
 
   async listAssets(): Promise<string[]> {
@@ -270,17 +269,10 @@ export class PostgresDedupeStore implements DedupeStore {
   async compact(policy: RetentionPolicy): Promise<CompactionResult> {
     const now = this.now().getTime();
     // Small batches, each its own short transaction, so that compaction never holds ingestion up.
-    let dedupeRecords = await deleteInBatches(policy.batchSize, async () => {
+    const dedupeRecords = await deleteInBatches(policy.batchSize, async () => {
       const result = await sql`
         DELETE FROM dedupe WHERE ctid IN (
           SELECT ctid FROM dedupe WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
-      return Number(result.numAffectedRows ?? 0);
-    });
-    // The key of an event older than the window no longer answers a retry, as its record's removal did.
-    dedupeRecords += await deleteInBatches(policy.batchSize, async () => {
-      const result = await sql`
-        UPDATE events SET created_at = NULL WHERE id IN (
-          SELECT id FROM events WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
       return Number(result.numAffectedRows ?? 0);
     });
     const outcomes = await deleteInBatches(policy.batchSize, async () => {
@@ -295,15 +287,8 @@ export class PostgresDedupeStore implements DedupeStore {
       // Each batch lowers the catalog's counts for what it removed, in its own transaction.
       events = await deleteInBatches(policy.batchSize, () =>
         inTransaction(this.pool, async (client) => {
-          // An event removed while its key is inside the window leaves its record behind, in the same statement.
           const { rows } = await client.query<RemovedEvent>(
-            `WITH old AS (SELECT id FROM events WHERE ts < $1 LIMIT $2::integer),
-             kept AS (
-               INSERT INTO dedupe (producer, key, fingerprint, event_id, ts, created_at, duplicates)
-               SELECT producer, key, fingerprint, event_id, ts, created_at, duplicates FROM events
-               WHERE id IN (SELECT id FROM old) AND created_at IS NOT NULL
-               ON CONFLICT DO NOTHING)
-             DELETE FROM events WHERE id IN (SELECT id FROM old) RETURNING asset, partition_key, cursor`,
+            'DELETE FROM events WHERE id IN (SELECT id FROM events WHERE ts < $1 LIMIT $2::integer) RETURNING asset, partition_key, cursor',
             [cutoff, policy.batchSize],
           );
           await this.catalogDb.runOn(client, forgetRemoved(this.catalogDb, rows));
