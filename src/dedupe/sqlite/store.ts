@@ -196,7 +196,7 @@ export class SqliteDedupeStore implements DedupeStore {
     outcomes.forEach((outcome, i) => ('results' in outcome ? group[i]!.resolve(outcome.results) : group[i]!.reject(outcome.error)));
   }
 
-  /** The reads and writes of one request's ingest, all inside its IMMEDIATE transaction. */
+  /** The reads and writes of one request's ingest, all inside its savepoint of the group's IMMEDIATE transaction. */
   private stepHandler(stream: StreamIdentity): StepHandler<false> {
     const s = this.statements;
     const ofAttempt = attemptOf(stream);
