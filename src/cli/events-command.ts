@@ -59,6 +59,7 @@ export async function printEvents(command: EventsCommand): Promise<number> {
   const client = new ServerClient({ servers: command.servers, token: command.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs });
   let after = command.after;
   let failing: string | undefined;
+  let assetChecked = false;
   while (!command.signal.aborted) {
     let page;
     try {
@@ -77,11 +78,34 @@ export async function printEvents(command: EventsCommand): Promise<number> {
       continue;
     }
     failing = undefined;
+    // An asset that is not there prints nothing, as one with no events yet would: say which it is.
+    // Asked once: a follower waits on for an asset that may yet be registered, and says it only once.
+    if (command.asset !== undefined && !assetChecked && page.events.length === 0) {
+      assetChecked = true;
+      if (!(await assetExists(client, command.asset)) && !command.follow) return Exit.Failed;
+    }
     for (const event of page.events) console.log(command.json ? JSON.stringify(event) : describe(event));
     after = page.next;
     if (!command.follow && page.events.length === 0) break;
   }
   return Exit.Ok;
+}
+
+/**
+ * Whether the server has `asset`; when not, says so with the names it has. A failure to list is no
+ * reason to stop: the events were readable.
+ */
+async function assetExists(client: ServerClient, asset: string): Promise<boolean> {
+  let assets: string[];
+  try {
+    assets = await client.assets();
+  } catch {
+    return true;
+  }
+  if (assets.includes(asset)) return true;
+  const known = assets.length === 0 ? 'none' : `${assets.slice(0, 10).map((name) => JSON.stringify(name)).join(', ')}${assets.length > 10 ? ', …' : ''}`;
+  console.error(`oncebox events: the server has no asset ${JSON.stringify(asset)} that this token may read (it has ${known}; \`oncebox ls assets\` lists them)`);
+  return false;
 }
 
 /** One event on one line: cursor, time, asset and partition, then where it came from and its id. */

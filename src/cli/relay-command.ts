@@ -73,7 +73,7 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
       throw error;
     }
   }
-  const relay = assembleDelivery(file, RELAY_DEFAULTS, client, { pending: () => file.pendingCount() }).relay!;
+  const relay = assembleDelivery(file, RELAY_DEFAULTS, client, { pending: () => file.pendingByKind() }).relay!;
   // The relay watches the file for the job's commits itself (another connection's, seen by data_version).
   relay.start();
   // The relay's timers are unref'd, so as not to hold a job's process open once its work is done; this

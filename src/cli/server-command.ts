@@ -4,7 +4,7 @@ import { Command, Option } from 'commander';
 import { logDestination } from '../client/logger.js';
 import { TOKEN_VARIABLE } from '../client/token.js';
 import { isPostgresUrl } from '../dedupe/open-store.js';
-import { createServer, type ServerOptions } from '../dedupe/server.js';
+import { createServer, DEFAULT_MAX_CONNECTIONS, type ServerOptions } from '../dedupe/server.js';
 import { days, Exit, exitsWith, port, proxyAddresses, rateLimit, readTokenFile, untilSignal, UsageError, wholeNumber } from './arguments.js';
 
 /** Where the server's admin token may come from when no --token-file is given. */
@@ -111,6 +111,14 @@ async function serve(flags: ServerFlags): Promise<number> {
   if (flags.streamRetentionDays !== undefined && flags.streamRetentionDays < flags.dedupeRetentionDays) {
     // A retry after its run's stream state is gone starts the stream anew: no checkpoint copy to resume from.
     console.error('oncebox server: warning: --stream-retention-days is shorter than --dedupe-retention-days; keep a run\'s stream state at least as long as its keys (docs/operations.md, Retention)');
+  }
+  const maxConnections = flags.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+  if (flags.maxWaiters !== undefined && flags.maxWaiters >= maxConnections) {
+    // Waiting reads holding every connection leave none for the jobs publishing: readers would block writers.
+    console.error(
+      `oncebox server: warning: --max-waiters ${flags.maxWaiters} is not below --max-connections ${maxConnections}: waiting reads could hold every connection ` +
+        'and leave none for jobs publishing; keep it well below (the default is half)',
+    );
   }
   const server = await createServer(options);
   const url = await server.listen({ port: flags.port, host: flags.host });

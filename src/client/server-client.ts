@@ -195,6 +195,13 @@ export class ServerClient {
     return JSON.parse(answer.text) as EventPage;
   }
 
+  /** The names of the assets the server accepts that this token may read (`GET /v1/assets`). */
+  async assets(): Promise<string[]> {
+    const answer = await this.exchange('v1/assets', { method: 'GET' });
+    if (answer.status !== 200) throw this.refusal(answer, 'listing');
+    return (JSON.parse(answer.text) as { assets: string[] }).assets;
+  }
+
   /**
    * One answer of the catalog (`GET /v1/catalog…`): `path` under it, with the query's defined values.
    * A refused token is a CredentialsError; any other refusal a DeliveryError with the server's problem.

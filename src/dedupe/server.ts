@@ -15,6 +15,8 @@ import { DEFAULT_MAX_LINEAGE_DEPTH, LINEAGE_KEPT } from './ingest/lineage.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type RetentionPolicy } from './store.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+/** @internal Connections open at once unless told otherwise; the CLI's warnings compare against it. */
+export const DEFAULT_MAX_CONNECTIONS = 512;
 
 /** Validates ServerOptions: each option is documented once, there; `Same` below ties the two. */
 const serverOptionsSchema = z.strictObject({
@@ -44,7 +46,7 @@ const serverOptionsSchema = z.strictObject({
   requestTimeoutMs: z.number().int().min(100).default(30_000),
   headersTimeoutMs: z.number().int().min(100).default(10_000),
   keepAliveTimeoutMs: z.number().int().min(100).default(5_000),
-  maxConnections: z.number().int().min(1).default(512),
+  maxConnections: z.number().int().min(1).default(DEFAULT_MAX_CONNECTIONS),
   maxWaiters: z.number().int().min(1).optional(),
   maxWaitersPerToken: z.number().int().min(1).default(32),
   logger: z.union([z.boolean(), z.record(z.string(), z.unknown())]).default(!!process.env.ONCEBOX_DEBUG),

@@ -36,8 +36,12 @@ export interface FencedNotice {
 export interface DeliveryProblem extends RelayError {
   /** When delivery began to fail, as an ISO timestamp. */
   since: string;
-  /** Rows waiting in the file. */
+  /** Rows waiting in the file: `pendingEvents` and `pendingCheckpoints` together. */
   pending: number;
+  /** Of `pending`, the emissions (events not yet on the server). */
+  pendingEvents: number;
+  /** Of `pending`, the checkpoint updates (the server's copy of the job's progress). */
+  pendingCheckpoints: number;
   /** Whether the relay has stopped for good (lease lost, stream state lost) rather than retrying. */
   stopped: boolean;
 }

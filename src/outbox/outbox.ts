@@ -90,7 +90,7 @@ export class Outbox {
     // First: a relay is built only on a file that names its producer (openResolvedOutbox closes it on a throw).
     this.file.bindProducer(options.producer);
     const delivery = assembleDelivery(file, options, options.relay === 'external' ? undefined : client, {
-      pending: () => (this.closed && !this.file.db.open ? 0 : this.file.pendingCount()),
+      pending: () => (this.closed && !this.file.db.open ? { events: 0, checkpoints: 0 } : this.file.pendingByKind()),
       onSettled: (rows) => {
         this.waiters.settle(rows);
         this.metrics?.settled(rows, Date.now());

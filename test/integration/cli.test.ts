@@ -128,6 +128,20 @@ describe('the oncebox command', () => {
     expect((await runScript(CLI, ['server', '--db', join(dir, 's3.db'), '--token-file', empty])).stderr).toContain(`--token-file ${empty} is empty`);
   });
 
+  it('warns of limits that work against each other, and starts anyway', async () => {
+    const dir = tempDir();
+    const server = startScript(CLI, ['server', '--db', join(dir, 'server.db'), '--port', '0', '--max-connections', '16', '--max-waiters', '16', '--stream-retention-days', '1']);
+    await server.waitFor((line) => line.event === 'listening');
+    server.signal('SIGTERM');
+    const { stderr } = await server.done;
+    expect(stderr).toContain('oncebox server: warning: --max-waiters 16 is not below --max-connections 16: waiting reads could hold every connection and leave none for jobs publishing');
+    expect(stderr).toContain("oncebox server: warning: --stream-retention-days is shorter than --dedupe-retention-days; keep a run's stream state at least as long as its keys");
+    const fine = startScript(CLI, ['server', '--db', join(dir, 'fine.db'), '--port', '0', '--max-waiters', '100']);
+    await fine.waitFor((line) => line.event === 'listening');
+    fine.signal('SIGTERM');
+    expect((await fine.done).stderr).not.toContain('warning');
+  });
+
   it('creates, lists and revokes scoped tokens; the secret is shown once, and a relay publishes with one', async () => {
     const dir = tempDir();
     const db = join(dir, 'server.db');
@@ -310,6 +324,12 @@ describe('oncebox events', () => {
     expect(one.lines.map((line) => line.text)).toEqual([
       expect.stringMatching(/^ {7}3 {2}\d{4}-\d\d-\d\dT[\d:.]+Z {2}batch_ready {11}batch-2 {15}p\/w\/r attempt 1 seq 3 {2}[0-9a-f-]{36}$/),
     ]);
+    // An asset the server does not have says so, where one with no events yet prints nothing.
+    const unknown = await runScript(CLI, ['events', '--server', url, '--asset', 'nope']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('oncebox events: the server has no asset "nope" that this token may read (it has "batch_ready", "run_done"; `oncebox ls assets` lists them)');
+    const known = await runScript(CLI, ['events', '--server', url, '--asset', 'batch_ready', '--after', '3']);
+    expect([known.code, known.stderr, known.lines]).toEqual([0, '', []]);
     const wrong = await runScript(CLI, ['events', '--server', url, '--after', 'soon']);
     expect(wrong.code).toBe(2);
     expect(wrong.stderr).toContain(`oncebox: option '--after <cursor>' argument 'soon' is invalid. must be a cursor (0 or a whole number above), not "soon" (see 'oncebox events --help')`);

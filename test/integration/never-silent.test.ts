@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { openOutbox, type DeadNotice, type DeliveryProblem, type FencedNotice, type OutboxLogger } from '../../src/outbox/index.js';
 import { RUN } from '../support/outbox.js';
 import { startServer } from '../support/server.js';
@@ -34,15 +35,18 @@ describe('the producer is never silent', () => {
     const problems: DeliveryProblem[] = [];
     box.on('error', (problem) => problems.push(problem));
     for (let i = 1; i <= 3; i++) box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: `b${i}` }));
+    box.commit((tx) => tx.set(box.checkpoint('progress', z.object({ batch: z.number() })), { batch: 3 }));
     await until(() => problems.length > 0);
     await sleep(300); // many more failed attempts: still one line, one event
-    expect(await metrics.metrics()).toContain('oncebox_outbox_pending{producer="p"} 3');
+    expect(await metrics.metrics()).toContain('oncebox_outbox_pending{producer="p"} 4');
     const result = await box.close({ timeoutMs: 0 });
-    expect(result).toMatchObject({ pending: 3, dead: 0, lastError: { code: 'network' } });
+    expect(result).toMatchObject({ pending: 4, pendingEvents: 3, pendingCheckpoints: 1, dead: 0, lastError: { code: 'network' } });
     expect(codes()).toEqual(['warn:network', 'warn:closed_with_work_left']);
-    expect(problems).toEqual([expect.objectContaining({ code: 'network', pending: 3, stopped: false })]);
-    expect(lines[0]!.message).toMatch(/^oncebox relay: delivery has been failing for 0 s; retrying with the same keys: could not reach http:\/\/127\.0\.0\.1:9\/v1\/emissions/);
-    expect(lines[1]!.message).toMatch(/: 3 events not delivered yet \(they stay in the file; the next run delivers them, or `oncebox relay .* --server http:\/\/127\.0\.0\.1:9 --drain` now\); last delivery error: could not reach/);
+    // Events and checkpoint updates apart, as close() and status say them.
+    expect(problems).toEqual([expect.objectContaining({ code: 'network', pending: 4, pendingEvents: 3, pendingCheckpoints: 1, stopped: false })]);
+    expect(lines[0]!.message).toMatch(/^oncebox relay: delivery has been failing for 0 s; retrying with the same keys: could not reach http:\/\/127\.0\.0\.1:9\/v1\/emissions.* \(3 events and 1 checkpoint update waiting\)$/);
+    expect(lines[0]!.context).toMatchObject({ pending: 4, pendingEvents: 3, pendingCheckpoints: 1 });
+    expect(lines[1]!.message).toMatch(/: 3 events and 1 checkpoint update not delivered yet \(they stay in the file; the next run delivers them, or `oncebox relay .* --server http:\/\/127\.0\.0\.1:9 --drain` now\); last delivery error: could not reach/);
   });
 
   it('with another HTTP service on the port: logs what it answered, once', async () => {

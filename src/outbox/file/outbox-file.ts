@@ -35,6 +35,12 @@ function refuseOtherDatabases(db: Database.Database): void {
  * lifecycle). Both the job (`openOutbox`) and a relay process (`oncebox relay`) open it this way.
  * @internal
  */
+/** Rows waiting to be delivered: emissions (events not yet on the server) and checkpoint updates. */
+export interface PendingRows {
+  events: number;
+  checkpoints: number;
+}
+
 export class OutboxFile {
   readonly db: Database.Database;
   /** The outbox table's rows: emissions and checkpoint updates, written, marked and parked. */
@@ -82,6 +88,15 @@ export class OutboxFile {
   /** Rows (emissions and checkpoint updates) waiting to be delivered. */
   pendingCount(): number {
     return this.rows.countPending.get()?.count ?? 0;
+  }
+
+  /** What waits to be delivered, emissions and checkpoint updates apart: a person reads them differently. */
+  pendingByKind(): PendingRows {
+    const pending: PendingRows = { events: 0, checkpoints: 0 };
+    for (const row of this.rows.countByState.all()) {
+      if (row.state === 'pending') pending[row.kind === 'event' ? 'events' : 'checkpoints'] += row.count;
+    }
+    return pending;
   }
 
   /** Emissions parked as dead. */

@@ -3,7 +3,7 @@ import type { OnceboxError } from '../../protocol/errors.js';
 import { TOKEN_CHECK_MS, type ServerClient } from '../../client/server-client.js';
 import { wireTask } from '../run.js';
 import type { SettledRow } from '../events.js';
-import type { OutboxFile } from '../file/outbox-file.js';
+import type { OutboxFile, PendingRows } from '../file/outbox-file.js';
 import type { DeliverySettings } from './defaults.js';
 import { Relay } from './relay.js';
 import { Reporter } from './reporter.js';
@@ -24,7 +24,7 @@ export function assembleDelivery(
   file: OutboxFile,
   settings: DeliverySettings,
   client: ServerClient | undefined,
-  hooks: { pending: () => number; onSettled?: (rows: readonly SettledRow[]) => void; onStopped?: (error: OnceboxError) => void },
+  hooks: { pending: () => PendingRows; onSettled?: (rows: readonly SettledRow[]) => void; onStopped?: (error: OnceboxError) => void },
 ): Delivery {
   const logger = settings.logger ?? defaultLogger();
   const now = settings.now ?? Date.now;

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { ProducerErrorCode, type OnceboxError } from '../../protocol/errors.js';
 import type { SettledRow } from '../events.js';
 import type { OutboxLogger } from '../../client/logger.js';
+import type { PendingRows } from '../file/outbox-file.js';
 import type { DeliveredNotice, DeliveryProblem, FencedNotice, OutboxEventMap } from '../events.js';
 
 export interface ReporterOptions {
@@ -10,7 +11,7 @@ export interface ReporterOptions {
   failingAfterMs: number;
   /** The same cause is logged again at most this often, with how often it happened in between. */
   repeatMs: number;
-  pending: () => number;
+  pending: () => PendingRows;
   now: () => number;
 }
 
@@ -40,7 +41,8 @@ export class Reporter {
   /** A delivery attempt got per-item answers: a failure streak, if any, is over. */
   deliverySucceeded(): void {
     if (this.reportedFailure) {
-      this.options.logger.info({ code: 'delivering', pending: this.options.pending() }, 'oncebox relay: delivering again');
+      const pending = this.pendingContext();
+      this.options.logger.info({ code: 'delivering', ...pending }, `oncebox relay: delivering again; ${describePending(pending)}`);
     }
     this.failingSince = undefined;
     this.reportedFailure = false;
@@ -82,12 +84,17 @@ export class Reporter {
       message: error.message,
       at: new Date(this.options.now()).toISOString(),
       since: new Date(this.failingSince!).toISOString(),
-      pending: this.options.pending(),
+      ...this.pendingContext(),
       stopped,
     };
-    const logged = this.once(`failure:${error.code}`, level, { ...problem }, `oncebox relay: ${what}: ${error.message}`);
+    const logged = this.once(`failure:${error.code}`, level, { ...problem }, `oncebox relay: ${what}: ${error.message} (${describePending(problem)})`);
     // An 'error' event with no listener would throw (Node's rule); the log line already told.
     if (logged && this.events.listenerCount('error') > 0) this.events.emit('error', problem);
+  }
+
+  private pendingContext(): Pick<DeliveryProblem, 'pending' | 'pendingEvents' | 'pendingCheckpoints'> {
+    const { events, checkpoints } = this.options.pending();
+    return { pending: events + checkpoints, pendingEvents: events, pendingCheckpoints: checkpoints };
   }
 
   /** Logs a cause the first time, then at most once per repeatMs. @returns whether it logged. */
@@ -103,4 +110,10 @@ export class Reporter {
     this.options.logger[level]({ ...context, ...(repeats > 0 ? { repeatsSinceLastLog: repeats } : {}) }, message);
     return true;
   }
+}
+
+/** What waits, in words: events and checkpoint updates apart, as close() and status say them. */
+function describePending(pending: Pick<DeliveryProblem, 'pendingEvents' | 'pendingCheckpoints'>): string {
+  const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+  return `${plural(pending.pendingEvents, 'event')} and ${plural(pending.pendingCheckpoints, 'checkpoint update')} waiting`;
 }
