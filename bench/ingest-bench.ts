@@ -31,6 +31,8 @@ function requestBody(runId: string, request: number): string {
       asset: 'batch_ready',
       partitionKey: `p-${request}-${i}`,
       extra: { rows: i },
+      // As the relay sends a key derived from its run and a partition key.
+      keyScope: 'run',
     })),
   });
 }

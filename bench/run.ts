@@ -11,7 +11,7 @@ import { consumeLatency, consumerThroughput } from './consumer-bench.js';
 import { bareRoundTripMs, e2eOncebox, e2eRawChain, fsyncMs, latency } from './e2e-bench.js';
 import { backlogGrowth } from './growth-bench.js';
 import { connectJetStream, IN_FLIGHT_EVENTS, jetStreamPublish } from './jetstream-bench.js';
-import { postgresWalPerRequest, sqlitePagesPerRequest } from './store-pages.js';
+import { postgresWalPerRequest, sqliteIngestInProcess, sqlitePagesPerRequest } from './store-pages.js';
 import { PG_URL, pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
 import { median } from './support.js';
 import { testingScenariosPerMinute } from './testing-bench.js';
@@ -103,13 +103,33 @@ async function growthSection(): Promise<Record<string, number>> {
 
 /** What one 500-event request writes in each store (bench/store-pages.ts). */
 async function pagesSection(): Promise<Record<string, number | null>> {
-  const sqlite = await sqlitePagesPerRequest();
+  const sqlite = await sqlitePagesPerRequest('one run');
+  const manyRuns = await sqlitePagesPerRequest('many runs');
+  const unfiled = await sqlitePagesPerRequest('many runs, unfiled');
+  // Side by side, in turns: the embedded store's own ingest rate with keys filed by run and without.
+  const filedRates: number[] = [];
+  const unfiledRates: number[] = [];
+  for (let round = 0; round < 3; round++) {
+    filedRates.push((await sqliteIngestInProcess('many runs', 200)).eventsPerS);
+    unfiledRates.push((await sqliteIngestInProcess('many runs, unfiled', 200)).eventsPerS);
+  }
+  const ingestRatio = median(filedRates) / median(unfiledRates);
   const walKb = await postgresWalPerRequest(PG_URL);
   console.log(
-    `store writes per 500-event request: SQLite ${sqlite.pagesPerRequest.toFixed(0)} pages (${(sqlite.pagesPerRequest / 500).toFixed(2)} per event), ` +
+    `SQLite store ingest in process, many runs: ${fmt(median(filedRates))} events/s with keys filed by run, ${fmt(median(unfiledRates))} without, ratio ${ratio(ingestRatio)}`,
+  );
+  console.log(
+    `store writes per 500-event request: SQLite ${sqlite.pagesPerRequest.toFixed(0)} pages from one long run (${(sqlite.pagesPerRequest / 500).toFixed(2)} per event), ` +
+      `${manyRuns.pagesPerRequest.toFixed(0)} from many runs (${unfiled.pagesPerRequest.toFixed(0)} with keys not filed by run, ratio ${ratio(manyRuns.pagesPerRequest / unfiled.pagesPerRequest)}); ` +
       (walKb === null ? 'PostgreSQL not reachable' : `PostgreSQL ${walKb.toFixed(0)} KiB of WAL`),
   );
-  return { sqlite_pages_per_request: Number(sqlite.pagesPerRequest.toFixed(1)), pg_wal_kb_per_request: walKb === null ? null : Number(walKb.toFixed(1)) };
+  return {
+    sqlite_pages_per_request: Number(sqlite.pagesPerRequest.toFixed(1)),
+    sqlite_pages_per_request_many_runs: Number(manyRuns.pagesPerRequest.toFixed(1)),
+    sqlite_pages_many_runs_ratio_to_unfiled: Number((manyRuns.pagesPerRequest / unfiled.pagesPerRequest).toFixed(3)),
+    sqlite_ingest_many_runs_ratio_to_unfiled: Number(ingestRatio.toFixed(3)),
+    pg_wal_kb_per_request: walKb === null ? null : Number(walKb.toFixed(1)),
+  };
 }
 
 for (const [only, section] of [['growth', growthSection], ['pages', pagesSection]] as const) {

@@ -1,9 +1,12 @@
 /**
- * What one ingest request of 500 new events writes, in each store, with 20,000 events of the same run
- * stored first: the pages the embedded SQLite store appends to its WAL (automatic checkpoints off, one
- * page per frame), and the WAL bytes PostgreSQL writes. The keys are those the relay sends (derived from
- * the run and the emission), so the figure is what a producer's requests cost. Part of `npm run bench`;
- * `npx tsx bench/store-pages.ts` prints it alone, with the pages each SQLite table and index holds.
+ * What one ingest request of 500 new events writes, in each store, with 20,000 events stored first: the
+ * pages the embedded SQLite store appends to its WAL (automatic checkpoints off, one page per frame), and
+ * the WAL bytes PostgreSQL writes. The items are those the relay sends (keys derived from the run and the
+ * partition, `keyScope: 'run'`), so the figure is what a producer's requests cost. Two shapes: every
+ * request from one long run (its keys are random among its own), and requests from many runs of 2,000
+ * events each (a store shared by many jobs, where the embedded store files each run's keys together).
+ * Part of `npm run bench`; `npx tsx bench/store-pages.ts` prints it alone, with the pages each SQLite
+ * table and index holds.
  */
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,19 +25,39 @@ const PAGE_SIZE = 4096;
 const WAL_FRAME_HEADER = 24;
 const WAL_HEADER = 32;
 
-const stream = { producer: 'p', workflow: 'w', runId: 'r', task: 't', attempt: 1 };
+/** Requests per run in the many-runs shape: runs of 2,000 events. */
+const REQUESTS_PER_RUN = 4;
 
-function batch(request: number) {
-  return Array.from({ length: BATCH }, (_, i) => {
+/**
+ * 'one run': every request from one long run. 'many runs': runs of 2,000 events, as the relay sends
+ * them. 'many runs, unfiled': the same requests without `keyScope` (an older relay), side by side.
+ */
+export type Shape = 'one run' | 'many runs' | 'many runs, unfiled';
+
+/** The stream and items of request number `request`: all of one run, or of the run it falls in. */
+function request(shape: Shape, request: number) {
+  const run = shape === 'one run' ? 0 : Math.floor(request / REQUESTS_PER_RUN);
+  const stream = { producer: 'p', workflow: 'w', runId: `r-${run}`, task: 't', attempt: 1 };
+  const first = (shape === 'one run' ? request : request % REQUESTS_PER_RUN) * BATCH;
+  const items = Array.from({ length: BATCH }, (_, i) => {
     const partitionKey = `p-${request}-${i}`;
     const key = deriveKey({ producer: stream.producer, workflow: stream.workflow, runId: stream.runId, task: stream.task, asset: 'batch_ready', partitionKey, position: null, occurrence: 0 });
-    return checkItem({ seq: request * BATCH + i + 1, key, kind: 'event', asset: 'batch_ready', partitionKey, extra: { rows: i } }, i);
+    const scope = shape === 'many runs, unfiled' ? {} : { keyScope: 'run' };
+    return checkItem({ seq: first + i + 1, key, kind: 'event', asset: 'batch_ready', partitionKey, extra: { rows: i }, ...scope }, i);
   });
+  return { stream, items };
 }
 
-async function fill(store: DedupeStore): Promise<void> {
+async function ingestRequests(store: DedupeStore, shape: Shape, from: number, to: number): Promise<void> {
+  for (let r = from; r < to; r++) {
+    const { stream, items } = request(shape, r);
+    await store.ingest(stream, items);
+  }
+}
+
+async function fill(store: DedupeStore, shape: Shape): Promise<void> {
   await store.registerAsset('batch_ready');
-  for (let r = 0; r < STORED_FIRST; r++) await store.ingest(stream, batch(r));
+  await ingestRequests(store, shape, 0, STORED_FIRST);
 }
 
 export interface SqlitePages {
@@ -43,19 +66,38 @@ export interface SqlitePages {
   perTable: { name: string; pages: number }[];
 }
 
-export async function sqlitePagesPerRequest(): Promise<SqlitePages> {
+export async function sqlitePagesPerRequest(shape: Shape = 'one run'): Promise<SqlitePages> {
   const path = join(benchDir(), 'pages.db');
   const store = new SqliteDedupeStore({ path });
   try {
-    await fill(store);
+    await fill(store, shape);
     // The store keeps its connection private; this measurement reads the file's own counters through it.
     const db = (store as unknown as { db: Database.Database }).db;
     db.pragma('wal_checkpoint(TRUNCATE)');
     db.pragma('wal_autocheckpoint = 0');
-    for (let r = STORED_FIRST; r < STORED_FIRST + MEASURED; r++) await store.ingest(stream, batch(r));
+    await ingestRequests(store, shape, STORED_FIRST, STORED_FIRST + MEASURED);
     const frames = (statSync(`${path}-wal`).size - WAL_HEADER) / (PAGE_SIZE + WAL_FRAME_HEADER);
     const perTable = db.prepare('SELECT name, sum(pgsize) / 4096 AS pages FROM dbstat GROUP BY name ORDER BY pages DESC').all() as { name: string; pages: number }[];
     return { pagesPerRequest: frames / MEASURED, perTable };
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * The embedded store's ingest in this process, no HTTP: `requests` requests of 500 events after 40
+ * stored first, one after another, each its own transaction. Events/s and CPU µs per event.
+ */
+export async function sqliteIngestInProcess(shape: Shape, requests: number): Promise<{ eventsPerS: number; cpuUsPerEvent: number }> {
+  const store = new SqliteDedupeStore({ path: join(benchDir(), 'ingest.db') });
+  try {
+    await fill(store, shape);
+    const started = performance.now();
+    const cpu = process.cpuUsage();
+    await ingestRequests(store, shape, STORED_FIRST, STORED_FIRST + requests);
+    const used = process.cpuUsage(cpu);
+    const events = requests * BATCH;
+    return { eventsPerS: events / ((performance.now() - started) / 1000), cpuUsPerEvent: (used.user + used.system) / events };
   } finally {
     await store.close();
   }
@@ -73,11 +115,11 @@ export async function postgresWalPerRequest(connectionString: string): Promise<n
   try {
     const store = await PostgresDedupeStore.open({ connectionString, schema });
     try {
-      await fill(store);
+      await fill(store, 'one run');
       await admin.query('CHECKPOINT');
       const lsn = async () => (await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]!.lsn;
       const before = await lsn();
-      for (let r = STORED_FIRST; r < STORED_FIRST + MEASURED; r++) await store.ingest(stream, batch(r));
+      await ingestRequests(store, 'one run', STORED_FIRST, STORED_FIRST + MEASURED);
       const after = await lsn();
       const bytes = (await admin.query<{ bytes: string }>('SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::text AS bytes', [after, before])).rows[0]!.bytes;
       return Number(bytes) / 1024 / MEASURED;
@@ -91,9 +133,15 @@ export async function postgresWalPerRequest(connectionString: string): Promise<n
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1]!).href) {
-  const sqlite = await sqlitePagesPerRequest();
-  console.log(`SQLite: ${sqlite.pagesPerRequest} pages written per ${BATCH}-event request (${(sqlite.pagesPerRequest / BATCH).toFixed(2)} per event)`);
-  console.table(sqlite.perTable.slice(0, 12));
+  for (const shape of ['one run', 'many runs', 'many runs, unfiled'] as const) {
+    const sqlite = await sqlitePagesPerRequest(shape);
+    console.log(`SQLite, ${shape}: ${sqlite.pagesPerRequest} pages written per ${BATCH}-event request (${(sqlite.pagesPerRequest / BATCH).toFixed(2)} per event)`);
+    console.table(sqlite.perTable.slice(0, 12));
+    if (shape !== 'one run') {
+      const ingest = await sqliteIngestInProcess(shape, 360);
+      console.log(`  in-process ingest: ${Math.round(ingest.eventsPerS)} events/s, ${ingest.cpuUsPerEvent.toFixed(1)} µs CPU per event`);
+    }
+  }
   const walKb = await postgresWalPerRequest(process.env.ONCEBOX_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test');
   console.log(walKb === null ? 'PostgreSQL: not reachable' : `PostgreSQL: ${walKb.toFixed(0)} KiB of WAL per ${BATCH}-event request`);
 }

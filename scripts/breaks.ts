@@ -71,8 +71,10 @@ export const BREAKS: Break[] = [
     what: 'the server stores an event even when its key was already in the dedupe table (no dedupe)',
     guarantee: 'G3, G4',
     edits: [
-      { file: 'src/dedupe/sqlite/migrations.ts', find: 'CREATE UNIQUE INDEX events_by_key ON events', replace: 'CREATE INDEX events_by_key ON events' },
-      { file: 'src/dedupe/sqlite/statements.ts', find: "oc.columns(['producer', 'key']).where('created_at', 'is not', null).doNothing()", replace: 'oc.doNothing()' },
+      { file: 'src/dedupe/sqlite/migrations.ts', find: 'CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, key)', replace: 'CREATE INDEX events_by_key ON events (producer, run_slot, key)' },
+      { file: 'src/dedupe/sqlite/statements.ts', find: "oc.columns(['producer', 'run_slot', 'key']).where('created_at', 'is not', null).doNothing()", replace: 'oc.doNothing()' },
+      // A claim also looks where the key is not filed: without this it would find the key stored first.
+      { file: 'src/dedupe/sqlite/store.ts', find: 's.isFiledAt.get({ producer, slot: elsewhere, key: claim.key }) === undefined &&', replace: 'true &&' },
     ],
     caughtBy: [{ file: model }, { file: conformance, name: 'from 16 concurrent clients' }],
   },
@@ -330,8 +332,35 @@ export const BREAKS: Break[] = [
   {
     what: 'a record kept past its event no longer holds the key (a retry claims it anew)',
     guarantee: 'G15',
-    edits: [{ file: sqliteStore, find: 's.findKeptRecord.get({ producer, key: claim.key }) === undefined && ', replace: '' }],
+    edits: [{ file: sqliteStore, find: 's.findKeptRecord.get({ producer, key: claim.key }) === undefined &&', replace: 'true &&' }],
     caughtBy: [{ file: conformance, name: 'keeps the dedupe record of an event removed' }],
+  },
+  {
+    what: "a claim looks for its key only where it would file it (a key stored before migration 013, or sent without keyScope, is stored again when sent as the run's)",
+    guarantee: 'G4',
+    edits: [{ file: sqliteStore, find: 's.isFiledAt.get({ producer, slot: elsewhere, key: claim.key }) === undefined &&', replace: 'true &&' }],
+    caughtBy: [
+      { file: conformance, name: 'keyScope' },
+      { file: 'test/store/sqlite-store.test.ts', name: 'migration 013' },
+    ],
+  },
+  {
+    what: "a duplicate's first receipt is looked up only among the keys filed at slot 0",
+    guarantee: 'G4',
+    edits: [
+      {
+        file: sqliteStatements,
+        find: ".select(['fingerprint', 'event_id', 'ts'])\n        .where((eb) => eb.and({ producer: p.filedKey.producer, key: p.filedKey.key }))\n        .where('run_slot', 'in', [sql.lit(0), p.filedKey.slot])",
+        replace: ".select(['fingerprint', 'event_id', 'ts'])\n        .where((eb) => eb.and({ producer: p.filedKey.producer, key: p.filedKey.key }))\n        .where('run_slot', '=', sql.lit(0))",
+      },
+    ],
+    caughtBy: [{ file: conformance, name: 'keyScope' }],
+  },
+  {
+    what: "the relay says every key is its run's alone (an explicit key sent from two runs is stored twice)",
+    guarantee: 'G4',
+    edits: [{ file: 'src/outbox/relay/batch-encoding.ts', find: "row.key_scope === 'partition' ?", replace: 'true ?' }],
+    caughtBy: [{ file: 'test/integration/key-scope.test.ts' }, { file: 'test/unit/batch-encoding.test.ts' }],
   },
   {
     what: 'keys of stored events never leave the dedupe window (a retry past it is answered from an expired record)',
@@ -477,8 +506,8 @@ export const BREAKS: Break[] = [
     what: 'dedupe keys shared by every producer, so one can squat another\'s next key',
     guarantee: 'G4, security',
     edits: [
-      { file: 'src/dedupe/sqlite/migrations.ts', find: 'CREATE UNIQUE INDEX events_by_key ON events (producer, key)', replace: 'CREATE UNIQUE INDEX events_by_key ON events (key)' },
-      { file: 'src/dedupe/sqlite/statements.ts', find: "oc.columns(['producer', 'key']).where('created_at', 'is not', null)", replace: "oc.columns(['key']).where('created_at', 'is not', null)" },
+      { file: 'src/dedupe/sqlite/migrations.ts', find: 'CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, key)', replace: 'CREATE UNIQUE INDEX events_by_key ON events (run_slot, key)' },
+      { file: 'src/dedupe/sqlite/statements.ts', find: "oc.columns(['producer', 'run_slot', 'key']).where('created_at', 'is not', null)", replace: "oc.columns(['run_slot', 'key']).where('created_at', 'is not', null)" },
     ],
     caughtBy: [{ file: conformance, name: 'scopes keys by producer' }],
   },

@@ -8,6 +8,7 @@ import {
   attemptClaimSchema,
   emissionBatchSchema,
   eventCauseSchema,
+  keyScopeSchema,
   type ClaimedAttempt,
   eventQuerySchema,
   itemPositionSchema,
@@ -55,6 +56,9 @@ const eventItemSchema = z.strictObject({
   ...emissionPayloadSchema().shape,
   trace: traceContextSchema.optional().describe('The W3C trace context the emission was committed in: metadata, in neither key nor fingerprint.'),
   cause: eventCauseSchema.optional().describe("The stored event this one responds to (a consumer's emission), by cursor; the server derives the lineage from it."),
+  keyScope: keyScopeSchema
+    .optional()
+    .describe("Where the key is unique: 'run' for a key derived from this stream's run alone (a store may file it with the run's other keys), 'producer' (the default) for one any run of the producer may send. Metadata, in neither key nor fingerprint."),
 });
 const checkpointItemSchema = z.strictObject({ ...itemPositionSchema.shape, kind: z.literal('checkpoint'), ...checkpointItemFieldsSchema.shape });
 const batchSchema = emissionBatchSchema.extend({

@@ -97,6 +97,27 @@ for (const backend of BACKENDS) {
       expect((await allEvents(url)).map((event) => [event.producer, event.key])).toEqual([['attacker', key], ['victim', key]]);
     });
 
+    it("keeps a key one event whether or not the producer says it is its run's alone (keyScope), in either order", async () => {
+      const { url } = await startServer({ backend });
+      const [older, newer] = [newKey(), newKey()];
+      // One key stored by a relay that did not say (an older one), one said to be the run's; a retry of the
+      // run (another attempt, so the keys are looked up, not the positions) says the opposite of each.
+      const first = await send(url, [item(1, older), item(2, newer, { keyScope: 'run' })]);
+      expect(first.json.results.map((result: { status: string }) => result.status)).toEqual(['accepted', 'accepted']);
+      const retry = await send(url, [item(1, older, { keyScope: 'run' }), item(2, newer), item(3, newKey(), { keyScope: 'producer' })], { ...STREAM, attempt: 2 });
+      expect(retry.json.results.slice(0, 2)).toEqual(first.json.results.map((result: object) => ({ ...result, status: 'duplicate' })));
+      expect(retry.json.results[2]).toMatchObject({ status: 'accepted', seq: 3 });
+      // Another payload under a key of the run is still a conflict, and a duplicate still counted.
+      const changed = await send(url, [item(1, newer, { keyScope: 'run', extra: { rows: 2 } })], { ...STREAM, attempt: 3 });
+      expect(changed.json.results[0]).toMatchObject({ status: 'conflict', code: 'key_conflict' });
+      expect(await allEvents(url)).toHaveLength(3);
+      const partitions = (await (await fetch(`${url}/v1/catalog/assets/batch_ready/partitions`)).json()) as { items: { partitionKey: string; duplicates: number }[] };
+      expect(partitions.items.map((partition) => [partition.partitionKey, partition.duplicates])).toEqual([['batch-1', 1], ['batch-2', 1], ['batch-3', 0]]);
+      // Anything else is refused for the item alone.
+      const bad = await send(url, [item(2, newKey(), { keyScope: 'stream' })], { ...STREAM, attempt: 3 });
+      expect(bad.json.results[0]).toMatchObject({ status: 'rejected', code: 'invalid_item', field: 'items[0].keyScope', detail: 'items[0].keyScope: must be "run" or "producer", not "stream"' });
+    });
+
     it('reads a key in upper-case hex as the same key, and answers it in lower case', async () => {
       const { url } = await startServer({ backend });
       const key = 'abcdef01-2345-4678-9abc-def012345678';

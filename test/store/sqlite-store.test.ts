@@ -156,4 +156,31 @@ describe('the SQLite store upgraded to one row per event (migration 012)', () =>
     expect(partitions?.items.find((partition) => partition.partitionKey === '1')).toMatchObject({ events: 1, duplicates: 3 });
     await server.close();
   });
+  it('answers the keys stored before keys were filed by run as before, when a newer relay sends them as its run\'s (migration 013)', async () => {
+    const { migrateSqlite } = await import('../../src/sqlite/migrate.js');
+    const { item, post, STREAM } = await import('../support/http.js');
+    const path = join(tempDir(), 'server.db');
+    const db = new Database(path);
+    migrateSqlite(db, serverSqliteMigrations.slice(0, 12), () => new Error('too new'));
+    const stored = '66666666-6666-4666-8666-666666666666';
+    const sent = item(1, stored, { partitionKey: 'batch-1' });
+    db.prepare(
+      `INSERT INTO events (event_id, key, ts, asset, partition_key, producer, workflow, run_id, task, attempt, seq, fingerprint, created_at)
+       VALUES ('e-stored', ?, '2026-12-01T00:00:00.000Z', 'batch_ready', 'batch-1', 'p', 'w', 'r1', NULL, 1, 1, ?, ?)`,
+    ).run(stored, (checkItem(sent, 0) as { fingerprint: string }).fingerprint, Date.now());
+    db.close();
+
+    const server = await createServer({ db: path, assets: ['batch_ready'] });
+    const url = await server.listen();
+    const deliver = async (attempt: number, fields: Record<string, unknown>) =>
+      (await post(`${url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, attempt }, items: [{ ...sent, ...fields }] }))).json.results[0];
+    // The retry of a run after the upgrade says the key is the run's: it is still the stored event.
+    expect(await deliver(2, { keyScope: 'run' })).toMatchObject({ status: 'duplicate', eventId: 'e-stored', timestamp: '2026-12-01T00:00:00.000Z' });
+    expect(await deliver(3, { keyScope: 'run', extra: { rows: 1 } })).toMatchObject({ status: 'conflict' });
+    expect(await deliver(4, {})).toMatchObject({ status: 'duplicate', eventId: 'e-stored' });
+    expect(await server.store.sizes()).toMatchObject({ events: 1 });
+    const partitions = await server.store.catalog.partitions('batch_ready', { limit: 10 });
+    expect(partitions?.items).toEqual([expect.objectContaining({ partitionKey: 'batch-1', events: 1, duplicates: 2 })]);
+    await server.close();
+  });
 });

@@ -20,12 +20,15 @@ describe('the body the relay sends for a batch', () => {
       tx.emit(box.asset('batch_ready'), { partitionKey: 'batch-1', partitionDate: '2026-12-01T00:00:00+01:00', extra: { rows: 10, note: 'a "quoted" \u2028 value' } });
       tx.emit(box.asset('batch_ready'), {});
     });
-    box.commit((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'batch-2' }));
+    box.commit((tx) => {
+      tx.emit(box.asset('batch_ready'), { partitionKey: 'batch-2' });
+      tx.emit(box.asset('batch_ready'), { partitionKey: 'batch-2b', key: 'order-17' });
+    });
     // Checkpoint-only commits with no emission after them coalesce into one row, revised past 0.
     box.commit((tx) => tx.set(progress, { batch: 2 }));
     box.commit((tx) => tx.set(progress, { batch: 3 }));
     const rows = box.file.db.prepare('SELECT * FROM outbox ORDER BY id').all() as OutboxRow[];
-    expect(rows.map((row) => `${row.kind}${row.revision > 0 ? ' revised' : ''}`)).toEqual(['event', 'event', 'checkpoint', 'event', 'checkpoint revised']);
+    expect(rows.map((row) => `${row.kind}${row.revision > 0 ? ' revised' : ''}`)).toEqual(['event', 'event', 'checkpoint', 'event', 'event', 'checkpoint revised']);
     const stream = { producer: 'orders-ingest', workflow: 'orders', runId: '2026-11-30', task: 'ingest', attempt: 1 };
 
     const body = JSON.parse(encodeBatch(stream, rows)) as unknown;
@@ -44,7 +47,11 @@ describe('the body the relay sends for a batch', () => {
       { kind: 'event', seq: 2, key: rows[1]!.key, payload: { asset: 'batch_ready' }, fingerprint: rows[1]!.fingerprint },
       { kind: 'checkpoint', seq: 3, key: rows[2]!.key, name: 'backlog', value: '{"batch":1}', revision: 0 },
       { kind: 'event', seq: 4, key: rows[3]!.key, payload: { asset: 'batch_ready', partitionKey: 'batch-2' }, fingerprint: rows[3]!.fingerprint },
-      { kind: 'checkpoint', seq: 5, key: rows[4]!.key, name: 'backlog', value: '{"batch":3}', revision: rows[4]!.revision },
+      { kind: 'event', seq: 5, key: rows[4]!.key, payload: { asset: 'batch_ready', partitionKey: 'batch-2b' }, fingerprint: rows[4]!.fingerprint },
+      { kind: 'checkpoint', seq: 6, key: rows[5]!.key, name: 'backlog', value: '{"batch":3}', revision: rows[5]!.revision },
     ]);
+    // A key derived from the run and a partition is the run's alone, and said so; the key of an emission
+    // without a partition (derived from the commit's position) and an explicit key are not.
+    expect(checked.map((item) => (item.kind === 'event' ? (item.keyOfRun ?? false) : '-'))).toEqual([true, false, '-', true, false, '-']);
   });
 });

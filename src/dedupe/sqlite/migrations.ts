@@ -275,4 +275,18 @@ export const serverSqliteMigrations: readonly Migration[] = [
       CREATE INDEX events_by_key_age ON events (created_at) WHERE created_at IS NOT NULL;
     `,
   },
+  {
+    version: 13,
+    name: '013_keys_filed_by_run',
+    sql: `
+      -- Derived keys are UUIDs, random: one index ordered by (producer, key) puts the 500 events of a request
+      -- on 500 pages. A key the producer says comes from its stream's run alone (keyScope 'run') is filed
+      -- under the run's slot (a hash of producer, run and task), beside the run's other keys; any other key
+      -- under slot 0, unique per producer as before. Every key stored so far is at slot 0, and a claim looks
+      -- in both places (SqliteDedupeStore's claim), so a key is never stored twice across the change.
+      ALTER TABLE events ADD COLUMN run_slot INTEGER NOT NULL DEFAULT 0;
+      DROP INDEX events_by_key;
+      CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, key) WHERE created_at IS NOT NULL;
+    `,
+  },
 ];

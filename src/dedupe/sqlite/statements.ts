@@ -3,6 +3,7 @@ import { sql, type Generated } from 'kysely';
 import { params, prepare, prepareConstant, queryBuilder } from '../../sqlite/statements.js';
 import type { RecordedStatus } from '../ingest/resolve.js';
 import type { EventRow, OfAttempt, OfStream, SharedTables, StoredRunOutcome } from '../tables.js';
+import type { ClaimedEventRow } from './claimed-event.js';
 
 export interface ServerSchema extends SharedTables {
   events: Omit<EventRow, 'cursor'> & {
@@ -12,6 +13,8 @@ export interface ServerSchema extends SharedTables {
     /** When its key was stored (milliseconds), while the key is inside the dedupe window; NULL once released. */
     created_at: number | null;
     duplicates: Generated<number>;
+    /** Where the key is filed (migration 013): its run's slot for a key of the run alone, else 0. */
+    run_slot: Generated<number>;
   };
 }
 
@@ -36,27 +39,9 @@ export function serverStatements(db: Database.Database) {
     touch: params<OfStream & { ts: string }>(),
     position: params<OfAttempt & { seq: number }>(),
     key: params<{ producer: string; key: string }>(),
-    event: params<{
-      eventId: string;
-      key: string;
-      ts: string;
-      asset: string;
-      partitionKey: string | null;
-      partitionDate: string | null;
-      extra: string | null;
-      producer: string;
-      workflow: string;
-      runId: string;
-      taskOrNull: string | null;
-      attempt: number;
-      seq: number;
-      traceContext: string | null;
-      causedBy: string | null;
-      depth: number;
-      lineage: string | null;
-      fingerprint: string;
-      createdAt: number;
-    }>(),
+    /** A key, and the slot of the run of the request that sent it: a key is looked for there and at 0. */
+    filedKey: params<{ producer: string; slot: number; key: string }>(),
+    event: params<ClaimedEventRow>(),
     cursor: params<{ cursor: number }>(),
     /** `cursors`: a JSON array of event cursors. */
     cursors: params<{ cursors: string }>(),
@@ -89,11 +74,12 @@ export function serverStatements(db: Database.Database) {
     // The catalog's counts, written only when a retry was absorbed, a run ended or a zombie was fenced.
     countDuplicate: prepare(
       db,
-      p.key,
+      p.filedKey,
       q
         .updateTable('events')
         .set((eb) => ({ duplicates: eb('duplicates', '+', sql.lit(1)) }))
-        .where((eb) => eb.and({ producer: p.key.producer, key: p.key.key }))
+        .where((eb) => eb.and({ producer: p.filedKey.producer, key: p.filedKey.key }))
+        .where('run_slot', 'in', [sql.lit(0), p.filedKey.slot])
         .where('created_at', 'is not', null),
     ),
     countKeptDuplicate: prepare(
@@ -168,16 +154,30 @@ export function serverStatements(db: Database.Database) {
           lineage: p.event.lineage,
           fingerprint: p.event.fingerprint,
           created_at: p.event.createdAt,
+          run_slot: p.event.runSlot,
         })
-        .onConflict((oc) => oc.columns(['producer', 'key']).where('created_at', 'is not', null).doNothing()),
+        .onConflict((oc) => oc.columns(['producer', 'run_slot', 'key']).where('created_at', 'is not', null).doNothing()),
     ),
+    // Both places a key of this request's run may be filed: its run's slot, and 0 (every other key, and
+    // the keys stored before migration 013).
     findRecord: prepare(
       db,
-      p.key,
+      p.filedKey,
       q
         .selectFrom('events')
         .select(['fingerprint', 'event_id', 'ts'])
-        .where((eb) => eb.and({ producer: p.key.producer, key: p.key.key }))
+        .where((eb) => eb.and({ producer: p.filedKey.producer, key: p.filedKey.key }))
+        .where('run_slot', 'in', [sql.lit(0), p.filedKey.slot])
+        .where('created_at', 'is not', null),
+    ),
+    /** Whether a key inside the window is filed at exactly this slot. */
+    isFiledAt: prepare(
+      db,
+      p.filedKey,
+      q
+        .selectFrom('events')
+        .select(sql.lit(1).as('found'))
+        .where((eb) => eb.and({ producer: p.filedKey.producer, run_slot: p.filedKey.slot, key: p.filedKey.key }))
         .where('created_at', 'is not', null),
     ),
     /** A record that outlived its event (event retention shorter than the dedupe window). */

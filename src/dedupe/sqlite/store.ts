@@ -6,11 +6,11 @@ import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../p
 import { migrateSqlite } from '../../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../../sqlite/open.js';
 import { queryBuilder, type Prepared } from '../../sqlite/statements.js';
-import type { DedupeRecord, KeyClaim, RecordedOutcome } from '../ingest/resolve.js';
-import { ingestPolicy, ingestSteps, runIngestSync, TRUSTED_SCOPE, type IngestClock, type IngestPolicy, type IngestScope, type StepHandler } from '../ingest/steps.js';
+import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
+import { ingestPolicy, ingestSteps, runIngestSync, TRUSTED_SCOPE, type IngestPolicy, type IngestScope, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
-import { attemptOf, countsByAsset, deleteInBatches, lineageColumns, streamOf, toCauseEvent, toStoredEvent } from '../tables.js';
+import { attemptOf, countsByAsset, deleteInBatches, streamOf, toCauseEvent, toStoredEvent } from '../tables.js';
 import type { CauseEvent, LineagePolicy } from '../ingest/lineage.js';
 import { decideClaim, type AttemptClaim, type ClaimDecision } from '../attempt-claim.js';
 import { EventSignal } from '../event-signal.js';
@@ -21,6 +21,8 @@ import { serverStatements } from './statements.js';
 import { Catalog } from '../catalog/catalog.js';
 import { SqliteCatalogDatabase } from '../catalog/sqlite-database.js';
 import { forgetRemoved } from '../catalog/rollup.js';
+import { runSlot } from './run-slot.js';
+import { claimedEventRow } from './claimed-event.js';
 
 export interface SqliteStoreOptions {
   path: string;
@@ -61,31 +63,6 @@ interface WaitingIngest {
 }
 
 type GroupOutcome = { results: ItemResult[] } | { error: unknown };
-
-/** The events row of a claimed key: the event and its dedupe record in one. */
-function eventColumns(stream: StreamIdentity, claim: KeyClaim, clock: IngestClock) {
-  const { item, lineage } = claim.event;
-  return {
-    producer: stream.producer,
-    workflow: stream.workflow,
-    runId: stream.runId,
-    taskOrNull: stream.task,
-    attempt: stream.attempt,
-    seq: item.seq,
-    eventId: claim.eventId,
-    key: item.key,
-    ts: clock.ts,
-    asset: item.payload.asset,
-    partitionKey: item.payload.partitionKey ?? null,
-    partitionDate: item.payload.partitionDate ?? null,
-    extra: item.payload.extra ?? null,
-    // Stryker disable next-line ConditionalExpression: better-sqlite3 binds undefined as NULL too
-    traceContext: item.trace === undefined ? null : JSON.stringify(item.trace),
-    ...lineageColumns(lineage),
-    fingerprint: claim.fingerprint,
-    createdAt: clock.ms,
-  };
-}
 
 /** The embedded dedupe store: one SQLite file, one writer transaction per request. */
 export class SqliteDedupeStore implements DedupeStore {
@@ -201,6 +178,7 @@ export class SqliteDedupeStore implements DedupeStore {
     const s = this.statements;
     const ofAttempt = attemptOf(stream);
     const { producer } = stream;
+    const slot = runSlot(stream);
     return {
       position: ({ clock }) => {
         const epoch = s.epoch.get(ofAttempt)?.epoch;
@@ -217,12 +195,23 @@ export class SqliteDedupeStore implements DedupeStore {
         return causes;
       },
       checkpointNames: () => new Set(s.streamCheckpointNames.all({ producer, runId: stream.runId, task: ofAttempt.task }).map((row) => row.name)),
-      // The event row is its own dedupe record: claiming a key stores its event. A record that outlived
-      // its event (kept by compaction) still holds the key.
+      // The event row is its own dedupe record: claiming a key stores its event, filed at its run's slot
+      // when the producer says the key is the run's alone, else at 0. The insert decides who is first
+      // among requests filing it in the same place; the other place, and a record that outlived its event
+      // (kept by compaction), are looked at first. Looking and then inserting is safe here: the group's
+      // transaction is IMMEDIATE, so no other writer runs between the two.
       claim: ({ claims, clock }) =>
         new Set(
           claims
-            .filter((claim) => s.findKeptRecord.get({ producer, key: claim.key }) === undefined && s.claimEvent.run(eventColumns(stream, claim, clock)).changes === 1)
+            .filter((claim) => {
+              const filedAt = claim.event.item.keyOfRun ? slot : 0;
+              const elsewhere = filedAt === 0 ? slot : 0;
+              return (
+                s.findKeptRecord.get({ producer, key: claim.key }) === undefined &&
+                s.isFiledAt.get({ producer, slot: elsewhere, key: claim.key }) === undefined &&
+                s.claimEvent.run(claimedEventRow(stream, claim, clock, filedAt)).changes === 1
+              );
+            })
             .map((claim) => claim.key),
         ),
       read: ({ seqs, keys }) => {
@@ -234,7 +223,7 @@ export class SqliteDedupeStore implements DedupeStore {
         }
         const records = new Map<string, DedupeRecord>();
         for (const key of keys) {
-          const row = s.findRecord.get({ producer, key }) ?? s.findKeptRecord.get({ producer, key });
+          const row = s.findRecord.get({ producer, slot, key }) ?? s.findKeptRecord.get({ producer, key });
           // A key inside the window always has its fingerprint (an event without one left the window at migration 012).
           if (row) records.set(key, { fingerprint: row.fingerprint!, eventId: row.event_id, ts: row.ts });
         }
@@ -252,7 +241,7 @@ export class SqliteDedupeStore implements DedupeStore {
         if (writes.runOutcome !== null) s.saveRunOutcome.run({ ...ofAttempt, outcome: writes.runOutcome });
         if (writes.duplicates.length > 0) {
           for (const { key } of writes.duplicates) {
-            if (s.countDuplicate.run({ producer, key }).changes === 0) s.countKeptDuplicate.run({ producer, key });
+            if (s.countDuplicate.run({ producer, slot, key }).changes === 0) s.countKeptDuplicate.run({ producer, key });
           }
           s.countAttemptDuplicates.run({ ...ofAttempt, n: writes.duplicates.length });
           for (const [asset, n] of countsByAsset(writes.duplicates)) s.countAssetDuplicates.run({ asset, n });

@@ -20,6 +20,9 @@ export function encodeBatch(stream: StreamIdentity, rows: readonly OutboxRow[]):
       ...(row.partition_key === null ? {} : { partitionKey: row.partition_key }),
       ...(row.partition_date === null ? {} : { partitionDate: row.partition_date }),
       ...(row.cause_cursor === null ? {} : { cause: { cursor: row.cause_cursor } }),
+      // A key derived from a partition key comes from this run alone (keys.ts deriveKey): the server may
+      // file it beside the run's other keys. Explicit, caused and position keys stay the producer's.
+      ...(row.key_scope === 'partition' ? { keyScope: 'run' } : {}),
     });
     const traced = row.trace_context === null ? head : `${head.slice(0, -1)},"trace":${row.trace_context}}`;
     return row.extra === null ? traced : `${traced.slice(0, -1)},"extra":${row.extra}}`;

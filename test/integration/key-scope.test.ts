@@ -1,0 +1,43 @@
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { openOutbox, type Receipt } from '../../src/outbox/index.js';
+import { allEvents, startServer } from '../support/server.js';
+import { tempDir } from '../support/temp.js';
+
+/**
+ * The relay says which keys are its run's alone (keyScope 'run'), and the embedded store files those
+ * beside the run's other keys. Driven end to end, with the real relay and server: a key the user gave
+ * is still one event across runs and files, a partition's key is one event across attempts on fresh
+ * machines, and each is filed where the store's locality wants it.
+ */
+describe('keys filed by run, end to end', () => {
+  it("keeps an explicit key one event across runs, a partition's one across attempts, and files only the run's keys by run", async () => {
+    const { url, dbPath } = await startServer();
+    const emitBoth = async (runId: string, attempt: number) => {
+      const box = await openOutbox({ path: join(tempDir(), 'outbox.db'), producer: 'orders-ingest', run: { workflow: 'orders', runId, task: 'ingest', attempt }, server: url });
+      const asset = box.asset('batch_ready');
+      const receipts = await Promise.all([asset.emit({ key: 'order-17', partitionKey: 'order-17' }), asset.emit({ partitionKey: 'batch-1' })]);
+      expect((await box.close()).pending).toBe(0);
+      return receipts;
+    };
+    const [explicit, partition] = await emitBoth('2026-12-01', 1);
+    const [explicitAgain, otherRunsPartition] = await emitBoth('2026-12-02', 1);
+    // A retry of the first run on a fresh machine (a new file, attempt 2) derives the same keys.
+    const [, partitionRetried] = await emitBoth('2026-12-01', 2);
+    const receipt = (r: Receipt) => [r.eventId, r.duplicate];
+    expect(receipt(explicitAgain)).toEqual([explicit.eventId, true]);
+    expect(receipt(partitionRetried)).toEqual([partition.eventId, true]);
+    expect(receipt(otherRunsPartition)).toEqual([expect.any(String), false]);
+    expect(otherRunsPartition.eventId).not.toBe(partition.eventId);
+    expect(await allEvents(url)).toHaveLength(3);
+
+    const db = new Database(dbPath, { readonly: true });
+    const filed = db.prepare('SELECT run_id, partition_key, run_slot FROM events ORDER BY cursor').all() as { run_id: string; partition_key: string; run_slot: number }[];
+    db.close();
+    const slotOf = (runId: string, partitionKey: string) => filed.find((row) => row.run_id === runId && row.partition_key === partitionKey)!.run_slot;
+    expect(slotOf('2026-12-01', 'order-17')).toBe(0);
+    expect(slotOf('2026-12-01', 'batch-1')).not.toBe(0);
+    expect(slotOf('2026-12-02', 'batch-1')).not.toBe(slotOf('2026-12-01', 'batch-1'));
+  });
+});
