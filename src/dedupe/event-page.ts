@@ -49,6 +49,9 @@ export async function waitedPage(store: DedupeStore, query: EventQuery, maxBytes
     const remaining = deadline - Date.now();
     if (page.events.length > 0 || remaining <= 0 || gone.aborted || store.stored.isClosed) return page;
     await store.stored.wait(Math.min(remaining, LOOK_AGAIN_MS), gone, query.asset ?? query.assets);
+    // A reader that left is not read for again: at shutdown its handler may still be running after the
+    // server's connections are closed, when the store is closing under it.
+    if (gone.aborted) return page;
   }
 }
 

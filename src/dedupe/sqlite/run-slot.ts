@@ -3,8 +3,9 @@ import type { StreamIdentity } from '../../protocol/wire.js';
 
 /**
  * Where the embedded store files the keys of one run (migration 013): 32 bits of a hash of the producer,
- * run and task (four bytes in each index entry), never 0 (the slot of every other key). A stateless hash, not a counter, so that a run's
- * slot is the same after its stream state was compacted away; two runs that share one only share pages.
+ * run and task (four bytes in each index entry), never 0 (the slot of every other key). A stateless
+ * hash, not a counter, so that a run's slot is the same after its stream state was compacted away; two
+ * runs that share one only share pages.
  * @internal
  */
 export function runSlot(stream: Pick<StreamIdentity, 'producer' | 'runId' | 'task'>): number {
