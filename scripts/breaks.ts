@@ -71,10 +71,10 @@ export const BREAKS: Break[] = [
     what: 'the server stores an event even when its key was already in the dedupe table (no dedupe)',
     guarantee: 'G3, G4',
     edits: [
-      { file: 'src/dedupe/sqlite/migrations.ts', find: 'CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, key)', replace: 'CREATE INDEX events_by_key ON events (producer, run_slot, key)' },
-      { file: 'src/dedupe/sqlite/statements.ts', find: "oc.columns(['producer', 'run_slot', 'key']).where('created_at', 'is not', null).doNothing()", replace: 'oc.doNothing()' },
+      { file: 'src/dedupe/sqlite/migrations.ts', find: 'CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, filed_partition, key)', replace: 'CREATE INDEX events_by_key ON events (producer, run_slot, filed_partition, key)' },
+      { file: 'src/dedupe/sqlite/statements.ts', find: "oc.columns(['producer', 'run_slot', 'filed_partition', 'key']).where('created_at', 'is not', null).doNothing()", replace: 'oc.doNothing()' },
       // A claim also looks where the key is not filed: without this it would find the key stored first.
-      { file: 'src/dedupe/sqlite/store.ts', find: 's.isFiledAt.get({ producer, slot: elsewhere, key: claim.key }) === undefined &&', replace: 'true &&' },
+      { file: 'src/dedupe/sqlite/store.ts', find: 's.findFiled.get({ producer, key: claim.key, ...elsewhere }) === undefined &&', replace: 'true &&' },
     ],
     caughtBy: [{ file: model }, { file: conformance, name: 'from 16 concurrent clients' }],
   },
@@ -338,22 +338,16 @@ export const BREAKS: Break[] = [
   {
     what: "a claim looks for its key only where it would file it (a key stored before migration 013, or sent without keyScope, is stored again when sent as the run's)",
     guarantee: 'G4',
-    edits: [{ file: sqliteStore, find: 's.isFiledAt.get({ producer, slot: elsewhere, key: claim.key }) === undefined &&', replace: 'true &&' }],
+    edits: [{ file: sqliteStore, find: 's.findFiled.get({ producer, key: claim.key, ...elsewhere }) === undefined &&', replace: 'true &&' }],
     caughtBy: [
       { file: conformance, name: 'keyScope' },
       { file: 'test/store/sqlite-store.test.ts', name: 'migration 013' },
     ],
   },
   {
-    what: "a duplicate's first receipt is looked up only among the keys filed at slot 0",
+    what: "a duplicate's first receipt is looked up only where keys are filed per producer",
     guarantee: 'G4',
-    edits: [
-      {
-        file: sqliteStatements,
-        find: ".select(['fingerprint', 'event_id', 'ts'])\n        .where((eb) => eb.and({ producer: p.filedKey.producer, key: p.filedKey.key }))\n        .where('run_slot', 'in', [sql.lit(0), p.filedKey.slot])",
-        replace: ".select(['fingerprint', 'event_id', 'ts'])\n        .where((eb) => eb.and({ producer: p.filedKey.producer, key: p.filedKey.key }))\n        .where('run_slot', '=', sql.lit(0))",
-      },
-    ],
+    edits: [{ file: sqliteStore, find: 's.findFiled.get({ producer, key, ...places.ofRun(key) }) ?? ', replace: '' }],
     caughtBy: [{ file: conformance, name: 'keyScope' }],
   },
   {
@@ -512,8 +506,8 @@ export const BREAKS: Break[] = [
     what: 'dedupe keys shared by every producer, so one can squat another\'s next key',
     guarantee: 'G4, security',
     edits: [
-      { file: 'src/dedupe/sqlite/migrations.ts', find: 'CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, key)', replace: 'CREATE UNIQUE INDEX events_by_key ON events (run_slot, key)' },
-      { file: 'src/dedupe/sqlite/statements.ts', find: "oc.columns(['producer', 'run_slot', 'key']).where('created_at', 'is not', null)", replace: "oc.columns(['run_slot', 'key']).where('created_at', 'is not', null)" },
+      { file: 'src/dedupe/sqlite/migrations.ts', find: 'CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, filed_partition, key)', replace: 'CREATE UNIQUE INDEX events_by_key ON events (run_slot, filed_partition, key)' },
+      { file: 'src/dedupe/sqlite/statements.ts', find: "oc.columns(['producer', 'run_slot', 'filed_partition', 'key']).where('created_at', 'is not', null)", replace: "oc.columns(['run_slot', 'filed_partition', 'key']).where('created_at', 'is not', null)" },
     ],
     caughtBy: [{ file: conformance, name: 'scopes keys by producer' }],
   },

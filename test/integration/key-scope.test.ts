@@ -33,11 +33,21 @@ describe('keys filed by run, end to end', () => {
     expect(await allEvents(url)).toHaveLength(3);
 
     const db = new Database(dbPath, { readonly: true });
-    const filed = db.prepare('SELECT run_id, partition_key, run_slot FROM events ORDER BY cursor').all() as { run_id: string; partition_key: string; run_slot: number }[];
+    const filed = db.prepare('SELECT run_id, partition_key, run_slot, filed_partition FROM events ORDER BY cursor').all() as {
+      run_id: string;
+      partition_key: string;
+      run_slot: number;
+      filed_partition: string;
+    }[];
     db.close();
-    const slotOf = (runId: string, partitionKey: string) => filed.find((row) => row.run_id === runId && row.partition_key === partitionKey)!.run_slot;
-    expect(slotOf('2026-12-01', 'order-17')).toBe(0);
-    expect(slotOf('2026-12-01', 'batch-1')).not.toBe(0);
-    expect(slotOf('2026-12-02', 'batch-1')).not.toBe(slotOf('2026-12-01', 'batch-1'));
+    const placeOf = (runId: string, partitionKey: string) => {
+      const row = filed.find((event) => event.run_id === runId && event.partition_key === partitionKey)!;
+      return [row.run_slot, row.filed_partition];
+    };
+    // The user's key per producer; the partition's with its run and partition.
+    expect(placeOf('2026-12-01', 'order-17')).toEqual([0, '']);
+    expect(placeOf('2026-12-01', 'batch-1')).toEqual([expect.any(Number), 'batch-1']);
+    expect(placeOf('2026-12-01', 'batch-1')[0]).not.toBe(0);
+    expect(placeOf('2026-12-02', 'batch-1')[0]).not.toBe(placeOf('2026-12-01', 'batch-1')[0]);
   });
 });

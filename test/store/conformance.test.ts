@@ -107,8 +107,9 @@ for (const backend of BACKENDS) {
       const retry = await send(url, [item(1, older, { keyScope: 'run' }), item(2, newer), item(3, newKey(), { keyScope: 'producer' })], { ...STREAM, attempt: 2 });
       expect(retry.json.results.slice(0, 2)).toEqual(first.json.results.map((result: object) => ({ ...result, status: 'duplicate' })));
       expect(retry.json.results[2]).toMatchObject({ status: 'accepted', seq: 3 });
-      // Another payload under a key of the run is still a conflict, and a duplicate still counted.
-      const changed = await send(url, [item(1, newer, { keyScope: 'run', extra: { rows: 2 } })], { ...STREAM, attempt: 3 });
+      // Another payload under a key of the run (its partition kept, as a key derived from it has) is still a
+      // conflict, and each duplicate is counted.
+      const changed = await send(url, [item(1, newer, { keyScope: 'run', partitionKey: 'batch-2', extra: { rows: 2 } })], { ...STREAM, attempt: 3 });
       expect(changed.json.results[0]).toMatchObject({ status: 'conflict', code: 'key_conflict' });
       expect(await allEvents(url)).toHaveLength(3);
       const partitions = (await (await fetch(`${url}/v1/catalog/assets/batch_ready/partitions`)).json()) as { items: { partitionKey: string; duplicates: number }[] };

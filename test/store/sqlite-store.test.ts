@@ -183,4 +183,22 @@ describe('the SQLite store upgraded to one row per event (migration 012)', () =>
     expect(partitions?.items).toEqual([expect.objectContaining({ partitionKey: 'batch-1', events: 1, duplicates: 2 })]);
     await server.close();
   });
+  it("files a key said to be the run's by its run and partition: misused for a key sent with another partition, it makes another event, never another producer's", async () => {
+    const { item, post, STREAM } = await import('../support/http.js');
+    const server = await createServer({ db: join(tempDir(), 'server.db'), assets: ['batch_ready'] });
+    const url = await server.listen();
+    const key = '77777777-7777-4777-8777-777777777777';
+    const deliver = async (stream: object, fields: Record<string, unknown>) =>
+      (await post(`${url}/v1/emissions`, JSON.stringify({ stream, items: [item(1, key, fields)] }))).json.results[0];
+    const first = await deliver(STREAM, { keyScope: 'run', partitionKey: 'a' });
+    expect(first).toMatchObject({ status: 'accepted' });
+    // The same partition, said or not: the same event.
+    expect(await deliver({ ...STREAM, attempt: 2 }, { partitionKey: 'a' })).toEqual({ ...first, status: 'duplicate' });
+    // A derived key never comes with another partition; a client that sends one so gets an event per place
+    // on this store (PostgreSQL answers it as a conflict), of its own producer only.
+    expect(await deliver({ ...STREAM, attempt: 3 }, { keyScope: 'run', partitionKey: 'b' })).toMatchObject({ status: 'accepted' });
+    expect(await deliver({ ...STREAM, producer: 'other' }, { keyScope: 'run', partitionKey: 'a' })).toMatchObject({ status: 'accepted' });
+    expect(await server.store.sizes()).toMatchObject({ events: 3 });
+    await server.close();
+  });
 });

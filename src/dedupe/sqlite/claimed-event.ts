@@ -2,10 +2,11 @@ import type { StreamIdentity } from '../../protocol/wire.js';
 import type { KeyClaim } from '../ingest/resolve.js';
 import type { IngestClock } from '../ingest/steps.js';
 import { lineageColumns } from '../tables.js';
+import type { KeyPlace } from './key-places.js';
 
 /**
  * The events row a claim inserts in the embedded store: the event and its dedupe record in one (its
- * fingerprint, and when its key entered the dedupe window; migration 012), filed at `runSlot` (013).
+ * fingerprint, and when its key entered the dedupe window; migration 012), its key filed at `filedAt` (013).
  */
 export interface ClaimedEventRow {
   eventId: string;
@@ -27,15 +28,18 @@ export interface ClaimedEventRow {
   lineage: string | null;
   fingerprint: string;
   createdAt: number;
-  /** Where the key is filed: its run's slot (run-slot.ts) for a key of the run alone, else 0. */
+  /** Where the key is filed in the key index (key-places.ts): its run's slot, or 0. */
   runSlot: number;
+  /** With runSlot: the partition it is filed under, or ''. */
+  filedPartition: string;
 }
 
-/** The events row of a claimed key of `stream`, stored at `clock` and filed at `runSlot`. */
-export function claimedEventRow(stream: StreamIdentity, claim: KeyClaim, clock: IngestClock, runSlot: number): ClaimedEventRow {
+/** The events row of a claimed key of `stream`, stored at `clock`, its key filed at `filedAt`. */
+export function claimedEventRow(stream: StreamIdentity, claim: KeyClaim, clock: IngestClock, filedAt: KeyPlace): ClaimedEventRow {
   const { item, lineage } = claim.event;
   return {
-    runSlot,
+    runSlot: filedAt.slot,
+    filedPartition: filedAt.partition,
     producer: stream.producer,
     workflow: stream.workflow,
     runId: stream.runId,

@@ -280,13 +280,16 @@ export const serverSqliteMigrations: readonly Migration[] = [
     name: '013_keys_filed_by_run',
     sql: `
       -- Derived keys are UUIDs, random: one index ordered by (producer, key) puts the 500 events of a request
-      -- on 500 pages. A key the producer says comes from its stream's run alone (keyScope 'run') is filed
-      -- under the run's slot (a hash of producer, run and task), beside the run's other keys; any other key
-      -- under slot 0, unique per producer as before. Every key stored so far is at slot 0, and a claim looks
-      -- in both places (SqliteDedupeStore's claim), so a key is never stored twice across the change.
+      -- on 500 pages. A key the producer says comes from its stream's run alone (keyScope 'run', a key
+      -- derived from the run and a partition key) is filed under the run's slot (a hash of producer, run
+      -- and task) and its partition key, beside the run's neighbouring partitions; any other key at slot 0
+      -- with partition '' (not NULL: NULLs never collide in a unique index), unique per producer as before.
+      -- Every key stored so far is at slot 0, and a claim looks in both places (SqliteDedupeStore's claim),
+      -- so a key is never stored twice across the change.
       ALTER TABLE events ADD COLUMN run_slot INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE events ADD COLUMN filed_partition TEXT NOT NULL DEFAULT '';
       DROP INDEX events_by_key;
-      CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, key) WHERE created_at IS NOT NULL;
+      CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, filed_partition, key) WHERE created_at IS NOT NULL;
     `,
   },
 ];

@@ -15,6 +15,8 @@ export interface ServerSchema extends SharedTables {
     duplicates: Generated<number>;
     /** Where the key is filed (migration 013): its run's slot for a key of the run alone, else 0. */
     run_slot: Generated<number>;
+    /** With run_slot: the partition key a key of the run is filed under; '' at slot 0. */
+    filed_partition: Generated<string>;
   };
 }
 
@@ -39,8 +41,8 @@ export function serverStatements(db: Database.Database) {
     touch: params<OfStream & { ts: string }>(),
     position: params<OfAttempt & { seq: number }>(),
     key: params<{ producer: string; key: string }>(),
-    /** A key, and the slot of the run of the request that sent it: a key is looked for there and at 0. */
-    filedKey: params<{ producer: string; slot: number; key: string }>(),
+    /** A key at one place of the key index (key-places.ts). */
+    filedKey: params<{ producer: string; slot: number; partition: string; key: string }>(),
     event: params<ClaimedEventRow>(),
     cursor: params<{ cursor: number }>(),
     /** `cursors`: a JSON array of event cursors. */
@@ -78,8 +80,7 @@ export function serverStatements(db: Database.Database) {
       q
         .updateTable('events')
         .set((eb) => ({ duplicates: eb('duplicates', '+', sql.lit(1)) }))
-        .where((eb) => eb.and({ producer: p.filedKey.producer, key: p.filedKey.key }))
-        .where('run_slot', 'in', [sql.lit(0), p.filedKey.slot])
+        .where((eb) => eb.and({ producer: p.filedKey.producer, run_slot: p.filedKey.slot, filed_partition: p.filedKey.partition, key: p.filedKey.key }))
         .where('created_at', 'is not', null),
     ),
     countKeptDuplicate: prepare(
@@ -155,29 +156,18 @@ export function serverStatements(db: Database.Database) {
           fingerprint: p.event.fingerprint,
           created_at: p.event.createdAt,
           run_slot: p.event.runSlot,
+          filed_partition: p.event.filedPartition,
         })
-        .onConflict((oc) => oc.columns(['producer', 'run_slot', 'key']).where('created_at', 'is not', null).doNothing()),
+        .onConflict((oc) => oc.columns(['producer', 'run_slot', 'filed_partition', 'key']).where('created_at', 'is not', null).doNothing()),
     ),
-    // Both places a key of this request's run may be filed: its run's slot, and 0 (every other key, and
-    // the keys stored before migration 013).
-    findRecord: prepare(
+    // The record of a key inside the window at one place of the key index (key-places.ts).
+    findFiled: prepare(
       db,
       p.filedKey,
       q
         .selectFrom('events')
         .select(['fingerprint', 'event_id', 'ts'])
-        .where((eb) => eb.and({ producer: p.filedKey.producer, key: p.filedKey.key }))
-        .where('run_slot', 'in', [sql.lit(0), p.filedKey.slot])
-        .where('created_at', 'is not', null),
-    ),
-    /** Whether a key inside the window is filed at exactly this slot. */
-    isFiledAt: prepare(
-      db,
-      p.filedKey,
-      q
-        .selectFrom('events')
-        .select(sql.lit(1).as('found'))
-        .where((eb) => eb.and({ producer: p.filedKey.producer, run_slot: p.filedKey.slot, key: p.filedKey.key }))
+        .where((eb) => eb.and({ producer: p.filedKey.producer, run_slot: p.filedKey.slot, filed_partition: p.filedKey.partition, key: p.filedKey.key }))
         .where('created_at', 'is not', null),
     ),
     /** A record that outlived its event (event retention shorter than the dedupe window). */

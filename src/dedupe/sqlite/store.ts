@@ -21,7 +21,7 @@ import { serverStatements } from './statements.js';
 import { Catalog } from '../catalog/catalog.js';
 import { SqliteCatalogDatabase } from '../catalog/sqlite-database.js';
 import { forgetRemoved } from '../catalog/rollup.js';
-import { runSlot } from './run-slot.js';
+import { KeyPlaces, PRODUCER_PLACE } from './key-places.js';
 import { claimedEventRow } from './claimed-event.js';
 
 export interface SqliteStoreOptions {
@@ -138,7 +138,7 @@ export class SqliteDedupeStore implements DedupeStore {
           scope,
           ...this.policy,
         }),
-        this.stepHandler(stream),
+        this.stepHandler(stream, items),
       ),
     );
   }
@@ -174,11 +174,13 @@ export class SqliteDedupeStore implements DedupeStore {
   }
 
   /** The reads and writes of one request's ingest, all inside its savepoint of the group's IMMEDIATE transaction. */
-  private stepHandler(stream: StreamIdentity): StepHandler<false> {
+  private stepHandler(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): StepHandler<false> {
     const s = this.statements;
     const ofAttempt = attemptOf(stream);
     const { producer } = stream;
-    const slot = runSlot(stream);
+    const places = new KeyPlaces(stream, items);
+    // A key's record inside the window, wherever it may be filed: with its run's partition, or per producer.
+    const findRecord = (key: string) => s.findFiled.get({ producer, key, ...places.ofRun(key) }) ?? s.findFiled.get({ producer, key, ...PRODUCER_PLACE });
     return {
       position: ({ clock }) => {
         const epoch = s.epoch.get(ofAttempt)?.epoch;
@@ -195,20 +197,19 @@ export class SqliteDedupeStore implements DedupeStore {
         return causes;
       },
       checkpointNames: () => new Set(s.streamCheckpointNames.all({ producer, runId: stream.runId, task: ofAttempt.task }).map((row) => row.name)),
-      // The event row is its own dedupe record: claiming a key stores its event, filed at its run's slot
-      // when the producer says the key is the run's alone, else at 0. The insert decides who is first
-      // among requests filing it in the same place; the other place, and a record that outlived its event
-      // (kept by compaction), are looked at first. Looking and then inserting is safe here: the group's
-      // transaction is IMMEDIATE, so no other writer runs between the two.
+      // The event row is its own dedupe record: claiming a key stores its event, filed with its run and
+      // partition when the producer says the key is the run's alone, else per producer (key-places.ts).
+      // The insert decides who is first among requests filing it in the same place; the other place, and
+      // a record that outlived its event (kept by compaction), are looked at first. Looking and then
+      // inserting is safe here: the group's transaction is IMMEDIATE, so no other writer runs between.
       claim: ({ claims, clock }) =>
         new Set(
           claims
             .filter((claim) => {
-              const filedAt = claim.event.item.keyOfRun ? slot : 0;
-              const elsewhere = filedAt === 0 ? slot : 0;
+              const { filedAt, elsewhere } = places.claim(claim.event.item);
               return (
                 s.findKeptRecord.get({ producer, key: claim.key }) === undefined &&
-                s.isFiledAt.get({ producer, slot: elsewhere, key: claim.key }) === undefined &&
+                s.findFiled.get({ producer, key: claim.key, ...elsewhere }) === undefined &&
                 s.claimEvent.run(claimedEventRow(stream, claim, clock, filedAt)).changes === 1
               );
             })
@@ -223,7 +224,7 @@ export class SqliteDedupeStore implements DedupeStore {
         }
         const records = new Map<string, DedupeRecord>();
         for (const key of keys) {
-          const row = s.findRecord.get({ producer, slot, key }) ?? s.findKeptRecord.get({ producer, key });
+          const row = findRecord(key) ?? s.findKeptRecord.get({ producer, key });
           // A key inside the window always has its fingerprint (an event without one left the window at migration 012).
           if (row) records.set(key, { fingerprint: row.fingerprint!, eventId: row.event_id, ts: row.ts });
         }
@@ -241,7 +242,8 @@ export class SqliteDedupeStore implements DedupeStore {
         if (writes.runOutcome !== null) s.saveRunOutcome.run({ ...ofAttempt, outcome: writes.runOutcome });
         if (writes.duplicates.length > 0) {
           for (const { key } of writes.duplicates) {
-            if (s.countDuplicate.run({ producer, slot, key }).changes === 0) s.countKeptDuplicate.run({ producer, key });
+            const counted = s.countDuplicate.run({ producer, key, ...places.ofRun(key) }).changes + s.countDuplicate.run({ producer, key, ...PRODUCER_PLACE }).changes;
+            if (counted === 0) s.countKeptDuplicate.run({ producer, key });
           }
           s.countAttemptDuplicates.run({ ...ofAttempt, n: writes.duplicates.length });
           for (const [asset, n] of countsByAsset(writes.duplicates)) s.countAssetDuplicates.run({ asset, n });
