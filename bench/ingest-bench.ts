@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { RUN_KEYS_HEADER } from '../src/protocol/run-keys.js';
 import http from 'node:http';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -31,8 +32,6 @@ function requestBody(runId: string, request: number): string {
       asset: 'batch_ready',
       partitionKey: `p-${request}-${i}`,
       extra: { rows: i },
-      // As the relay sends a key derived from its run and a partition key.
-      keyScope: 'run',
     })),
   });
 }
@@ -42,7 +41,9 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS });
 
 function postJson(url: string, body: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const request = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (response) => {
+    // Every item's key is said to be its run's, as the relay says of keys derived from the run and a partition.
+    const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), [RUN_KEYS_HEADER]: `0-${BATCH - 1}` };
+    const request = http.request(url, { method: 'POST', agent, headers }, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
       response.on('end', () => {

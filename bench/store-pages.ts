@@ -2,7 +2,7 @@
  * What one ingest request of 500 new events writes, in each store, with 20,000 events stored first: the
  * pages the embedded SQLite store appends to its WAL (automatic checkpoints off, one page per frame), and
  * the WAL bytes PostgreSQL writes. The items are those the relay sends (keys derived from the run and the
- * partition, `keyScope: 'run'`), so the figure is what a producer's requests cost. Two shapes: every
+ * partition, said to be the run's), so the figure is what a producer's requests cost. Two shapes: every
  * request from one long run (its keys are random among its own), and requests from many runs of 2,000
  * events each (a store shared by many jobs, where the embedded store files each run's keys together).
  * Part of `npm run bench`; `npx tsx bench/store-pages.ts` prints it alone, with the pages each SQLite
@@ -30,7 +30,7 @@ const REQUESTS_PER_RUN = 4;
 
 /**
  * 'one run': every request from one long run. 'many runs': runs of 2,000 events, as the relay sends
- * them. 'many runs, unfiled': the same requests without `keyScope` (an older relay), side by side.
+ * them. 'many runs, unfiled': the same requests not said to be the run's (an older relay), side by side.
  */
 export type Shape = 'one run' | 'many runs' | 'many runs, unfiled';
 
@@ -42,8 +42,9 @@ function request(shape: Shape, request: number) {
   const items = Array.from({ length: BATCH }, (_, i) => {
     const partitionKey = `p-${request}-${i}`;
     const key = deriveKey({ producer: stream.producer, workflow: stream.workflow, runId: stream.runId, task: stream.task, asset: 'batch_ready', partitionKey, position: null, occurrence: 0 });
-    const scope = shape === 'many runs, unfiled' ? {} : { keyScope: 'run' };
-    return checkItem({ seq: first + i + 1, key, kind: 'event', asset: 'batch_ready', partitionKey, extra: { rows: i }, ...scope }, i);
+    const checked = checkItem({ seq: first + i + 1, key, kind: 'event', asset: 'batch_ready', partitionKey, extra: { rows: i } }, i);
+    // What the server makes of the relay's run-keys header for this item.
+    return shape === 'many runs, unfiled' || checked.kind !== 'event' ? checked : { ...checked, keyOfRun: true as const };
   });
   return { stream, items };
 }

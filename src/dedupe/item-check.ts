@@ -4,7 +4,7 @@ import { RejectionCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
 import { traceContextSchema, type TraceContext } from '../protocol/trace.js';
 import { echo } from '../protocol/text.js';
-import { checkpointItemFieldsSchema, eventCauseSchema, itemPositionSchema, keyScopeSchema, type EventCause } from '../protocol/wire.js';
+import { checkpointItemFieldsSchema, eventCauseSchema, itemPositionSchema, type EventCause } from '../protocol/wire.js';
 import { RESERVED_KEY_PATH } from './json-body.js';
 
 /** An event item that is well formed: it may still be refused by the store (unknown asset, conflict, gap). */
@@ -19,7 +19,7 @@ export interface CheckedEvent {
   trace?: TraceContext | undefined;
   /** The stored event this one responds to, by cursor: the server derives its lineage from it. */
   cause?: EventCause | undefined;
-  /** Set when the producer says the key comes from this stream's run alone (WireEventItem.keyScope). */
+  /** Set when the producer says the key comes from this stream's run alone (the run-keys header). */
   keyOfRun?: true;
 }
 
@@ -63,7 +63,7 @@ export function subjectOf(item: CheckedItem | InvalidItem): ItemSubject | undefi
 }
 
 const payloadSchema = emissionPayloadSchema();
-const PAYLOAD_FIELDS = ['seq', 'key', 'kind', 'asset', 'partitionKey', 'partitionDate', 'extra', 'trace', 'cause', 'keyScope'];
+const PAYLOAD_FIELDS = ['seq', 'key', 'kind', 'asset', 'partitionKey', 'partitionDate', 'extra', 'trace', 'cause'];
 
 /**
  * Checks one item of a batch without touching the store, so that the store's transaction holds the
@@ -90,7 +90,7 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
   // Only an event carries a trace context; on a checkpoint item `trace` is an unknown field.
   if (kind === 'checkpoint') return checkCheckpoint(fields, where, placed, invalid);
   if (kind !== 'event') return invalid(`${where}.kind`, `${where}.kind: must be "event" or "checkpoint"`);
-  const { trace, cause, keyScope, ...payload } = fields;
+  const { trace, cause, ...payload } = fields;
   const parsed = payloadSchema.safeParse(payload);
   if (!parsed.success) {
     const problem = describeFirstIssue(parsed.error, { input: payload, prefix: where, knownKeys: PAYLOAD_FIELDS });
@@ -106,8 +106,6 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
     const problem = describeFirstIssue(caused.error, { input: cause, prefix: `${where}.cause`, knownKeys: ['cursor'] });
     return invalid(problem.field, problem.message);
   }
-  const scoped = keyScope === undefined ? undefined : keyScopeSchema.safeParse(keyScope);
-  if (scoped && !scoped.success) return invalid(`${where}.keyScope`, `${where}.keyScope: must be "run" or "producer", not ${echo(JSON.stringify(keyScope) ?? String(keyScope))}`);
   return {
     valid: true,
     kind: 'event',
@@ -116,7 +114,6 @@ export function checkItem(raw: unknown, index: number): CheckedItem | InvalidIte
     fingerprint: payloadFingerprint(parsed.data),
     ...(traced ? { trace: traced.data } : {}),
     ...(caused ? { cause: caused.data } : {}),
-    ...(scoped?.data === 'run' ? { keyOfRun: true as const } : {}),
   };
 }
 

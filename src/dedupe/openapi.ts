@@ -3,12 +3,12 @@ import { assetNameSchema, emissionPayloadSchema } from '../protocol/emission.js'
 import { ProblemCode, RejectionCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
 import { traceContextSchema } from '../protocol/trace.js';
+import { RUN_KEYS_HEADER } from '../protocol/run-keys.js';
 import {
   checkpointItemFieldsSchema,
   attemptClaimSchema,
   emissionBatchSchema,
   eventCauseSchema,
-  keyScopeSchema,
   type ClaimedAttempt,
   eventQuerySchema,
   itemPositionSchema,
@@ -56,9 +56,6 @@ const eventItemSchema = z.strictObject({
   ...emissionPayloadSchema().shape,
   trace: traceContextSchema.optional().describe('The W3C trace context the emission was committed in: metadata, in neither key nor fingerprint.'),
   cause: eventCauseSchema.optional().describe("The stored event this one responds to (a consumer's emission), by cursor; the server derives the lineage from it."),
-  keyScope: keyScopeSchema
-    .optional()
-    .describe("Where the key is unique: 'run' for a key derived from this stream's run alone (a store may file it with the run's other keys), 'producer' (the default) for one any run of the producer may send. Metadata, in neither key nor fingerprint."),
 });
 const checkpointItemSchema = z.strictObject({ ...itemPositionSchema.shape, kind: z.literal('checkpoint'), ...checkpointItemFieldsSchema.shape });
 const batchSchema = emissionBatchSchema.extend({
@@ -220,6 +217,17 @@ export function openApiDocument(version: string): Record<string, unknown> {
           // As the server checks it: the envelope strictly, each item on its own, so that one bad item gets a
           // result of its own (rejected) rather than failing the batch. An item must be an EventItem or a
           // CheckpointItem (the EmissionBatch schema) to be taken.
+          parameters: [
+            {
+              name: RUN_KEYS_HEADER,
+              in: 'header',
+              required: false,
+              description:
+                "The positions of the items whose keys are this stream's run's alone (derived from the run and a partition key), as ranges: " +
+                '"0-499", "0,2,5-9". A store may file those beside the run\'s other keys. Metadata: a key is one event with or without it.',
+              schema: { type: 'string', maxLength: 8192, pattern: '^\\s*\\d{1,4}(-\\d{1,4})?\\s*(,\\s*\\d{1,4}(-\\d{1,4})?\\s*)*$' },
+            },
+          ],
           requestBody: {
             required: true,
             description: 'Each item is checked on its own against EventItem or CheckpointItem (see EmissionBatch); one that fails is answered rejected.',

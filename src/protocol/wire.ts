@@ -107,20 +107,7 @@ export interface WireEventItem {
    * metadata, in neither key nor fingerprint. The server derives the lineage from it.
    */
   cause?: EventCause;
-  /**
-   * Where the key is unique: `'run'` for a key derived from the stream's own run (it can come from no
-   * other run), which a store may file beside the run's other keys so that a request writes a few index
-   * pages rather than one per event; `'producer'` (the default) for a key that any run of the producer may
-   * send (an explicit key, a caused emission's). Metadata, in neither key nor fingerprint: a retry is a
-   * duplicate with or without it.
-   */
-  keyScope?: KeyScope;
 }
-
-/** Where an event's key is unique: see WireEventItem.keyScope. */
-export type KeyScope = 'run' | 'producer';
-
-export const keyScopeSchema = z.enum(['run', 'producer']);
 
 /** Which stored event caused an emission: its cursor, which the server indexes and never reuses. */
 export interface EventCause {

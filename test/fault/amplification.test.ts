@@ -58,7 +58,7 @@ describe('amplification', () => {
     const many = await post(`${url}/v1/emissions`, JSON.stringify({ stream: STREAM, items }));
     expect(many.status).toBe(200);
     expect(many.json.results[0].detail).toBe(
-      `items[0].${'m'.repeat(64)}… (5001 characters): unknown field; known fields are seq, key, kind, asset, partitionKey, partitionDate, extra, trace, cause, keyScope`,
+      `items[0].${'m'.repeat(64)}… (5001 characters): unknown field; known fields are seq, key, kind, asset, partitionKey, partitionDate, extra, trace, cause`,
     );
   });
 

@@ -6,7 +6,7 @@ import { allEvents, startServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
 
 /**
- * The relay says which keys are its run's alone (keyScope 'run'), and the embedded store files those
+ * The relay says which keys are its run's alone (the oncebox-run-keys header), and the embedded store files those
  * beside the run's other keys. Driven end to end, with the real relay and server: a key the user gave
  * is still one event across runs and files, a partition's key is one event across attempts on fresh
  * machines, and each is filed where the store's locality wants it.

@@ -97,26 +97,38 @@ for (const backend of BACKENDS) {
       expect((await allEvents(url)).map((event) => [event.producer, event.key])).toEqual([['attacker', key], ['victim', key]]);
     });
 
-    it("keeps a key one event whether or not the producer says it is its run's alone (keyScope), in either order", async () => {
+    it("keeps a key one event whether or not the producer says it is its run's alone (oncebox-run-keys), in either order", async () => {
       const { url } = await startServer({ backend });
       const [older, newer] = [newKey(), newKey()];
+      const sendSaying = (runKeys: string, items: unknown[], stream: object) =>
+        post(emissions(url), JSON.stringify({ stream, items }), { 'content-type': 'application/json', 'oncebox-run-keys': runKeys });
       // One key stored by a relay that did not say (an older one), one said to be the run's; a retry of the
       // run (another attempt, so the keys are looked up, not the positions) says the opposite of each.
-      const first = await send(url, [item(1, older), item(2, newer, { keyScope: 'run' })]);
+      const first = await sendSaying('1', [item(1, older), item(2, newer)], STREAM);
       expect(first.json.results.map((result: { status: string }) => result.status)).toEqual(['accepted', 'accepted']);
-      const retry = await send(url, [item(1, older, { keyScope: 'run' }), item(2, newer), item(3, newKey(), { keyScope: 'producer' })], { ...STREAM, attempt: 2 });
-      expect(retry.json.results.slice(0, 2)).toEqual(first.json.results.map((result: object) => ({ ...result, status: 'duplicate' })));
+      const retry = await send(url, [item(1, older), item(2, newer), item(3, newKey())], { ...STREAM, attempt: 2 });
+      const retrySaying = await sendSaying('0-1', [item(1, older), item(2, newer)], { ...STREAM, attempt: 3 });
+      for (const answer of [retry, retrySaying]) {
+        expect(answer.json.results.slice(0, 2)).toEqual(first.json.results.map((result: object) => ({ ...result, status: 'duplicate' })));
+      }
       expect(retry.json.results[2]).toMatchObject({ status: 'accepted', seq: 3 });
       // Another payload under a key of the run (its partition kept, as a key derived from it has) is still a
       // conflict, and each duplicate is counted.
-      const changed = await send(url, [item(1, newer, { keyScope: 'run', partitionKey: 'batch-2', extra: { rows: 2 } })], { ...STREAM, attempt: 3 });
+      const changed = await sendSaying('0', [item(1, newer, { partitionKey: 'batch-2', extra: { rows: 2 } })], { ...STREAM, attempt: 4 });
       expect(changed.json.results[0]).toMatchObject({ status: 'conflict', code: 'key_conflict' });
       expect(await allEvents(url)).toHaveLength(3);
       const partitions = (await (await fetch(`${url}/v1/catalog/assets/batch_ready/partitions`)).json()) as { items: { partitionKey: string; duplicates: number }[] };
-      expect(partitions.items.map((partition) => [partition.partitionKey, partition.duplicates])).toEqual([['batch-1', 1], ['batch-2', 1], ['batch-3', 0]]);
-      // Anything else is refused for the item alone.
-      const bad = await send(url, [item(2, newKey(), { keyScope: 'stream' })], { ...STREAM, attempt: 3 });
-      expect(bad.json.results[0]).toMatchObject({ status: 'rejected', code: 'invalid_item', field: 'items[0].keyScope', detail: 'items[0].keyScope: must be "run" or "producer", not "stream"' });
+      expect(partitions.items.map((partition) => [partition.partitionKey, partition.duplicates])).toEqual([['batch-1', 2], ['batch-2', 2], ['batch-3', 0]]);
+      // A header that is not a list of the batch's positions refuses the request, and stores nothing of it.
+      for (const [runKeys, detail] of [
+        ['x', 'oncebox-run-keys header: must be item positions and ranges, e.g. "0-499" or "0,2,5-9"'],
+        ['0-1', "oncebox-run-keys header: position 1 is past the batch's 1 items"],
+        ['1-0', 'oncebox-run-keys header: range 1-0 goes backwards'],
+      ]) {
+        const bad = await sendSaying(runKeys!, [item(1, newKey())], { ...STREAM, attempt: 5 });
+        expect([bad.status, bad.json.code, bad.json.detail]).toEqual([400, 'invalid_request', detail]);
+      }
+      expect(await allEvents(url)).toHaveLength(3);
     });
 
     it('reads a key in upper-case hex as the same key, and answers it in lower case', async () => {

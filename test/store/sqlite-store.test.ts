@@ -172,12 +172,13 @@ describe('the SQLite store upgraded to one row per event (migration 012)', () =>
 
     const server = await createServer({ db: path, assets: ['batch_ready'] });
     const url = await server.listen();
-    const deliver = async (attempt: number, fields: Record<string, unknown>) =>
-      (await post(`${url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, attempt }, items: [{ ...sent, ...fields }] }))).json.results[0];
+    const deliver = async (attempt: number, fields: Record<string, unknown>, runKeys: Record<string, string> = { 'oncebox-run-keys': '0' }) =>
+      (await post(`${url}/v1/emissions`, JSON.stringify({ stream: { ...STREAM, attempt }, items: [{ ...sent, ...fields }] }), { 'content-type': 'application/json', ...runKeys })).json
+        .results[0];
     // The retry of a run after the upgrade says the key is the run's: it is still the stored event.
-    expect(await deliver(2, { keyScope: 'run' })).toMatchObject({ status: 'duplicate', eventId: 'e-stored', timestamp: '2026-12-01T00:00:00.000Z' });
-    expect(await deliver(3, { keyScope: 'run', extra: { rows: 1 } })).toMatchObject({ status: 'conflict' });
-    expect(await deliver(4, {})).toMatchObject({ status: 'duplicate', eventId: 'e-stored' });
+    expect(await deliver(2, {})).toMatchObject({ status: 'duplicate', eventId: 'e-stored', timestamp: '2026-12-01T00:00:00.000Z' });
+    expect(await deliver(3, { extra: { rows: 1 } })).toMatchObject({ status: 'conflict' });
+    expect(await deliver(4, {}, {})).toMatchObject({ status: 'duplicate', eventId: 'e-stored' });
     expect(await server.store.sizes()).toMatchObject({ events: 1 });
     const partitions = await server.store.catalog.partitions('batch_ready', { limit: 10 });
     expect(partitions?.items).toEqual([expect.objectContaining({ partitionKey: 'batch-1', events: 1, duplicates: 2 })]);
@@ -188,16 +189,16 @@ describe('the SQLite store upgraded to one row per event (migration 012)', () =>
     const server = await createServer({ db: join(tempDir(), 'server.db'), assets: ['batch_ready'] });
     const url = await server.listen();
     const key = '77777777-7777-4777-8777-777777777777';
-    const deliver = async (stream: object, fields: Record<string, unknown>) =>
-      (await post(`${url}/v1/emissions`, JSON.stringify({ stream, items: [item(1, key, fields)] }))).json.results[0];
-    const first = await deliver(STREAM, { keyScope: 'run', partitionKey: 'a' });
+    const deliver = async (stream: object, fields: Record<string, unknown>, runKeys: Record<string, string> = { 'oncebox-run-keys': '0' }) =>
+      (await post(`${url}/v1/emissions`, JSON.stringify({ stream, items: [item(1, key, fields)] }), { 'content-type': 'application/json', ...runKeys })).json.results[0];
+    const first = await deliver(STREAM, { partitionKey: 'a' });
     expect(first).toMatchObject({ status: 'accepted' });
     // The same partition, said or not: the same event.
-    expect(await deliver({ ...STREAM, attempt: 2 }, { partitionKey: 'a' })).toEqual({ ...first, status: 'duplicate' });
+    expect(await deliver({ ...STREAM, attempt: 2 }, { partitionKey: 'a' }, {})).toEqual({ ...first, status: 'duplicate' });
     // A derived key never comes with another partition; a client that sends one so gets an event per place
     // on this store (PostgreSQL answers it as a conflict), of its own producer only.
-    expect(await deliver({ ...STREAM, attempt: 3 }, { keyScope: 'run', partitionKey: 'b' })).toMatchObject({ status: 'accepted' });
-    expect(await deliver({ ...STREAM, producer: 'other' }, { keyScope: 'run', partitionKey: 'a' })).toMatchObject({ status: 'accepted' });
+    expect(await deliver({ ...STREAM, attempt: 3 }, { partitionKey: 'b' })).toMatchObject({ status: 'accepted' });
+    expect(await deliver({ ...STREAM, producer: 'other' }, { partitionKey: 'a' })).toMatchObject({ status: 'accepted' });
     expect(await server.store.sizes()).toMatchObject({ events: 3 });
     await server.close();
   });

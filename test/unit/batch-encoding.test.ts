@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { checkItem } from '../../src/dedupe/item-check.js';
-import { encodeBatch } from '../../src/outbox/relay/batch-encoding.js';
+import { batchHeaders, encodeBatch } from '../../src/outbox/relay/batch-encoding.js';
 import type { OutboxRow } from '../../src/outbox/file/schema.js';
 import { emissionBatchSchema } from '../../src/protocol/wire.js';
 import { testOutbox } from '../support/outbox.js';
@@ -50,8 +50,10 @@ describe('the body the relay sends for a batch', () => {
       { kind: 'event', seq: 5, key: rows[4]!.key, payload: { asset: 'batch_ready', partitionKey: 'batch-2b' }, fingerprint: rows[4]!.fingerprint },
       { kind: 'checkpoint', seq: 6, key: rows[5]!.key, name: 'backlog', value: '{"batch":3}', revision: rows[5]!.revision },
     ]);
-    // A key derived from the run and a partition is the run's alone, and said so; the key of an emission
-    // without a partition (derived from the commit's position) and an explicit key are not.
-    expect(checked.map((item) => (item.kind === 'event' ? (item.keyOfRun ?? false) : '-'))).toEqual([true, false, '-', true, false, '-']);
+    // A key derived from the run and a partition is the run's alone, and said so in a header (which an older
+    // server ignores); the key of an emission without a partition (derived from the commit's position), an
+    // explicit key and a checkpoint update's are not.
+    expect(batchHeaders(rows)).toEqual({ 'oncebox-run-keys': '0,3' });
+    expect(batchHeaders(rows.filter((row) => row.kind === 'checkpoint'))).toEqual({});
   });
 });

@@ -63,7 +63,7 @@ describe('checkItem', () => {
       detail: 'items[0].partitionKy: unknown field; did you mean "partitionKey"?',
     });
     expect(checkItem({ seq: 1, key: key(1), kind: 'event', asset: 'batch_ready', zzzzzzzzzz: 1 }, 0)).toMatchObject({
-      detail: 'items[0].zzzzzzzzzz: unknown field; known fields are seq, key, kind, asset, partitionKey, partitionDate, extra, trace, cause, keyScope',
+      detail: 'items[0].zzzzzzzzzz: unknown field; known fields are seq, key, kind, asset, partitionKey, partitionDate, extra, trace, cause',
     });
     const checked = event(1, 1, { extra: { b: 1, a: [2] } }) as CheckedEvent;
     expect(checked).toEqual({

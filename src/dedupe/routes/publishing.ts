@@ -2,15 +2,34 @@ import type { FastifyInstance } from 'fastify';
 import { ProblemCode } from '../../protocol/errors.js';
 import { isLifecycleAsset } from '../../protocol/lifecycle.js';
 import { echo, nameList } from '../../protocol/text.js';
-import { emissionBatchSchema, exactAttemptClaimSchema, nextAttemptClaimSchema, streamParamsSchema, type ClaimedAttempt, type EmissionBatchResponse } from '../../protocol/wire.js';
+import { emissionBatchSchema, exactAttemptClaimSchema, nextAttemptClaimSchema, streamParamsSchema, type ClaimedAttempt, type EmissionBatchResponse, type StreamIdentity } from '../../protocol/wire.js';
 import { forbidden } from '../auth.js';
 import type { HttpAppOptions } from '../http-options.js';
 import { checkItem, refuseOutOfScope } from '../item-check.js';
 import { checkLifecycleEvent } from '../lifecycle-check.js';
 import type { NewStreamLimiter } from '../new-streams.js';
 import { invalidInput, problem, sendProblem } from '../problem.js';
-import { assetAllowed, causeAllowed, producerAllowed } from '../tokens.js';
+import { assetAllowed, causeAllowed, producerAllowed, type TokenGrant } from '../tokens.js';
 import { tracedIngest } from '../tracing.js';
+import { parseRunKeys, RUN_KEYS_HEADER } from '../../protocol/run-keys.js';
+
+/**
+ * Each item checked on its own, within the token's assets (lifecycle events need no place in its list:
+ * they are checked to be about this stream instead), and marked when the run-keys header lists it.
+ */
+function checkBatch(items: readonly unknown[], stream: StreamIdentity, grant: TokenGrant, runKeys: ReadonlySet<number>) {
+  const allowed = nameList(grant.assets ?? []);
+  return items.map((item, index) => {
+    const result = refuseOutOfScope(checkLifecycleEvent(checkItem(item, index), stream), (asset) => isLifecycleAsset(asset) || assetAllowed(grant, asset), allowed);
+    return result.kind === 'event' && runKeys.has(index) ? { ...result, keyOfRun: true as const } : result;
+  });
+}
+
+/** The items the run-keys header lists; none without it (a relay from before it). */
+function runKeysOf(header: string | string[] | undefined, itemCount: number): ReturnType<typeof parseRunKeys> {
+  if (header === undefined) return { positions: new Set() };
+  return parseRunKeys(Array.isArray(header) ? header.join(',') : header, itemCount);
+}
 
 /** The routes that write a producer's streams: publishing a batch, and claiming an attempt. */
 export function addPublishingRoutes(app: FastifyInstance, options: HttpAppOptions, newStreams: NewStreamLimiter): void {
@@ -39,11 +58,11 @@ export function addPublishingRoutes(app: FastifyInstance, options: HttpAppOption
         ),
       );
     }
-    const allowed = nameList(grant.assets ?? []);
-    // Lifecycle events need no place in the token's list: they are checked to be about this stream instead.
-    const checked = items.map((item, index) =>
-      refuseOutOfScope(checkLifecycleEvent(checkItem(item, index), stream), (asset) => isLifecycleAsset(asset) || assetAllowed(grant, asset), allowed),
-    );
+    const runKeys = runKeysOf(request.headers[RUN_KEYS_HEADER], items.length);
+    if ('problem' in runKeys) {
+      return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, `${RUN_KEYS_HEADER} header: ${runKeys.problem}`, RUN_KEYS_HEADER));
+    }
+    const checked = checkBatch(items, stream, grant, runKeys.positions);
     const started = performance.now();
     const scope = {
       mayCite: (asset: string) => causeAllowed(grant, asset),

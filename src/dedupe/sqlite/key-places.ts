@@ -4,7 +4,7 @@ import type { CheckedEvent, CheckedItem, InvalidItem } from '../item-check.js';
 
 /**
  * Where the embedded store's key index (migration 013) holds a key inside the dedupe window. A key the
- * producer says is its run's alone (`keyScope: 'run'`: derived from the run and a partition key) is filed
+ * producer says is its run's alone (the oncebox-run-keys header: derived from the run and a partition key) is filed
  * under its run's slot and its partition key, so that a request's keys, from neighbouring partitions of
  * one run, share a few index pages instead of one random page each. Every other key is at
  * PRODUCER_PLACE, unique per producer.
@@ -30,9 +30,9 @@ function runSlot(stream: Pick<StreamIdentity, 'producer' | 'runId' | 'task'>): n
 
 /**
  * The places a request's keys may be at. A key can be at two: where a key of this run and partition is
- * filed, and PRODUCER_PLACE (a relay that did not say `keyScope`, an older one, or a store from before
+ * filed, and PRODUCER_PLACE (a relay that did not list it, an older one, or a store from before
  * 013). A key said to be the run's is derived from its partition key, so it comes with the same one each
- * time; one that did not (a client misusing `keyScope`) is filed apart, an event per place.
+ * time; one that did not (a client misusing the header) is filed apart, an event per place.
  * @internal
  */
 export class KeyPlaces {

@@ -280,7 +280,7 @@ export const serverSqliteMigrations: readonly Migration[] = [
     name: '013_keys_filed_by_run',
     sql: `
       -- Derived keys are UUIDs, random: one index ordered by (producer, key) puts the 500 events of a request
-      -- on 500 pages. A key the producer says comes from its stream's run alone (keyScope 'run', a key
+      -- on 500 pages. A key the producer says comes from its stream's run alone (oncebox-run-keys: a key
       -- derived from the run and a partition key) is filed under the run's slot (a hash of producer, run
       -- and task) and its partition key, beside the run's neighbouring partitions; any other key at slot 0
       -- with partition '' (not NULL: NULLs never collide in a unique index), unique per producer as before.

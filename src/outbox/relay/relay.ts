@@ -5,7 +5,7 @@ import type { OtelApi } from '../../protocol/trace.js';
 import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
 import { isTransientSqliteError } from '../../sqlite/local-errors.js';
 import { afterAnswers, applyAnswers, type AppliedAnswers } from './answers.js';
-import { encodeBatch } from './batch-encoding.js';
+import { batchHeaders, encodeBatch } from './batch-encoding.js';
 import { cutBatches } from './batches.js';
 import { sendInSpan } from './tracing.js';
 import { waitUntilDrained, watchForeignCommits } from './file-watch.js';
@@ -314,7 +314,8 @@ export class Relay {
   /** Sends one batch, inside a PRODUCER span when the application has OpenTelemetry (see sendInSpan). */
   private async sendTraced(stream: StreamIdentity, batch: readonly OutboxRow[]): Promise<ItemResult[]> {
     const body = encodeBatch(stream, batch);
-    const send = (headers?: Record<string, string>) => this.options.client.sendEmissions(body, batch.length, this.stopper.signal, headers);
+    const runKeys = batchHeaders(batch);
+    const send = (headers?: Record<string, string>) => this.options.client.sendEmissions(body, batch.length, this.stopper.signal, { ...runKeys, ...headers });
     return this.otel ? sendInSpan(this.otel, stream, batch, send) : send();
   }
 
