@@ -27,8 +27,10 @@ export function encodeRunKeys(positions: readonly number[]): string | undefined 
 }
 
 /**
- * The item positions the header lists, each below `itemCount`; or why it cannot be read (for a 400: a
- * header that is not the relay's is the client's mistake, said rather than guessed at).
+ * The item positions the header lists, below `itemCount`; or why it cannot be read at all (for a 400: a
+ * header that is not the relay's is the client's mistake, said rather than guessed at). Positions past
+ * the batch, and a range that goes backwards, name no item and change nothing: a hint about keys that
+ * are not there is ignored, as the header itself is by an older server.
  */
 export function parseRunKeys(value: string, itemCount: number): { positions: Set<number> } | { problem: string } {
   if (value.length > MAX_LENGTH) return { problem: `must be at most ${MAX_LENGTH} characters` };
@@ -37,9 +39,8 @@ export function parseRunKeys(value: string, itemCount: number): { positions: Set
     const range = /^\s*(\d{1,4})(?:-(\d{1,4}))?\s*$/.exec(part);
     if (!range) return { problem: 'must be item positions and ranges, e.g. "0-499" or "0,2,5-9"' };
     const first = Number(range[1]);
-    const last = range[2] === undefined ? first : Number(range[2]);
-    if (last < first) return { problem: `range ${first}-${last} goes backwards` };
-    if (last >= itemCount) return { problem: `position ${last} is past the batch's ${itemCount} items` };
+    // Clamped to the batch, so that a long header of wide ranges costs at most the batch's size each.
+    const last = Math.min(range[2] === undefined ? first : Number(range[2]), itemCount - 1);
     for (let position = first; position <= last; position++) positions.add(position);
   }
   return { positions };

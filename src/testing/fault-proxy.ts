@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { RUN_KEYS_HEADER } from '../protocol/run-keys.js';
 
 /**
  * What the proxy does with one request:
@@ -56,7 +57,8 @@ export async function startFaultProxy(upstream: string, options: FaultProxyOptio
 
   const headersOf = (req: IncomingMessage) => {
     const headers: Record<string, string> = {};
-    for (const name of ['content-type', 'authorization']) {
+    // The run-keys header too: a job tested through the proxy has its keys filed as in production.
+    for (const name of ['content-type', 'authorization', RUN_KEYS_HEADER]) {
       const value = req.headers[name];
       if (typeof value === 'string') headers[name] = value;
     }

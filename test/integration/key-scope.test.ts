@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { openOutbox, type Receipt } from '../../src/outbox/index.js';
 import { allEvents, startServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
+import { startFaultProxy } from '../../src/testing/fault-proxy.js';
 
 /**
  * The relay says which keys are its run's alone (the oncebox-run-keys header), and the embedded store files those
@@ -49,5 +50,19 @@ describe('keys filed by run, end to end', () => {
     expect(placeOf('2026-12-01', 'batch-1')).toEqual([expect.any(Number), 'batch-1']);
     expect(placeOf('2026-12-01', 'batch-1')[0]).not.toBe(0);
     expect(placeOf('2026-12-02', 'batch-1')[0]).not.toBe(placeOf('2026-12-01', 'batch-1')[0]);
+  });
+  it("keeps the run keys through the testing kit's fault proxy, so a job tested through it is filed as in production", async () => {
+    const { url, dbPath } = await startServer();
+    const proxy = await startFaultProxy(url, { delayMs: 0 });
+    try {
+      const box = await openOutbox({ path: join(tempDir(), 'outbox.db'), producer: 'p', run: { workflow: 'w', runId: 'r', attempt: 1 }, server: proxy.url });
+      await box.asset('batch_ready').emit({ partitionKey: 'batch-7' });
+      await box.close();
+    } finally {
+      await proxy.close();
+    }
+    const db = new Database(dbPath, { readonly: true });
+    expect(db.prepare('SELECT filed_partition FROM events').all()).toEqual([{ filed_partition: 'batch-7' }]);
+    db.close();
   });
 });

@@ -17,14 +17,19 @@ describe('the run-keys header', () => {
     );
   });
 
-  it('refuses what is not a list of the batch\'s positions, and says why', () => {
+  it('refuses what is not a list of positions, and says why', () => {
     expect(parseRunKeys(' 0 - 1 ', 2)).toEqual({ problem: 'must be item positions and ranges, e.g. "0-499" or "0,2,5-9"' });
     expect(parseRunKeys('0, 1', 2)).toEqual({ positions: new Set([0, 1]) });
     for (const value of ['', 'a', '-1', '1-', '0,,1', '00001', '1e3']) {
       expect(parseRunKeys(value, 1000), value).toEqual({ problem: 'must be item positions and ranges, e.g. "0-499" or "0,2,5-9"' });
     }
-    expect(parseRunKeys('3-1', 10)).toEqual({ problem: 'range 3-1 goes backwards' });
-    expect(parseRunKeys('0-10', 10)).toEqual({ problem: "position 10 is past the batch's 10 items" });
     expect(parseRunKeys('0,'.repeat(5000), 10)).toEqual({ problem: 'must be at most 8192 characters' });
+  });
+
+  it('ignores positions that name no item of the batch: past its end, or in a range that goes backwards', () => {
+    expect(parseRunKeys('3-1', 10)).toEqual({ positions: new Set() });
+    expect(parseRunKeys('8-9999,20', 10)).toEqual({ positions: new Set([8, 9]) });
+    // Wide ranges cost the batch's size, not theirs.
+    expect(parseRunKeys(Array.from({ length: 800 }, () => '0-9999').join(','), 2)).toEqual({ positions: new Set([0, 1]) });
   });
 });
