@@ -225,7 +225,8 @@ export function openApiDocument(version: string): Record<string, unknown> {
               description:
                 "The positions of the items whose keys are this stream's run's alone (derived from the run and a partition key), as ranges: " +
                 '"0-499", "0,2,5-9". A store may file those beside the run\'s other keys. Metadata: a key is one event with or without it.',
-              schema: { type: 'string', maxLength: 8192, pattern: '^\\s*\\d{1,4}(-\\d{1,4})?\\s*(,\\s*\\d{1,4}(-\\d{1,4})?\\s*)*$' },
+              // No leading or trailing whitespace: HTTP trims it from a header value, and clients refuse it.
+              schema: { type: 'string', maxLength: 8192, pattern: '^\\d{1,4}(-\\d{1,4})?(, ?\\d{1,4}(-\\d{1,4})?)*$' },
             },
           ],
           requestBody: {
