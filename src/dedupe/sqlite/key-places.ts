@@ -52,9 +52,23 @@ export class KeyPlaces {
     return { slot: this.slot, partition: this.partitions.get(key) ?? '' };
   }
 
+  /** Both places a key of this request may be at, its run's first. */
+  of(key: string): readonly KeyPlace[] {
+    return [this.ofRun(key), PRODUCER_PLACE];
+  }
+
   /** Where a new event's key goes, and the other place it must not already be at. */
   claim(item: CheckedEvent): { filedAt: KeyPlace; elsewhere: KeyPlace } {
     const run = this.ofRun(item.key);
     return item.keyOfRun ? { filedAt: run, elsewhere: PRODUCER_PLACE } : { filedAt: PRODUCER_PLACE, elsewhere: run };
   }
+}
+
+/** @internal What `look` finds at the first of `places` where it finds anything; the rest are not looked at. */
+export function firstFound<T>(places: readonly KeyPlace[], look: (place: KeyPlace) => T | undefined): T | undefined {
+  for (const place of places) {
+    const found = look(place);
+    if (found !== undefined) return found;
+  }
+  return undefined;
 }

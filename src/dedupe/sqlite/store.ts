@@ -21,7 +21,7 @@ import { serverStatements } from './statements.js';
 import { Catalog } from '../catalog/catalog.js';
 import { SqliteCatalogDatabase } from '../catalog/sqlite-database.js';
 import { forgetRemoved } from '../catalog/rollup.js';
-import { KeyPlaces, PRODUCER_PLACE } from './key-places.js';
+import { firstFound, KeyPlaces } from './key-places.js';
 import { claimedEventRow } from './claimed-event.js';
 
 export interface SqliteStoreOptions {
@@ -180,7 +180,7 @@ export class SqliteDedupeStore implements DedupeStore {
     const { producer } = stream;
     const places = new KeyPlaces(stream, items);
     // A key's record inside the window, wherever it may be filed: with its run's partition, or per producer.
-    const findRecord = (key: string) => s.findFiled.get({ producer, key, ...places.ofRun(key) }) ?? s.findFiled.get({ producer, key, ...PRODUCER_PLACE });
+    const findRecord = (key: string) => firstFound(places.of(key), (place) => s.findFiled.get({ producer, key, ...place }));
     return {
       position: ({ clock }) => {
         const epoch = s.epoch.get(ofAttempt)?.epoch;
@@ -242,8 +242,8 @@ export class SqliteDedupeStore implements DedupeStore {
         if (writes.runOutcome !== null) s.saveRunOutcome.run({ ...ofAttempt, outcome: writes.runOutcome });
         if (writes.duplicates.length > 0) {
           for (const { key } of writes.duplicates) {
-            const counted = s.countDuplicate.run({ producer, key, ...places.ofRun(key) }).changes + s.countDuplicate.run({ producer, key, ...PRODUCER_PLACE }).changes;
-            if (counted === 0) s.countKeptDuplicate.run({ producer, key });
+            // Counted where the key is: at one of its places (a claim never files it at both), or kept.
+            if (!places.of(key).some((place) => s.countDuplicate.run({ producer, key, ...place }).changes > 0)) s.countKeptDuplicate.run({ producer, key });
           }
           s.countAttemptDuplicates.run({ ...ofAttempt, n: writes.duplicates.length });
           for (const [asset, n] of countsByAsset(writes.duplicates)) s.countAssetDuplicates.run({ asset, n });
