@@ -203,6 +203,30 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/unit/commit.test.ts', name: 'coalesces consecutive checkpoint-only commits' }],
   },
   {
+    what: "resume: 'server-newer' adopting the server's checkpoints but delivering what the stale file had not sent (an older batch and held emission go out after the newer attempt's)",
+    guarantee: 'G11',
+    edits: [{ file: 'src/outbox/resume.ts', find: '        file.rows.dropUndelivered.run({ ...runKeyOf(run), attempt: run.attempt });\n', replace: '' }],
+    caughtBy: [{ file: 'test/integration/resume.test.ts', name: 'drops what its file had not delivered' }],
+  },
+  {
+    what: "resume: 'server-newer' keeping the stale file's held emissions (its success would release what another machine's attempt dropped)",
+    guarantee: 'G11, G25',
+    edits: [{ file: 'src/outbox/resume.ts', find: '        file.terminal.forgetHeldOfRun.run(runKeyOf(run));\n', replace: '' }],
+    caughtBy: [{ file: 'test/integration/resume.test.ts', name: 'drops what its file had not delivered' }],
+  },
+  {
+    what: "resume: 'server-newer' judging \"further\" by the epoch, which the retry's own claim raised (it throws its file's progress away)",
+    guarantee: 'G11',
+    edits: [{ file: 'src/outbox/resume.ts', find: '  if (!fresh && !deliveredPast(state, run.attempt, lastWriter)) return undefined;', replace: '  if (!fresh && lastWriter !== undefined && state.epoch <= lastWriter) return undefined;' }],
+    caughtBy: [{ file: 'test/integration/resume.test.ts', name: "keeps its file's own progress" }],
+  },
+  {
+    what: "the BullMQ adapter trusting a machine's older file of a job over the server's state (a run ended elsewhere, unheard by BullMQ, runs again)",
+    guarantee: 'G26',
+    edits: [{ file: bullmqWorker, find: "      resume: 'server-newer',\n", replace: '' }],
+    caughtBy: [{ file: bullmqTest, name: 'holding an older file' }],
+  },
+  {
     what: 'a waiting reader not woken when this instance stores events (it looks again only every 5 s)',
     guarantee: 'long-poll',
     edits: [{ file: sqliteStore, find: '    if (assets.size > 0) this.stored.notify(assets);\n', replace: '' }],

@@ -231,6 +231,10 @@ export class JobRuns<R> {
       token: options.token,
       producer: options.producer ?? job.queueName,
       run: { workflow: identity.workflow, runId: identity.runId, task: options.task, attempt },
+      // A hand-out may land on a machine whose file of the job an earlier hand-out left, while another
+      // machine has taken the run further since (and perhaps ended it, unheard by BullMQ): the server's
+      // state is then the job's, not the file's.
+      resume: 'server-newer',
     });
   }
 

@@ -34,7 +34,7 @@ export interface OnceboxWorkerOptions {
    */
   closeTimeoutMs?: number | undefined;
   /** Other outbox options (logger, relay tuning, durability, metrics). */
-  outbox?: Omit<OutboxOptions, 'path' | 'server' | 'producer' | 'run' | 'token'> | undefined;
+  outbox?: Omit<OutboxOptions, 'path' | 'server' | 'producer' | 'run' | 'token' | 'resume'> | undefined;
   /**
    * BullMQ's worker options: `connection` (required), `lockDuration`, `stalledInterval`,
    * `maxStalledCount`, `concurrency`, and the rest. docs/runners.md says which values to pick.

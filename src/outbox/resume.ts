@@ -9,8 +9,11 @@ import { runKeyOf, wireTask, type RunContext } from './run.js';
  * When a retry takes the server's copy of its run's checkpoints:
  * - 'fresh-file' (default): only when this file holds nothing of the run and no checkpoint: a retry on
  *   a new machine. A file with its own progress trusts it; its leftover rows are delivered first.
- * - 'server-newer': also when the file has rows of the run, but the server has seen a later attempt
- *   than any in the file (another machine got further since).
+ * - 'server-newer': also when the file has rows of the run, but the server holds rows of a later
+ *   attempt than any in the file (another machine got further since). The file's own state of the run
+ *   is then what a fresh-file retry finds of its lost file: nothing. What the file had not delivered is
+ *   dropped (the later attempt resumed from before it, so its work is done again from the server's
+ *   checkpoints), and its checkpoints and held emissions are the server's.
  * - 'never'.
  */
 export type ResumePolicy = 'fresh-file' | 'server-newer' | 'never';
@@ -44,10 +47,17 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
 
   const state = await fetchStreamState(options);
   if (!state) return undefined;
-  if (!fresh && lastWriter !== undefined && state.epoch <= lastWriter) return undefined;
+  if (!fresh && !deliveredPast(state, run.attempt, lastWriter)) return undefined;
   const now = Date.now();
   file.db
     .transaction(() => {
+      if (!fresh) {
+        // Nothing of this attempt has gone out (its relay starts after this), so the rows it took over
+        // from older attempts at open can go without a gap in its positions.
+        file.rows.dropUndelivered.run({ ...runKeyOf(run), attempt: run.attempt });
+        file.checkpoints.forgetRun.run(runKeyOf(run));
+        file.terminal.forgetHeldOfRun.run(runKeyOf(run));
+      }
       for (const [name, value] of Object.entries(state.checkpoints)) {
         file.checkpoints.setCheckpoint.run({ ...runKeyOf(run), name, value: JSON.stringify(value), now });
       }
@@ -57,6 +67,17 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
     })
     .immediate();
   return state;
+}
+
+/**
+ * Whether the server holds rows of an attempt later than any in the file, other than `attempt` itself.
+ * Not the epoch: a claimed attempt raised it to `attempt` before this reads it, and a claim delivers
+ * nothing to resume from. Not when the server holds rows of `attempt` already: then what this file
+ * took over has gone out (a relay of its own), and it is this attempt's to finish.
+ */
+function deliveredPast(state: StreamState, attempt: number, lastWriter: number | undefined): boolean {
+  const delivered = state.attempts.filter((a) => a.lastSeq > 0).map((a) => a.attempt);
+  return !delivered.includes(attempt) && delivered.some((a) => a > (lastWriter ?? 0) && a !== attempt);
 }
 
 async function fetchStreamState(options: ResumeOptions): Promise<StreamState | undefined> {

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DelayedError, Queue, QueueEvents, UnrecoverableError, Worker, type Job } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -379,6 +379,45 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
         expect(await partitionsOf(server, 'run_done')).toEqual([]);
         expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 2));
       }
+    });
+  }
+
+  for (const ending of ['complete', 'fail for good'] as const) {
+    it(`ends the job as the run ended elsewhere when the next hand-out lands on a machine holding an older file of it (${ending})`, { timeout: 90_000 }, async () => {
+      const server = await startServer();
+      const name = queueName();
+      const { queue } = await newQueue(name);
+      const machineB = tempDir();
+      // Hand-out 1 fails (a retry to come) on machine B; hand-out 2 ends the run on machine A, whose
+      // worker is killed before BullMQ hears of it; hand-out 3 lands on machine B again, whose file of the
+      // job stopped at hand-out 1.
+      const chaos = ending === 'complete' ? { '1': { throwAfter: 1 } } : { '1': { throwAfter: 1 }, '2': { throwAfter: 2 } };
+      const job = await queue.add('ingest', { batches: 4, batchMs: 10, chaos }, { attempts: 2, backoff: { type: 'fixed', delay: 4000 } });
+      const args = (dir: string) => ['--queue', name, '--server', server.url, '--dir', dir, '--redis', REDIS_URL.href, '--lock-ms', '1000'];
+      const first = startScript('test/support/bullmq-chaos-worker.ts', args(machineB));
+      await first.waitFor((line) => line.event === 'failed');
+      first.signal('SIGKILL');
+      await first.done;
+      // Machine B keeps its file of the job: a retry is to come.
+      expect(readdirSync(machineB, { recursive: true }).filter((file) => String(file).endsWith('.db'))).toHaveLength(1);
+      const a = startScript('test/support/bullmq-chaos-worker.ts', args(tempDir()), { ONCEBOX_FAILPOINT: 'bullmq:after-terminal@1' });
+      expect((await a.done).signal).toBe('SIGKILL');
+      let ran = 0;
+      const b = worker(name, server, machineB, {
+        processor: async (j, box) => {
+          ran++;
+          return batchLoop()(j, box);
+        },
+        worker: { lockDuration: 1000, stalledInterval: 1000 },
+      });
+      const final = await finalState(queue, job.id!);
+      expect(ran).toBe(0);
+      expect(b.errors).toEqual([]);
+      const failures = (await server.events({ asset: LifecycleAsset.Failed })).map((event) => (event.extra as { willRetry: boolean }).willRetry);
+      expect(final.state).toBe(ending === 'complete' ? 'completed' : 'failed');
+      expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(ending === 'complete' ? 1 : 0);
+      expect(failures).toEqual(ending === 'complete' ? [true] : [true, false]);
+      expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, ending === 'complete' ? 4 : 3));
     });
   }
 

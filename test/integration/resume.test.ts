@@ -54,6 +54,63 @@ describe('resuming a retry from the server', () => {
     await newer.close();
   });
 
+  it("with resume: 'server-newer', drops what its file had not delivered and holds what the server holds, once another machine got further", async () => {
+    const { url } = await startServer();
+    const dir = tempDir();
+    const base = { server: url, producer: 'p' };
+    const stale = join(dir, 'machine-a.db');
+    // Machine A delivers batch 1, then commits batch 2 (holding an emission for the run's success) and
+    // stops before its relay sends it.
+    await runAttempt({ ...base, path: stale, run: { ...RUN, attempt: 1 } }, [1]);
+    const unsent = await openOutbox({ ...base, path: stale, run: { ...RUN, attempt: 1 }, relay: 'manual' });
+    unsent.commit((tx) => {
+      tx.set(unsent.checkpoint('backlog', progressSchema), { batch: 2 });
+      tx.set(unsent.checkpoint('only-here', progressSchema), { batch: 2 });
+      tx.emit(unsent.asset('batch_ready'), { partitionKey: 'batch-2', key: '0199a5c2-0000-7000-8000-000000000002' });
+      tx.emit(unsent.asset('run_done'), { partitionKey: 'from-a', on: 'success' });
+    });
+    await unsent.close({ timeoutMs: 0 });
+    // Machine B resumes the run from the server (batch 1) and takes it to batch 3, holding its own.
+    const b = await openOutbox({ ...base, path: join(dir, 'machine-b.db'), run: { ...RUN, attempt: 2 } });
+    for (const batch of [2, 3]) {
+      b.commit((tx) => {
+        tx.set(b.checkpoint('backlog', progressSchema), { batch });
+        tx.emit(b.asset('batch_ready'), { partitionKey: `batch-${batch}` });
+      });
+    }
+    b.commit((tx) => tx.emit(b.asset('run_done'), { partitionKey: 'from-b', on: 'success' }));
+    expect(await b.close()).toMatchObject({ pending: 0, dead: 0 });
+
+    // Attempt 3 lands on machine A again: it goes on from batch 3, and A's batch 2 never goes out.
+    const again = await openOutbox({ ...base, path: stale, run: { ...RUN, attempt: 3 }, resume: 'server-newer' });
+    expect(again.checkpoint('backlog', progressSchema).get()).toEqual({ batch: 3 });
+    expect(again.checkpoint('only-here', progressSchema).get()).toBeUndefined();
+    expect(again.status()).toMatchObject({ pending: 0, pendingCheckpoints: 0, dead: 0 });
+    again.complete();
+    expect(await again.close()).toMatchObject({ pending: 0, dead: 0 });
+    const server = await fetch(`${url}/v1/events?limit=100`).then((r) => r.json() as Promise<{ events: { asset: string; partitionKey: string; attempt: number }[] }>);
+    const of = (asset: string) => server.events.filter((e) => e.asset === asset).map((e) => e.partitionKey);
+    expect(of('batch_ready')).toEqual(['batch-1', 'batch-2', 'batch-3']);
+    expect(server.events.find((e) => e.partitionKey === 'batch-2')?.attempt).toBe(2);
+    expect(of('run_done')).toEqual(['from-b']);
+  });
+
+  it("with resume: 'server-newer', keeps its file's own progress when no other machine got further, also under a claimed attempt", async () => {
+    const { url } = await startServer();
+    const path = join(tempDir(), 'o.db');
+    const base = { server: url, producer: 'p', path };
+    await runAttempt({ ...base, run: { ...RUN, attempt: 1 } }, [1]);
+    const unsent = await openOutbox({ ...base, run: { ...RUN, attempt: 1 }, relay: 'manual' });
+    unsent.commit((tx) => tx.set(unsent.checkpoint('backlog', progressSchema), { batch: 2 }));
+    await unsent.close({ timeoutMs: 0 });
+    // 'claim' raises the epoch to the new attempt before the state is read: no reason to adopt it.
+    const again = await openOutbox({ ...base, run: { ...RUN, attempt: 'claim' }, resume: 'server-newer' });
+    expect(again.run?.attempt).toBe(2);
+    expect(again.resumedFrom).toBeUndefined();
+    expect(again.checkpoint('backlog', progressSchema).get()).toEqual({ batch: 2 });
+    expect(await again.close()).toMatchObject({ pending: 0, dead: 0 });
+  });
+
   it('starts from scratch when the server never heard of the run', async () => {
     const { url } = await startServer();
     const box = await openOutbox({ server: url, producer: 'p', path: join(tempDir(), 'o.db'), run: { ...RUN, attempt: 2 } });

@@ -32,6 +32,7 @@ export function checkpointStatements(db: Database.Database) {
         .values({ run_id: checkpoint.runId, task: checkpoint.task, name: checkpoint.name, value: checkpoint.value, updated_at: checkpoint.now })
         .onConflict((oc) => oc.columns(['run_id', 'task', 'name']).doUpdateSet({ value: checkpoint.value, updated_at: checkpoint.now })),
     ),
+    forgetRun: prepare(db, run, q.deleteFrom('checkpoints').where((eb) => eb.and({ run_id: run.runId, task: run.task }))),
     runHasCheckpoint: prepare(db, run, q.selectFrom('checkpoints').select('name').where((eb) => eb.and({ run_id: run.runId, task: run.task })).limit(sql.lit(1))),
   };
 }

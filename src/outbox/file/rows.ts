@@ -161,6 +161,9 @@ export function rowStatements(db: Database.Database) {
         )
         .orderBy('id'),
     ),
+    // An attempt's rows not delivered, forgotten when it adopts a newer attempt's progress from the server
+    // (resume.ts): that attempt resumed from before them, so their work is done again from there.
+    dropUndelivered: prepare(db, attempt, q.deleteFrom('outbox').where((eb) => eb.and(ofAttempt)).where('state', '<>', sql.lit('delivered'))),
     // An older attempt's row taken over where it stands, keeping its place in the file's commit order.
     takeOver: prepare(db, p.move, q.updateTable('outbox').set(pendingAgainAs).where('id', '=', p.move.id)),
     // A dead row sent again (`oncebox dead retry`) moves to the end of the file: the relay sends pending rows by id.

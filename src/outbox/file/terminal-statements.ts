@@ -43,6 +43,8 @@ export function terminalStatements(db: Database.Database) {
         state: HELD,
       }),
     ),
+    // Held, released or discarded: what the run's emissions on success are is then the server's mirror.
+    forgetHeldOfRun: prepare(db, p.run, q.deleteFrom('held_emissions').where('run_id', '=', p.run.runId).where('task', '=', p.run.task)),
     heldOfRun: prepare(
       db,
       p.run,
