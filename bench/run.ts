@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --json] [-- --quick] [-- --only airflow|waiters|testing|growth|pages] [-- --require-peers]
+ * npm run bench [-- --json] [-- --quick] [-- --only airflow|waiters|testing|growth|pages|pg] [-- --require-peers]
  *
  * Benchmarks, not tests: each figure is a ratio measured side by side in this one run, because a shared
  * 2-core machine is too noisy for absolute numbers to mean much from one run to the next.
@@ -132,6 +132,48 @@ async function pagesSection(): Promise<Record<string, number | null>> {
   };
 }
 
+/**
+ * Server ingest on PostgreSQL: 8 concurrent HTTP clients, 500 items per request, against raw batched
+ * inserts. The four runs take turns, round after round, so that each sees the same machine; medians of each.
+ */
+async function pgIngestSection() {
+  const ingestEvents = Math.round(60_000 * scale);
+  const ingestRounds: Record<'raw' | 'floor' | 'one' | 'two', IngestRun[]> = { raw: [], floor: [], one: [], two: [] };
+  for (let i = 0; i < rounds; i++) {
+    ingestRounds.raw.push(await pgRawInsert(ingestEvents));
+    ingestRounds.floor.push(await pgHttpFloor(ingestEvents));
+    ingestRounds.one.push(await pgIngest(ingestEvents, 1));
+    ingestRounds.two.push(await pgIngest(ingestEvents, 2));
+  }
+  const rate = (runs: IngestRun[]) => median(runs.map((run) => run.eventsPerS));
+  const cores = (runs: IngestRun[]) =>
+    runs.some((run) => run.coresBusy === null) ? null : Number(median(runs.map((run) => run.coresBusy!)).toFixed(2));
+  const cpuPerEvent = (runs: IngestRun[]) =>
+    runs.some((run) => run.serverCpuUsPerEvent === null) ? null : Number(median(runs.map((run) => run.serverCpuUsPerEvent!)).toFixed(1));
+  const postgresPerEvent = (runs: IngestRun[]) =>
+    runs.some((run) => run.postgresCpuUsPerEvent === null) ? null : Number(median(runs.map((run) => run.postgresCpuUsPerEvent!)).toFixed(1));
+  const coresText = (runs: IngestRun[]) =>
+    (cores(runs) === null ? '' : `, ${cores(runs)!.toFixed(2)} cores busy`) +
+    (cpuPerEvent(runs) === null ? '' : `, ${cpuPerEvent(runs)} µs CPU per event (server side, ${postgresPerEvent(runs)} of it PostgreSQL)`);
+  const pgRaw = rate(ingestRounds.raw);
+  const pgFloor = rate(ingestRounds.floor);
+  const pgOne = rate(ingestRounds.one);
+  const pgTwo = rate(ingestRounds.two);
+  console.log(`PostgreSQL raw INSERT … ON CONFLICT: ${fmt(pgRaw)} rows/s${coresText(ingestRounds.raw)}`);
+  console.log(`  HTTP floor (parse + raw insert): ${fmt(pgFloor)} events/s${coresText(ingestRounds.floor)}, ratio to raw ${ratio(pgFloor / pgRaw)}`);
+  console.log(`  oncebox, 1 instance:             ${fmt(pgOne)} events/s${coresText(ingestRounds.one)}, ratio to the floor ${ratio(pgOne / pgFloor)} (target >= 0.6), to raw ${ratio(pgOne / pgRaw)}`);
+  const pgCpu = cpuPerEvent(ingestRounds.one);
+  const floorCpu = cpuPerEvent(ingestRounds.floor);
+  if (pgCpu !== null && floorCpu !== null) console.log(`  CPU per event, oncebox over the floor: ${ratio(pgCpu / floorCpu)} (target <= 1.6)`);
+  console.log(`  oncebox, 2 instances:            ${fmt(pgTwo)} events/s${coresText(ingestRounds.two)}, over 1 instance ${ratio(pgTwo / pgOne)} (no target on 2 cores)`);
+  return { pgOne, pgTwo, pgRaw, pgFloor, pgCpu, floorCpu, cores, postgresPerEvent, ingestRounds };
+}
+
+if (values.only === 'pg') {
+  await pgIngestSection();
+  process.exit(0);
+}
+
 for (const [only, section] of [['growth', growthSection], ['pages', pagesSection]] as const) {
   if (values.only !== only) continue;
   const figures = await section();
@@ -198,37 +240,8 @@ console.log(
     `floor ${latencyFloor.toFixed(2)} ms = two durable commits (fsync ${fsync.toFixed(2)} ms each) + a bare loopback round trip ${roundTrip.toFixed(2)} ms`,
 );
 
-// Server ingest: 8 concurrent HTTP clients, 500 items per request, against raw batched inserts. The four
-// runs take turns, round after round, so that each sees the same machine; medians of each.
+const { pgOne, pgTwo, pgRaw, pgFloor, pgCpu, floorCpu, cores, postgresPerEvent, ingestRounds } = await pgIngestSection();
 const ingestEvents = Math.round(60_000 * scale);
-const ingestRounds: Record<'raw' | 'floor' | 'one' | 'two', IngestRun[]> = { raw: [], floor: [], one: [], two: [] };
-for (let i = 0; i < rounds; i++) {
-  ingestRounds.raw.push(await pgRawInsert(ingestEvents));
-  ingestRounds.floor.push(await pgHttpFloor(ingestEvents));
-  ingestRounds.one.push(await pgIngest(ingestEvents, 1));
-  ingestRounds.two.push(await pgIngest(ingestEvents, 2));
-}
-const rate = (runs: IngestRun[]) => median(runs.map((run) => run.eventsPerS));
-const cores = (runs: IngestRun[]) =>
-  runs.some((run) => run.coresBusy === null) ? null : Number(median(runs.map((run) => run.coresBusy!)).toFixed(2));
-const cpuPerEvent = (runs: IngestRun[]) =>
-  runs.some((run) => run.serverCpuUsPerEvent === null) ? null : Number(median(runs.map((run) => run.serverCpuUsPerEvent!)).toFixed(1));
-const postgresPerEvent = (runs: IngestRun[]) =>
-  runs.some((run) => run.postgresCpuUsPerEvent === null) ? null : Number(median(runs.map((run) => run.postgresCpuUsPerEvent!)).toFixed(1));
-const coresText = (runs: IngestRun[]) =>
-  (cores(runs) === null ? '' : `, ${cores(runs)!.toFixed(2)} cores busy`) +
-  (cpuPerEvent(runs) === null ? '' : `, ${cpuPerEvent(runs)} µs CPU per event (server side, ${postgresPerEvent(runs)} of it PostgreSQL)`);
-const pgRaw = rate(ingestRounds.raw);
-const pgFloor = rate(ingestRounds.floor);
-const pgOne = rate(ingestRounds.one);
-const pgTwo = rate(ingestRounds.two);
-console.log(`PostgreSQL raw INSERT … ON CONFLICT: ${fmt(pgRaw)} rows/s${coresText(ingestRounds.raw)}`);
-console.log(`  HTTP floor (parse + raw insert): ${fmt(pgFloor)} events/s${coresText(ingestRounds.floor)}, ratio to raw ${ratio(pgFloor / pgRaw)}`);
-console.log(`  oncebox, 1 instance:             ${fmt(pgOne)} events/s${coresText(ingestRounds.one)}, ratio to the floor ${ratio(pgOne / pgFloor)} (target >= 0.6), to raw ${ratio(pgOne / pgRaw)}`);
-const pgCpu = cpuPerEvent(ingestRounds.one);
-const floorCpu = cpuPerEvent(ingestRounds.floor);
-if (pgCpu !== null && floorCpu !== null) console.log(`  CPU per event, oncebox over the floor: ${ratio(pgCpu / floorCpu)} (target <= 1.6)`);
-console.log(`  oncebox, 2 instances:            ${fmt(pgTwo)} events/s${coresText(ingestRounds.two)}, over 1 instance ${ratio(pgTwo / pgOne)} (no target on 2 cores)`);
 const sqliteRaw = sqliteRawInsert(ingestEvents);
 const sqliteOne = (await sqliteIngest(ingestEvents)).eventsPerS;
 console.log(`SQLite store ingest:               ${fmt(sqliteOne)} events/s, raw better-sqlite3 ${fmt(sqliteRaw)} rows/s, ratio ${ratio(sqliteOne / sqliteRaw)}`);
