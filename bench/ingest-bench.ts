@@ -70,16 +70,22 @@ async function send(servers: readonly ServerProcess[], bodies: readonly string[]
 /**
  * Events/s that CLIENTS concurrent clients get stored, BATCH per request, spread over the servers. A
  * warm-up of a few requests per client runs first, so that the figure is the servers' steady state and
- * not their JIT compiling.
+ * not their JIT compiling. With `readable`, the work ends when a reader can page through the events
+ * (one read after the last request): a store that numbers events for readers only when they read
+ * (PostgreSQL's sequencer before store migration 011) pays for it inside the measurement, as a
+ * deployment with consumers does. The HTTP floor server has no read API, and no cursors to give.
  */
-async function drive(servers: readonly ServerProcess[], events: number): Promise<IngestRun> {
+async function drive(servers: readonly ServerProcess[], events: number, readable = true): Promise<IngestRun> {
   const perClient = Math.ceil(events / CLIENTS / BATCH);
   const run = `bench-${uuidv4()}`;
   const warmup = Array.from({ length: CLIENTS }, (_, client) => Array.from({ length: 4 }, (_, request) => requestBody(`${run}-warmup-${client}`, request)));
   await send(servers, warmup);
   const bodies = Array.from({ length: CLIENTS }, (_, client) => Array.from({ length: perClient }, (_, request) => requestBody(`${run}-${client}`, request)));
   const pids = servers.map((server) => server.child.pid!);
-  return measure(CLIENTS * perClient * BATCH, pids, () => send(servers, bodies));
+  return measure(CLIENTS * perClient * BATCH, pids, async () => {
+    await send(servers, bodies);
+    if (readable) await fetch(`${servers[0]!.url}/v1/events?limit=1&after=0`).then((response) => response.arrayBuffer());
+  });
 }
 
 /** Times `work`, which stores `events` events, and reads how many cores it and `pids` kept busy. */
@@ -122,7 +128,7 @@ export async function pgHttpFloor(events: number): Promise<IngestRun> {
   await client.end();
   const server = await spawnServer(['bench/http-floor-server.ts', PG_URL, schema]);
   try {
-    return await drive([server], events);
+    return await drive([server], events, false);
   } finally {
     await server.stop();
     await dropSchema(schema);

@@ -583,22 +583,16 @@ export const BREAKS: Break[] = [
     postgres: true,
   },
   {
-    what: 'PostgreSQL cursors given by insertion id, not by the sequencer after commit',
+    what: "PostgreSQL events taking their cursors without the cursors' lock (an ingest that commits late leaves its event below a cursor a reader has passed)",
     guarantee: 'G14',
-    edits: [{ file: postgresStore, find: '    await this.sequenceEvents();\n', replace: '    await sql`UPDATE events SET cursor = id WHERE cursor IS NULL`.execute(this.db);\n' }],
+    edits: [{ file: postgresIngestSteps, find: '      await runStatement(client, run.lockCursors, { key: this.cursorLock });\n', replace: '' }],
     caughtBy: [{ file: cluster, name: 'commits after later ones' }],
     postgres: true,
   },
   {
-    what: 'the PostgreSQL cursor sequencer without its advisory lock',
+    what: "PostgreSQL's cursors' lock held by the connection rather than the transaction (released only when the connection closes)",
     guarantee: 'G14',
-    edits: [
-      {
-        file: postgresStore,
-        find: "      await sql`SELECT pg_advisory_xact_lock(${advisoryKey(this.schema, 'sequence')}::bigint)`.execute(trx);\n",
-        replace: '',
-      },
-    ],
+    edits: [{ file: postgresStatements, find: 'sql<never>`SELECT pg_advisory_xact_lock(${cursorLock.key})`', replace: 'sql<never>`SELECT pg_advisory_lock(${cursorLock.key})`' }],
     caughtBy: [{ file: cluster, name: 'six readers' }],
     postgres: true,
   },

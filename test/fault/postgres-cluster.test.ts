@@ -6,6 +6,7 @@ import { FencedError, openOutbox } from '../../src/outbox/index.js';
 import { runScript, startScript, type StartedScript } from '../support/child.js';
 import { startFaultProxy, type Fault } from '../support/fault-proxy.js';
 import { item, newKey, post, STREAM } from '../support/http.js';
+import { advisoryKey } from '../../src/dedupe/postgres/migrate.js';
 import { PG_URL, pgAvailable, pgSkipReason, testSchema } from '../support/postgres.js';
 import { allEvents } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
@@ -172,23 +173,29 @@ describe.skipIf(!pgAvailable)(`several server instances on one PostgreSQL${pgSki
     const server = startScript('src/cli/main.ts', ['server', '--db', PG_URL, '--schema', schema, '--port', '0']);
     const url = (await server.waitFor((line) => line.event === 'listening')).url as string;
     await fetch(`${url}/v1/assets/batch_ready`, { method: 'PUT' });
-    // A writer that has inserted its event but not committed yet, as a slow ingest transaction would.
+    // A writer that has inserted its event, as an ingest does (under the cursors' lock), and not
+    // committed yet, as a slow ingest transaction would.
     const slow = new pg.Client({ connectionString: PG_URL });
     await slow.connect();
     await slow.query('BEGIN');
+    await slow.query('SELECT pg_advisory_xact_lock($1)', [advisoryKey(schema, 'cursors')]);
     const lateEvent = newKey();
     await slow.query(
       `INSERT INTO "${schema}".events (event_id, key, ts, asset, producer, workflow, run_id, task, attempt, seq)
        VALUES ($1, $2, '2026-11-30T00:00:00.000Z', 'batch_ready', 'p', 'w', 'slow', NULL, 1, 1)`,
       [lateEvent, newKey()],
     );
-    await post(`${url}/v1/emissions`, JSON.stringify({ stream: STREAM, items: [item(1, newKey()), item(2, newKey())] }));
+    // A later request's events would take cursors above the slow one's: it waits until that commits.
+    const later = [newKey(), newKey()];
+    const posting = post(`${url}/v1/emissions`, JSON.stringify({ stream: STREAM, items: later.map((key, i) => item(i + 1, key)) }));
+    expect(await Promise.race([posting.then(() => 'answered'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 500))])).toBe('waiting');
     const before: any = await (await fetch(`${url}/v1/events`)).json();
-    expect(before.events).toHaveLength(2);
+    expect(before.events).toEqual([]);
     await slow.query('COMMIT');
     await slow.end();
+    expect((await posting).status).toBe(200);
     const after: any = await (await fetch(`${url}/v1/events?after=${before.next}`)).json();
-    expect(after.events.map((e: { eventId: string }) => e.eventId)).toEqual([lateEvent]);
+    expect(after.events.map((e: { eventId: string; key: string }) => (e.eventId === lateEvent ? 'late' : e.key))).toEqual(['late', ...later]);
   });
 
   it('lets six readers paging by cursor at once see every event exactly once while two instances write concurrently', async () => {

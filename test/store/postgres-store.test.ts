@@ -278,4 +278,43 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
       await store.close();
     }
   });
+
+  it('migration 011: numbers the events the sequencer had not yet, above every cursor it gave, and new events above them', async () => {
+    const { migratePostgres } = await import('../../src/dedupe/postgres/migrate.js');
+    const { serverPostgresMigrations } = await import('../../src/dedupe/postgres/migrations.js');
+    const schema = testSchema();
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+    const keys = Array.from({ length: 5 }, () => randomUUID());
+    try {
+      await migratePostgres(pool, schema, serverPostgresMigrations.filter((m) => m.version <= 10));
+      await pool.query(`INSERT INTO "${schema}".assets VALUES ('batch_ready', 't0')`);
+      // Cursors 5 to 7 given; 8 and 9 were given too, to events retention has removed since; two rows wait.
+      for (const [i, key] of keys.entries()) {
+        await pool.query(
+          `INSERT INTO "${schema}".events (event_id, key, ts, asset, producer, workflow, run_id, task, attempt, seq, cursor)
+           VALUES ($1, $1, 't0', 'batch_ready', 'p', 'w', 'old', NULL, 1, $2, $3)`,
+          [key, i + 1, i < 3 ? i + 5 : null],
+        );
+      }
+      await pool.query(`UPDATE "${schema}".event_cursor SET last = 9`);
+    } finally {
+      await pool.end();
+    }
+    const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
+    try {
+      const [stored] = await store.ingest({ ...STREAM, runId: 'new' }, [checkItem(item(1, newKey()), 0)]);
+      expect(stored).toMatchObject({ status: 'accepted' });
+      const page = await store.listEvents({ after: 0, limit: 10 });
+      expect(page.events.map((e) => [e.cursor, e.runId === 'old' ? e.key : 'new'])).toEqual([
+        [5, keys[0]],
+        [6, keys[1]],
+        [7, keys[2]],
+        [10, keys[3]],
+        [11, keys[4]],
+        [12, 'new'],
+      ]);
+    } finally {
+      await store.close();
+    }
+  });
 });

@@ -162,7 +162,6 @@ export class Catalog {
         .where('s.task', '=', key.task),
     );
     if (rows.length === 0) return undefined;
-    await this.db.beforeRead();
     const [[summary], lifecycle, rejections] = await Promise.all([
       this.summariesOfStreams(rows),
       this.db.all(
@@ -185,7 +184,6 @@ export class Catalog {
   }
 
   async consumers(query: PageQuery & { producer?: string | undefined }, scope: CatalogScope): Promise<Page<ConsumerGroup>> {
-    await this.db.beforeRead();
     const after = decodePageCursor(query.after, groupKey);
     const { q } = this.db;
     let select = q
@@ -289,7 +287,6 @@ export class Catalog {
 
   /** The counts brought up to the newest event, one rollup at a time on this instance. */
   private async ready(): Promise<void> {
-    await this.db.beforeRead();
     this.rollup ??= advanceRollup(this.db).finally(() => {
       this.rollup = undefined;
     });

@@ -1,9 +1,9 @@
 import type { Compilable, Kysely } from 'kysely';
 import type { EventRow, SharedTables } from '../tables.js';
 
-/** The tables the catalog reads, as both stores have them (PostgreSQL's cursor is NULL until sequenced). */
+/** The tables the catalog reads, as both stores have them. */
 export interface CatalogSchema extends SharedTables {
-  events: Omit<EventRow, 'cursor'> & { cursor: number | null };
+  events: EventRow;
 }
 
 /** A catalog write: its statements, run in one transaction; each yields a query and gets its rows back. */
@@ -19,8 +19,6 @@ export interface CatalogDatabase {
   readonly q: Kysely<CatalogSchema>;
   all<Row>(query: Compilable<Row>): Promise<Row[]>;
   transaction<Result>(steps: () => CatalogSteps<Result>): Promise<Result>;
-  /** Makes every committed event readable first (PostgreSQL gives cursors after commit). */
-  beforeRead(): Promise<void>;
 }
 
 /** Runs a write's steps against a synchronous executor (SQLite, inside its transaction). */

@@ -10,8 +10,6 @@ export class PostgresCatalogDatabase implements CatalogDatabase {
   constructor(
     private readonly pool: pg.Pool,
     readonly q: Kysely<CatalogSchema>,
-    /** Gives committed events their cursors, so that a read sees every event committed before it. */
-    readonly beforeRead: () => Promise<void>,
   ) {}
 
   async all<Row>(query: Compilable<Row>): Promise<Row[]> {

@@ -29,7 +29,6 @@ export class SqliteCatalogDatabase implements CatalogDatabase {
     return runStepsSync(steps, (query) => this.run(query));
   }
 
-  async beforeRead(): Promise<void> {}
 
   private run(query: Compilable<unknown>): unknown[] {
     const { sql, parameters } = query.compile();

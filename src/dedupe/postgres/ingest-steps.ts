@@ -16,6 +16,8 @@ export class PostgresIngestSteps {
     private readonly statements: ReturnType<typeof ingestStatements>,
     /** The NOTIFY channel that wakes waiting readers on every instance. */
     private readonly channel: string,
+    /** The advisory lock under which events take their cursors, the same on every instance of the schema. */
+    private readonly cursorLock: string,
   ) {}
 
   /** The reads and writes of one request's ingest, each one round trip inside its transaction. */
@@ -78,29 +80,6 @@ export class PostgresIngestSteps {
     const ofAttempt = attemptOf(stream);
     const { producer } = stream;
     const { events, outcomes } = writes;
-    if (events.length > 0) {
-      const lineages = events.map((e) => lineageColumns(e.lineage));
-      await runStatement(client, run.insertEvents, {
-        eventIds: events.map((e) => e.eventId),
-        keys: events.map((e) => e.item.key),
-        assets: events.map((e) => e.item.payload.asset),
-        partitionKeys: events.map((e) => e.item.payload.partitionKey ?? null),
-        partitionDates: events.map((e) => e.item.payload.partitionDate ?? null),
-        extras: events.map((e) => e.item.payload.extra ?? null),
-        seqs: events.map((e) => e.item.seq),
-        traceContexts: events.map((e) => (e.item.trace === undefined ? null : JSON.stringify(e.item.trace))),
-        causedBy: lineages.map((l) => l.causedBy),
-        depths: lineages.map((l) => l.depth),
-        lineages: lineages.map((l) => l.lineage),
-        ts: clock.ts,
-        producer,
-        workflow: stream.workflow,
-        runId: stream.runId,
-        task: stream.task,
-        attempt: stream.attempt,
-      });
-      await runStatement(client, run.notifyStored, { channel: this.channel, payload: notifyPayload(events.map((e) => e.item.payload.asset)) });
-    }
     if (outcomes.length > 0) {
       await runStatement(client, run.recordOutcomes, {
         ...ofAttempt,
@@ -124,6 +103,34 @@ export class PostgresIngestSteps {
       // In key order, like the claims: two requests counting the same keys lock them in the same order.
       const sorted = [...writes.duplicates].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
       await runStatement(client, run.countDuplicates, { ...ofAttempt, keys: sorted.map((d) => d.key), assets: sorted.map((d) => d.asset) });
+    }
+    if (events.length > 0) {
+      // Last, so that the lock is held for as short a time as can be: from here to the commit. Cursors are
+      // given in commit order (a reader that has passed cursor c never finds a row below c committed later)
+      // because every request that stores events takes it before its insert and keeps it until it has
+      // committed. Nothing after this waits for a row lock, so holding it cannot deadlock.
+      await runStatement(client, run.lockCursors, { key: this.cursorLock });
+      const lineages = events.map((e) => lineageColumns(e.lineage));
+      await runStatement(client, run.insertEvents, {
+        eventIds: events.map((e) => e.eventId),
+        keys: events.map((e) => e.item.key),
+        assets: events.map((e) => e.item.payload.asset),
+        partitionKeys: events.map((e) => e.item.payload.partitionKey ?? null),
+        partitionDates: events.map((e) => e.item.payload.partitionDate ?? null),
+        extras: events.map((e) => e.item.payload.extra ?? null),
+        seqs: events.map((e) => e.item.seq),
+        traceContexts: events.map((e) => (e.item.trace === undefined ? null : JSON.stringify(e.item.trace))),
+        causedBy: lineages.map((l) => l.causedBy),
+        depths: lineages.map((l) => l.depth),
+        lineages: lineages.map((l) => l.lineage),
+        ts: clock.ts,
+        producer,
+        workflow: stream.workflow,
+        runId: stream.runId,
+        task: stream.task,
+        attempt: stream.attempt,
+      });
+      await runStatement(client, run.notifyStored, { channel: this.channel, payload: notifyPayload(events.map((e) => e.item.payload.asset)) });
     }
   }
 }

@@ -267,4 +267,28 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
         ORDER BY e.asset = 'oncebox.run_succeeded' DESC, e.id DESC LIMIT 1);
     `,
   },
+  {
+    version: 11,
+    name: '011_cursor_at_insert',
+    sql: `
+      -- An event takes its cursor when it is inserted, from a sequence, under a transaction-scoped advisory
+      -- lock that the request holds until it commits (PostgresIngestSteps): the requests that store events
+      -- commit one after another, in cursor order, so a reader never finds a row below a cursor it has
+      -- passed. Before this version a sequencer numbered committed rows before each read, with an UPDATE
+      -- of every event row that wrote each of its indexes a second time. The rows it had not numbered
+      -- yet are numbered here, as it would have.
+      UPDATE events SET cursor = (SELECT last FROM event_cursor) + numbered.rn
+      FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM events WHERE cursor IS NULL) AS numbered
+      WHERE events.id = numbered.id;
+      CREATE SEQUENCE event_cursors;
+      -- Above every cursor ever given, also those of events retention has removed since.
+      SELECT setval('event_cursors', greatest((SELECT last FROM event_cursor), coalesce((SELECT max(cursor) FROM events), 0)) + 1, false);
+      ALTER TABLE events ALTER COLUMN cursor SET DEFAULT nextval('event_cursors'), ALTER COLUMN cursor SET NOT NULL;
+      DROP INDEX events_unsequenced;
+      DROP TABLE event_cursor;
+      -- The insertion order the sequencer went by: the cursor is the event's identity now, and its
+      -- unique index the only one an event needs besides those readers page by.
+      ALTER TABLE events DROP COLUMN id;
+    `,
+  },
 ];

@@ -4,9 +4,8 @@ import type { EventRow, OfAttempt, OfStream, SharedTables, StoredRunOutcome } fr
 import { pgParams, pgStatement } from './connection.js';
 
 export interface PgSchema extends SharedTables {
-  /** `id` is the insertion order; `cursor` is given after commit by the sequencer. */
-  events: Omit<EventRow, 'cursor'> & { id: number; cursor: number | null };
-  event_cursor: { id: number; last: number };
+  /** `cursor` is the order of commits, given at insert (see insertEvents). */
+  events: EventRow;
 }
 
 const STREAM_TYPES = { producer: 'text', runId: 'text', task: 'text' } as const;
@@ -112,6 +111,7 @@ export function ingestStatements(db: Kysely<PgSchema>) {
   const epoch = pgParams<OfStream & { epoch: number; ts: string }>({ ...STREAM_TYPES, epoch: 'integer', ts: 'text' });
   const channel = pgParams<{ channel: string; payload: string }>({ channel: 'text', payload: 'text' });
   const cursors = pgParams<{ cursors: number[] }>({ cursors: 'bigint[]' });
+  const cursorLock = pgParams<{ key: string }>({ key: 'bigint' });
 
   return {
     // Creates the stream, or marks it active now; either way its row is locked until the transaction
@@ -162,15 +162,21 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         ON CONFLICT (producer, key) DO NOTHING
         RETURNING key`.compile(db),
     ),
+    // The lock under which events take their cursors, held until the request commits (see insertEvents).
+    lockCursors: pgStatement('lockCursors', cursorLock, sql<never>`SELECT pg_advisory_xact_lock(${cursorLock.key})`.compile(db)),
+    // Each event takes the next cursor (the column's default, from a sequence) in the request's order.
     insertEvents: pgStatement(
       'insertEvents',
       events,
       sql`
         INSERT INTO events (event_id, key, asset, partition_key, partition_date, extra, seq, trace_context, caused_by, depth, lineage,
                             ts, producer, workflow, run_id, task, attempt)
-        SELECT e.*, ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId}, ${events.task}, ${events.attempt}
+        SELECT e.event_id, e.key, e.asset, e.partition_key, e.partition_date, e.extra, e.seq, e.trace_context, e.caused_by, e.depth, e.lineage,
+               ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId}, ${events.task}, ${events.attempt}
         FROM unnest(${events.eventIds}, ${events.keys}, ${events.assets}, ${events.partitionKeys}, ${events.partitionDates},
-                    ${events.extras}, ${events.seqs}, ${events.traceContexts}, ${events.causedBy}, ${events.depths}, ${events.lineages}) AS e`.compile(db),
+                    ${events.extras}, ${events.seqs}, ${events.traceContexts}, ${events.causedBy}, ${events.depths}, ${events.lineages})
+             WITH ORDINALITY AS e(event_id, key, asset, partition_key, partition_date, extra, seq, trace_context, caused_by, depth, lineage, n)
+        ORDER BY e.n`.compile(db),
     ),
     recordOutcomes: pgStatement(
       'recordOutcomes',

@@ -4,7 +4,7 @@ import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../p
 import { ingestPolicy, ingestSteps, runIngest, TRUSTED_SCOPE, type IngestPolicy, type IngestScope } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
-import { deleteInBatches, streamOf, toStoredEvent, type EventRow } from '../tables.js';
+import { deleteInBatches, streamOf, toStoredEvent } from '../tables.js';
 import type { LineagePolicy } from '../ingest/lineage.js';
 import { decideClaim, type AttemptClaim, type ClaimDecision } from '../attempt-claim.js';
 import { EventSignal } from '../event-signal.js';
@@ -72,10 +72,10 @@ export class PostgresDedupeStore implements DedupeStore {
     this.channel = `oncebox_events_${advisoryKey(schema, 'events')}`;
     this.db = new Kysely<PgSchema>({ dialect: new PostgresDialect({ pool }) });
     this.statements = ingestStatements(this.db);
-    this.steps = new PostgresIngestSteps(this.statements, this.channel);
+    this.steps = new PostgresIngestSteps(this.statements, this.channel, advisoryKey(schema, 'cursors'));
     this.now = now ?? (() => new Date());
     this.tokens = new TokenRegistry(new Kysely({ dialect: new PostgresDialect({ pool }) }), this.now);
-    this.catalogDb = new PostgresCatalogDatabase(pool, this.db as unknown as Kysely<CatalogSchema>, () => this.sequenceEvents());
+    this.catalogDb = new PostgresCatalogDatabase(pool, this.db as unknown as Kysely<CatalogSchema>);
     this.catalog = new Catalog(this.catalogDb, this.now);
   }
 
@@ -125,65 +125,16 @@ export class PostgresDedupeStore implements DedupeStore {
     );
   }
 
-  /**
-   * Gives committed events their cursors, in insertion order, one sequencer at a time. A row whose
-   * transaction has not committed yet is invisible here and gets a cursor later, above every cursor
-   * given so far: so a reader paging by cursor never skips an event that committed late.
-   */
-  private sequenceEvents(): Promise<void> {
-    // Callers share sequencing runs: one that arrives while a run is going joins the next, which starts
-    // when that one ends and so sees every event committed before the caller asked. Readers woken
-    // together then cost one sequencing transaction, not one each.
-    if (this.nextSequencing !== undefined) return this.nextSequencing;
-    if (this.sequencing !== undefined) {
-      this.nextSequencing = this.sequencing.catch(() => undefined).then(() => {
-        this.nextSequencing = undefined;
-        return this.startSequencing();
-      });
-      return this.nextSequencing;
-    }
-    return this.startSequencing();
-  }
-
-  private sequencing: Promise<void> | undefined;
-  private nextSequencing: Promise<void> | undefined;
-
-  private startSequencing(): Promise<void> {
-    const run = this.sequenceOnce().finally(() => {
-      if (this.sequencing === run) this.sequencing = undefined;
-    });
-    this.sequencing = run;
-    return run;
-  }
-
-  private async sequenceOnce(): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      await sql`SELECT pg_advisory_xact_lock(${advisoryKey(this.schema, 'sequence')}::bigint)`.execute(trx);
-      const { last } = await trx.selectFrom('event_cursor').select('last').where('id', '=', 1).executeTakeFirstOrThrow();
-      const result = await sql<{ cursor: number }>`
-        UPDATE events SET cursor = ${last}::bigint + numbered.rn
-        FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM events WHERE cursor IS NULL) AS numbered
-        WHERE events.id = numbered.id
-        RETURNING events.cursor`.execute(trx);
-      if (result.rows.length > 0) {
-        await trx.updateTable('event_cursor').set({ last: sql`last + ${result.rows.length}` }).where('id', '=', 1).execute();
-      }
-    });
-  }
-
   async listEvents(query: EventQuery): Promise<EventPage> {
-    await this.sequenceEvents();
     let select = this.db
       .selectFrom('events')
       .selectAll()
-      .where('cursor', 'is not', null)
       .where('cursor', '>', query.after)
       .orderBy('cursor')
       .limit(query.limit);
     if (query.asset !== undefined) select = select.where('asset', '=', query.asset);
     else if (query.assets !== undefined) select = select.where('asset', 'in', [...query.assets]);
-    // Only sequenced rows were selected: cursor is not null.
-    const events = (await select.execute()).map((row) => toStoredEvent(row as EventRow));
+    const events = (await select.execute()).map((row) => toStoredEvent(row));
     return { events, next: events.at(-1)?.cursor ?? query.after };
   }
 
@@ -288,7 +239,7 @@ export class PostgresDedupeStore implements DedupeStore {
       events = await deleteInBatches(policy.batchSize, () =>
         inTransaction(this.pool, async (client) => {
           const { rows } = await client.query<RemovedEvent>(
-            'DELETE FROM events WHERE id IN (SELECT id FROM events WHERE ts < $1 LIMIT $2::integer) RETURNING asset, partition_key, cursor',
+            'DELETE FROM events WHERE cursor IN (SELECT cursor FROM events WHERE ts < $1 LIMIT $2::integer) RETURNING asset, partition_key, cursor',
             [cutoff, policy.batchSize],
           );
           await this.catalogDb.runOn(client, forgetRemoved(this.catalogDb, rows));
