@@ -317,4 +317,70 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
       await store.close();
     }
   });
+
+  it('migration 012: moves each dedupe record onto its event, keeps the records that outlived theirs, and leaves expired keys released', async () => {
+    const { migratePostgres } = await import('../../src/dedupe/postgres/migrate.js');
+    const { serverPostgresMigrations } = await import('../../src/dedupe/postgres/migrations.js');
+    const schema = testSchema();
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+    const sent = [1, 2, 3].map((seq) => item(seq, newKey()));
+    const fingerprints = sent.map((s) => (checkItem(s, 0) as { fingerprint: string }).fingerprint);
+    const ids = sent.map(() => randomUUID());
+    const orphan = item(4, newKey());
+    const orphanId = randomUUID();
+    try {
+      await migratePostgres(pool, schema, serverPostgresMigrations.filter((m) => m.version <= 11));
+      await pool.query(`INSERT INTO "${schema}".assets VALUES ('batch_ready', 't0')`);
+      for (const [i, s] of sent.entries()) {
+        await pool.query(
+          `INSERT INTO "${schema}".events (event_id, key, ts, asset, partition_key, producer, workflow, run_id, task, attempt, seq)
+           VALUES ($1, $2, 't${i}', 'batch_ready', $3, $4, 'w', 'old', NULL, 1, $5)`,
+          [ids[i], s.key, s.partitionKey, STREAM.producer, s.seq],
+        );
+      }
+      // Events 1 and 2 have their records (2 absorbed three retries); event 3's record has expired; the
+      // fourth record's event was removed by retention inside the window.
+      for (const i of [0, 1]) {
+        await pool.query(`INSERT INTO "${schema}".dedupe (producer, key, fingerprint, event_id, ts, created_at, duplicates) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
+          STREAM.producer,
+          sent[i]!.key,
+          fingerprints[i],
+          ids[i],
+          `t${i}`,
+          Date.now(),
+          i === 1 ? 3 : 0,
+        ]);
+      }
+      await pool.query(`INSERT INTO "${schema}".dedupe (producer, key, fingerprint, event_id, ts, created_at) VALUES ($1, $2, $3, $4, 't-orphan', $5)`, [
+        STREAM.producer,
+        orphan.key,
+        (checkItem(orphan, 0) as { fingerprint: string }).fingerprint,
+        orphanId,
+        Date.now(),
+      ]);
+      await pool.query(`INSERT INTO "${schema}".streams (producer, run_id, task, epoch, updated_at) VALUES ($1, 'old', '', 1, 't0')`, [STREAM.producer]);
+      await pool.query(`INSERT INTO "${schema}".stream_seqs (producer, run_id, task, attempt, last_seq) VALUES ($1, 'old', '', 1, 3)`, [STREAM.producer]);
+    } finally {
+      await pool.end();
+    }
+    const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
+    try {
+      expect(await store.streamState(STREAM.producer, 'old', null)).toMatchObject({ epoch: 1, attempts: [{ attempt: 1, lastSeq: 3 }] });
+      const retried = await store.ingest({ ...STREAM, runId: 'new' }, [...sent, orphan].map((s, i) => checkItem({ ...s, seq: i + 1 }, 0)));
+      expect(retried.map((r) => [r.status, 'eventId' in r ? r.eventId : undefined])).toEqual([
+        ['duplicate', ids[0]],
+        ['duplicate', ids[1]],
+        ['accepted', expect.any(String)],
+        ['duplicate', orphanId],
+      ]);
+      expect(retried[2]).not.toMatchObject({ eventId: ids[2] });
+      // The counts moved with the records: event 2's three retries and this one.
+      const partitions = await store.catalog.partitions('batch_ready', { limit: 10 });
+      const counted = Object.fromEntries(partitions!.items.map((p) => [p.partitionKey, p.duplicates]));
+      expect(counted[sent[1]!.partitionKey!]).toBe(4);
+      expect(counted[sent[0]!.partitionKey!]).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
 });

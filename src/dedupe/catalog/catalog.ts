@@ -83,14 +83,10 @@ export class Catalog {
     if (!summary || (!summary.registered && summary.events === 0)) return undefined;
     const after = decodePageCursor(query.after, nameKey)?.[0];
     const { q } = this.db;
-    // The embedded store's event row is its own dedupe record and counts its duplicates; PostgreSQL's record does.
-    const events = this.db.dialect === 'sqlite'
-      ? q.selectFrom('events as e').select(sql<number>`sum(e.duplicates)`.as('duplicates'))
-      : q
-          .selectFrom('events as e')
-          .leftJoin('dedupe as d', (join) => join.onRef('d.producer', '=', 'e.producer').onRef('d.key', '=', 'e.key'))
-          .select(sql<number>`cast(sum(coalesce(d.duplicates, 0)) as bigint)`.as('duplicates'));
-    let groups = events
+    // An event row is its own dedupe record (on both stores) and counts the retries it absorbed.
+    let groups = q
+      .selectFrom('events as e')
+      .select(sql<number>`sum(e.duplicates)`.as('duplicates'))
       .select(['e.partition_key', (eb) => eb.fn.countAll().as('events'), (eb) => eb.fn.max('e.cursor').as('cursor')])
       .where('e.asset', '=', asset)
       .where('e.partition_key', 'is not', null)

@@ -40,17 +40,33 @@ export class PostgresIngestSteps {
         const rows = await runStatement(client, run.checkpointNames, { producer, runId: stream.runId, task: ofAttempt.task });
         return new Set(rows.map((row) => row.name));
       },
+      // The event row is its own dedupe record: claiming a key stores its event, with the next cursor.
+      // Under the cursors' lock, held from here to the commit: requests that store events commit in
+      // cursor order (G14), and no two claim at once, so claims in any key order cannot deadlock.
       claim: async ({ claims, clock }) => {
-        // In key order, so that two requests claiming the same keys take their locks in the same order and
-        // one waits for the other rather than both for each other (a deadlock).
-        const sorted = [...claims].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-        const rows = await runStatement(client, run.claimKeys, {
-          producer,
-          keys: sorted.map((c) => c.key),
-          fingerprints: sorted.map((c) => c.fingerprint),
-          eventIds: sorted.map((c) => c.eventId),
-          ts: clock.ts,
+        await runStatement(client, run.lockCursors, { key: this.cursorLock });
+        const lineages = claims.map((c) => lineageColumns(c.event.lineage));
+        const items = claims.map((c) => c.event.item);
+        const rows = await runStatement(client, run.claimEvents, {
+          eventIds: claims.map((c) => c.eventId),
+          keys: claims.map((c) => c.key),
+          fingerprints: claims.map((c) => c.fingerprint),
           createdAt: clock.ms,
+          assets: items.map((item) => item.payload.asset),
+          partitionKeys: items.map((item) => item.payload.partitionKey ?? null),
+          partitionDates: items.map((item) => item.payload.partitionDate ?? null),
+          extras: items.map((item) => item.payload.extra ?? null),
+          seqs: items.map((item) => item.seq),
+          traceContexts: items.map((item) => (item.trace === undefined ? null : JSON.stringify(item.trace))),
+          causedBy: lineages.map((l) => l.causedBy),
+          depths: lineages.map((l) => l.depth),
+          lineages: lineages.map((l) => l.lineage),
+          ts: clock.ts,
+          producer,
+          workflow: stream.workflow,
+          runId: stream.runId,
+          task: stream.task,
+          attempt: stream.attempt,
         });
         return new Set(rows.map((row) => row.key));
       },
@@ -74,11 +90,10 @@ export class PostgresIngestSteps {
     };
   }
 
-  /** Stores what the resolve step decided: events (and their notification), outcomes, checkpoints, position, epoch. */
+  /** Stores what the resolve step decided: the events' notification, outcomes, checkpoints, position, epoch. */
   private async write(client: pg.PoolClient, stream: StreamIdentity, { writes, clock }: Parameters<StepHandler<true>['write']>[0]): Promise<void> {
     const run = this.statements;
     const ofAttempt = attemptOf(stream);
-    const { producer } = stream;
     const { events, outcomes } = writes;
     if (outcomes.length > 0) {
       await runStatement(client, run.recordOutcomes, {
@@ -100,36 +115,13 @@ export class PostgresIngestSteps {
     if (writes.epoch !== null) await runStatement(client, run.raiseEpoch, { ...ofAttempt, epoch: writes.epoch, ts: clock.ts });
     if (writes.runOutcome !== null) await runStatement(client, run.saveRunOutcome, { ...ofAttempt, outcome: writes.runOutcome });
     if (writes.duplicates.length > 0) {
-      // In key order, like the claims: two requests counting the same keys lock them in the same order.
+      // In key order: two requests counting the same keys (one of them perhaps without the cursors' lock,
+      // having claimed nothing) lock them in the same order.
       const sorted = [...writes.duplicates].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
       await runStatement(client, run.countDuplicates, { ...ofAttempt, keys: sorted.map((d) => d.key), assets: sorted.map((d) => d.asset) });
     }
+    // The new events were stored when their keys were claimed; readers elsewhere hear of them at commit.
     if (events.length > 0) {
-      // Last, so that the lock is held for as short a time as can be: from here to the commit. Cursors are
-      // given in commit order (a reader that has passed cursor c never finds a row below c committed later)
-      // because every request that stores events takes it before its insert and keeps it until it has
-      // committed. Nothing after this waits for a row lock, so holding it cannot deadlock.
-      await runStatement(client, run.lockCursors, { key: this.cursorLock });
-      const lineages = events.map((e) => lineageColumns(e.lineage));
-      await runStatement(client, run.insertEvents, {
-        eventIds: events.map((e) => e.eventId),
-        keys: events.map((e) => e.item.key),
-        assets: events.map((e) => e.item.payload.asset),
-        partitionKeys: events.map((e) => e.item.payload.partitionKey ?? null),
-        partitionDates: events.map((e) => e.item.payload.partitionDate ?? null),
-        extras: events.map((e) => e.item.payload.extra ?? null),
-        seqs: events.map((e) => e.item.seq),
-        traceContexts: events.map((e) => (e.item.trace === undefined ? null : JSON.stringify(e.item.trace))),
-        causedBy: lineages.map((l) => l.causedBy),
-        depths: lineages.map((l) => l.depth),
-        lineages: lineages.map((l) => l.lineage),
-        ts: clock.ts,
-        producer,
-        workflow: stream.workflow,
-        runId: stream.runId,
-        task: stream.task,
-        attempt: stream.attempt,
-      });
       await runStatement(client, run.notifyStored, { channel: this.channel, payload: notifyPayload(events.map((e) => e.item.payload.asset)) });
     }
   }

@@ -291,4 +291,22 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       ALTER TABLE events DROP COLUMN id;
     `,
   },
+  {
+    version: 12,
+    name: '012_one_row_per_event',
+    sql: `
+      -- The event row is its own dedupe record: its key's fingerprint, the time the key entered the dedupe
+      -- window (NULL once compaction releases the key), and the retries absorbed. A claim is the event's
+      -- insert, unique per producer and key while the key is in the window. The dedupe table keeps only
+      -- the records that outlive their events (an event removed by a shorter event retention inside the
+      -- window). Every event row is written once here: on a large store, upgrade at a quiet time.
+      ALTER TABLE events ADD COLUMN fingerprint text, ADD COLUMN created_at bigint, ADD COLUMN duplicates integer NOT NULL DEFAULT 0;
+      UPDATE events e SET fingerprint = d.fingerprint, created_at = d.created_at, duplicates = d.duplicates
+      FROM dedupe d WHERE d.producer = e.producer AND d.key = e.key AND d.event_id = e.event_id;
+      DELETE FROM dedupe d USING events e WHERE d.producer = e.producer AND d.key = e.key AND d.event_id = e.event_id;
+      CREATE UNIQUE INDEX events_by_key ON events (producer, key) WHERE created_at IS NOT NULL;
+      -- Keys enter the window in time order: compaction finds the old ones with a few pages, as for dedupe.
+      CREATE INDEX events_by_key_age ON events USING brin (created_at);
+    `,
+  },
 ];

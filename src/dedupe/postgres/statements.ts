@@ -4,8 +4,11 @@ import type { EventRow, OfAttempt, OfStream, SharedTables, StoredRunOutcome } fr
 import { pgParams, pgStatement } from './connection.js';
 
 export interface PgSchema extends SharedTables {
-  /** `cursor` is the order of commits, given at insert (see insertEvents). */
-  events: EventRow;
+  /**
+   * `cursor` is the order of commits, given at insert (see claimEvents). The row is its key's dedupe
+   * record too: `created_at` is when the key entered the window, NULL once compaction released it.
+   */
+  events: EventRow & { fingerprint: string | null; created_at: number | null; duplicates: number };
 }
 
 const STREAM_TYPES = { producer: 'text', runId: 'text', task: 'text' } as const;
@@ -27,17 +30,11 @@ export function ingestStatements(db: Kysely<PgSchema>) {
 
   const outcomesAt = pgParams<OfAttempt & { seqs: number[] }>({ ...ATTEMPT_TYPES, seqs: 'bigint[]' });
   const records = pgParams<{ producer: string; keys: string[] }>({ producer: 'text', keys: 'uuid[]' });
-  const claim = pgParams<{ producer: string; keys: string[]; fingerprints: string[]; eventIds: string[]; ts: string; createdAt: number }>({
-    producer: 'text',
-    keys: 'uuid[]',
-    fingerprints: 'text[]',
-    eventIds: 'uuid[]',
-    ts: 'text',
-    createdAt: 'bigint',
-  });
   const events = pgParams<{
     eventIds: string[];
     keys: string[];
+    fingerprints: string[];
+    createdAt: number;
     assets: string[];
     partitionKeys: (string | null)[];
     partitionDates: (string | null)[];
@@ -56,6 +53,8 @@ export function ingestStatements(db: Kysely<PgSchema>) {
   }>({
     eventIds: 'uuid[]',
     keys: 'uuid[]',
+    fingerprints: 'text[]',
+    createdAt: 'bigint',
     assets: 'text[]',
     partitionKeys: 'text[]',
     partitionDates: 'text[]',
@@ -141,42 +140,36 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         .where('seq', '=', sql<number>`ANY(${outcomesAt.seqs})`)
         .compile(),
     ),
+    // A key's record: its event's row while the key is in the window, or the record kept after its event.
     readRecords: pgStatement(
       'readRecords',
       records,
-      db
-        .selectFrom('dedupe')
-        .select(['key', 'fingerprint', 'event_id', 'ts'])
-        .where('producer', '=', records.producer)
-        .where('key', '=', sql<string>`ANY(${records.keys})`)
-        .compile(),
-    ),
-    // Insert first, for every new key at once; the keys that come back were this request's.
-    claimKeys: pgStatement(
-      'claimKeys',
-      claim,
-      sql<{ key: string }>`
-        INSERT INTO dedupe (producer, key, fingerprint, event_id, ts, created_at)
-        SELECT ${claim.producer}, d.key, d.fingerprint, d.event_id, ${claim.ts}, ${claim.createdAt}
-        FROM unnest(${claim.keys}, ${claim.fingerprints}, ${claim.eventIds}) AS d(key, fingerprint, event_id)
-        ON CONFLICT (producer, key) DO NOTHING
-        RETURNING key`.compile(db),
+      sql<{ key: string; fingerprint: string; event_id: string; ts: string }>`
+        SELECT key, fingerprint, event_id, ts FROM events
+        WHERE producer = ${records.producer} AND key = ANY(${records.keys}) AND created_at IS NOT NULL
+        UNION ALL
+        SELECT key, fingerprint, event_id, ts FROM dedupe WHERE producer = ${records.producer} AND key = ANY(${records.keys})`.compile(db),
     ),
     // The lock under which events take their cursors, held until the request commits (see insertEvents).
     lockCursors: pgStatement('lockCursors', cursorLock, sql<never>`SELECT pg_advisory_xact_lock(${cursorLock.key})`.compile(db)),
+    // Claiming a key stores its event: insert first, for every new key at once, and the keys that come
+    // back were this request's. A key whose record outlived its event (kept in dedupe) is not claimed.
     // Each event takes the next cursor (the column's default, from a sequence) in the request's order.
-    insertEvents: pgStatement(
-      'insertEvents',
+    claimEvents: pgStatement(
+      'claimEvents',
       events,
-      sql`
-        INSERT INTO events (event_id, key, asset, partition_key, partition_date, extra, seq, trace_context, caused_by, depth, lineage,
-                            ts, producer, workflow, run_id, task, attempt)
-        SELECT e.event_id, e.key, e.asset, e.partition_key, e.partition_date, e.extra, e.seq, e.trace_context, e.caused_by, e.depth, e.lineage,
-               ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId}, ${events.task}, ${events.attempt}
-        FROM unnest(${events.eventIds}, ${events.keys}, ${events.assets}, ${events.partitionKeys}, ${events.partitionDates},
+      sql<{ key: string }>`
+        INSERT INTO events (event_id, key, fingerprint, created_at, asset, partition_key, partition_date, extra, seq, trace_context, caused_by,
+                            depth, lineage, ts, producer, workflow, run_id, task, attempt)
+        SELECT e.event_id, e.key, e.fingerprint, ${events.createdAt}, e.asset, e.partition_key, e.partition_date, e.extra, e.seq, e.trace_context,
+               e.caused_by, e.depth, e.lineage, ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId}, ${events.task}, ${events.attempt}
+        FROM unnest(${events.eventIds}, ${events.keys}, ${events.fingerprints}, ${events.assets}, ${events.partitionKeys}, ${events.partitionDates},
                     ${events.extras}, ${events.seqs}, ${events.traceContexts}, ${events.causedBy}, ${events.depths}, ${events.lineages})
-             WITH ORDINALITY AS e(event_id, key, asset, partition_key, partition_date, extra, seq, trace_context, caused_by, depth, lineage, n)
-        ORDER BY e.n`.compile(db),
+             WITH ORDINALITY AS e(event_id, key, fingerprint, asset, partition_key, partition_date, extra, seq, trace_context, caused_by, depth, lineage, n)
+        WHERE NOT EXISTS (SELECT 1 FROM dedupe d WHERE d.producer = ${events.producer} AND d.key = e.key)
+        ORDER BY e.n
+        ON CONFLICT (producer, key) WHERE created_at IS NOT NULL DO NOTHING
+        RETURNING key`.compile(db),
     ),
     recordOutcomes: pgStatement(
       'recordOutcomes',
@@ -236,10 +229,14 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       duplicates,
       sql<never>`
         WITH absorbed AS (SELECT key, asset FROM unnest(${duplicates.keys}, ${duplicates.assets}) AS d(key, asset)),
+        times AS (SELECT key, count(*)::int AS n FROM absorbed GROUP BY key),
+        -- Counted where the key's record is: on its event, or kept after it.
         records AS (
-          UPDATE dedupe SET duplicates = dedupe.duplicates + n.times
-          FROM (SELECT key, count(*)::int AS times FROM absorbed GROUP BY key) AS n
-          WHERE dedupe.producer = ${duplicates.producer} AND dedupe.key = n.key),
+          UPDATE events SET duplicates = events.duplicates + times.n FROM times
+          WHERE events.producer = ${duplicates.producer} AND events.key = times.key AND events.created_at IS NOT NULL),
+        kept AS (
+          UPDATE dedupe SET duplicates = dedupe.duplicates + times.n FROM times
+          WHERE dedupe.producer = ${duplicates.producer} AND dedupe.key = times.key),
         attempt AS (
           UPDATE stream_seqs SET duplicates = duplicates + (SELECT count(*)::int FROM absorbed)
           WHERE producer = ${duplicates.producer} AND run_id = ${duplicates.runId} AND task = ${duplicates.task} AND attempt = ${duplicates.attempt})

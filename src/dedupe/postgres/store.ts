@@ -59,6 +59,8 @@ export class PostgresDedupeStore implements DedupeStore {
   readonly stored = new EventSignal();
   readonly catalog: Catalog;
   private readonly catalogDb: PostgresCatalogDatabase;
+  /** The advisory lock under which events take their cursors and keys are claimed or released (PostgresIngestSteps). */
+  private readonly cursorLock: string;
   /** The NOTIFY channel of this schema: one per schema, so that stores in different schemas do not wake each other. */
   private readonly channel: string;
   private listener: pg.Client | undefined;
@@ -72,7 +74,8 @@ export class PostgresDedupeStore implements DedupeStore {
     this.channel = `oncebox_events_${advisoryKey(schema, 'events')}`;
     this.db = new Kysely<PgSchema>({ dialect: new PostgresDialect({ pool }) });
     this.statements = ingestStatements(this.db);
-    this.steps = new PostgresIngestSteps(this.statements, this.channel, advisoryKey(schema, 'cursors'));
+    this.cursorLock = advisoryKey(schema, 'cursors');
+    this.steps = new PostgresIngestSteps(this.statements, this.channel, this.cursorLock);
     this.now = now ?? (() => new Date());
     this.tokens = new TokenRegistry(new Kysely({ dialect: new PostgresDialect({ pool }) }), this.now);
     this.catalogDb = new PostgresCatalogDatabase(pool, this.db as unknown as Kysely<CatalogSchema>);
@@ -209,7 +212,9 @@ export class PostgresDedupeStore implements DedupeStore {
       [this.schema],
     );
     const estimate = (table: string) => Number(rows.find((row) => row.relname === table)?.estimate ?? 0);
-    return { events: estimate('events'), dedupeRecords: estimate('dedupe') };
+    // An event row is its key's record, and the dedupe table holds those that outlived their events;
+    // estimated, an event whose key the window has released counts as a record too.
+    return { events: estimate('events'), dedupeRecords: estimate('events') + estimate('dedupe') };
   }
 
   async listAssets(): Promise<string[]> {
@@ -219,13 +224,26 @@ export class PostgresDedupeStore implements DedupeStore {
 
   async compact(policy: RetentionPolicy): Promise<CompactionResult> {
     const now = this.now().getTime();
+    const windowStart = now - policy.dedupeRetentionMs;
     // Small batches, each its own short transaction, so that compaction never holds ingestion up.
-    const dedupeRecords = await deleteInBatches(policy.batchSize, async () => {
+    const keptRecords = await deleteInBatches(policy.batchSize, async () => {
       const result = await sql`
         DELETE FROM dedupe WHERE ctid IN (
-          SELECT ctid FROM dedupe WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
+          SELECT ctid FROM dedupe WHERE created_at < ${windowStart}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
       return Number(result.numAffectedRows ?? 0);
     });
+    // An event's key past the window is released: its row stays an event, no longer a dedupe record.
+    // Under the cursors' lock, like every claim, so that no claim waits on a row this batch holds.
+    const releasedKeys = await deleteInBatches(policy.batchSize, () =>
+      inTransaction(this.pool, async (client) => {
+        await client.query('SELECT pg_advisory_xact_lock($1)', [this.cursorLock]);
+        const { rowCount } = await client.query(
+          'UPDATE events SET created_at = NULL WHERE ctid IN (SELECT ctid FROM events WHERE created_at < $1 LIMIT $2::integer)',
+          [windowStart, policy.batchSize],
+        );
+        return rowCount ?? 0;
+      }),
+    );
     const outcomes = await deleteInBatches(policy.batchSize, async () => {
       const result = await sql`
         DELETE FROM stream_outcomes WHERE ctid IN (
@@ -238,8 +256,17 @@ export class PostgresDedupeStore implements DedupeStore {
       // Each batch lowers the catalog's counts for what it removed, in its own transaction.
       events = await deleteInBatches(policy.batchSize, () =>
         inTransaction(this.pool, async (client) => {
+          await client.query('SELECT pg_advisory_xact_lock($1)', [this.cursorLock]);
+          // The record of an event removed inside the window is kept, so that a retry still gets its receipt.
           const { rows } = await client.query<RemovedEvent>(
-            'DELETE FROM events WHERE cursor IN (SELECT cursor FROM events WHERE ts < $1 LIMIT $2::integer) RETURNING asset, partition_key, cursor',
+            `WITH gone AS (
+               DELETE FROM events WHERE cursor IN (SELECT cursor FROM events WHERE ts < $1 LIMIT $2::integer)
+               RETURNING producer, key, fingerprint, event_id, ts, created_at, duplicates, asset, partition_key, cursor),
+             kept AS (
+               INSERT INTO dedupe (producer, key, fingerprint, event_id, ts, created_at, duplicates)
+               SELECT producer, key, fingerprint, event_id, ts, created_at, duplicates FROM gone WHERE created_at IS NOT NULL
+               ON CONFLICT DO NOTHING)
+             SELECT asset, partition_key, cursor FROM gone`,
             [cutoff, policy.batchSize],
           );
           await this.catalogDb.runOn(client, forgetRemoved(this.catalogDb, rows));
@@ -261,7 +288,7 @@ export class PostgresDedupeStore implements DedupeStore {
         SELECT count(*)::int AS n FROM gone`.execute(this.db);
       return result.rows[0]?.n ?? 0;
     });
-    return { dedupeRecords, events, outcomes, streams };
+    return { dedupeRecords: keptRecords + releasedKeys, events, outcomes, streams };
   }
 
   /**
