@@ -1245,8 +1245,20 @@ export const BREAKS: Break[] = [
   {
     what: "the relay cutting a batch across two tasks' rows (one task's events sent as the other's)",
     guarantee: 'G3',
-    edits: [{ file: 'src/outbox/relay/batches.ts', find: '    if (row.run_id !== first!.run_id || row.task !== first!.task || row.attempt !== first!.attempt) break;', replace: '    if (row.run_id !== first!.run_id || row.attempt !== first!.attempt) break;' }],
+    edits: [{ file: 'src/outbox/relay/batches.ts', find: '    if (row.run_id !== first!.run_id || row.task !== first!.task || row.attempt !== first!.attempt) {', replace: '    if (row.run_id !== first!.run_id || row.attempt !== first!.attempt) {' }],
     caughtBy: [{ file: multiTask, name: 'in one outbox file' }],
+  },
+  {
+    what: 'the relay ending a batch inside a commit that fits in one (a lost machine leaves half a commit on the server: its events without its checkpoint)',
+    guarantee: 'G11',
+    edits: [{ file: 'src/outbox/relay/batches.ts', find: '      const carried = sameCommit(batch.at(-1)!, row) ? batch.splice(commitStart(batch)) : [];', replace: '      const carried: OutboxRow[] = [];' }],
+    caughtBy: [{ file: 'test/unit/batches.test.ts' }],
+  },
+  {
+    what: 'the relay sending a last commit the fetch may have cut, beside whole ones',
+    guarantee: 'G11',
+    edits: [{ file: 'src/outbox/relay/batches.ts', find: '    if (start > 0) batch.splice(start);', replace: '    if (start > 0) batch.splice(batch.length);' }],
+    caughtBy: [{ file: 'test/unit/batches.test.ts', name: 'fetch may have cut' }],
   },
   {
     what: "the embedded store reading a stream's epoch from any task of the run (one task's retry fences the others)",

@@ -228,8 +228,9 @@ export class Relay {
 
   /** The next pending rows of one stream, cut into at most `count` batches (see cutBatches). */
   private nextBatches(count: number): OutboxRow[][] {
-    const rows = this.file.rows.pending.all({ limit: this.maxRows * count });
-    return cutBatches(rows, { maxRows: this.maxRows, maxBytes: this.options.batchMaxBytes, count });
+    const limit = this.maxRows * count;
+    const rows = this.file.rows.pending.all({ limit });
+    return cutBatches(rows, { maxRows: this.maxRows, maxBytes: this.options.batchMaxBytes, count, more: rows.length === limit });
   }
 
   /**
