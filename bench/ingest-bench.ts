@@ -39,10 +39,10 @@ function requestBody(runId: string, request: number): string {
 /** One keep-alive connection per client: the load generator should cost the machine as little as it can. */
 const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS });
 
-function postJson(url: string, body: string): Promise<void> {
+function postJson(url: string, body: string, fullBatch = true): Promise<void> {
   return new Promise((resolve, reject) => {
     // Every item's key is said to be its run's, as the relay says of keys derived from the run and a partition.
-    const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), [RUN_KEYS_HEADER]: `0-${BATCH - 1}` };
+    const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), [RUN_KEYS_HEADER]: fullBatch ? `0-${BATCH - 1}` : '0' };
     const request = http.request(url, { method: 'POST', agent, headers }, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -115,6 +115,45 @@ export async function pgIngest(events: number, instanceCount: number, schema = u
     return await drive(servers, events);
   } finally {
     await Promise.all(servers.map((server) => server.stop()));
+    await dropSchema(schema);
+  }
+}
+
+/**
+ * Requests/s of one-event requests from `clients` clients at once (each its own stream), one instance
+ * over PostgreSQL, while a consumer pages through the events as they come: many small producers, where
+ * what bounds the rate is the commits, not the CPU an event costs.
+ */
+export async function pgSmallRequests(clients: number, perClient: number): Promise<number> {
+  const schema = uniqueSchema('oncebox_bench_small_requests');
+  const server = await startOnceboxServer(benchDir(), PG_URL, schema);
+  const body = (client: number, seq: number) =>
+    JSON.stringify({
+      stream: { producer: 'bench', workflow: 'w', runId: `small-${client}`, task: null, attempt: 1 },
+      items: [{ seq, key: uuidv4(), kind: 'event', asset: 'batch_ready', partitionKey: `p-${seq}` }],
+    });
+  const url = `${server.url}/v1/emissions`;
+  try {
+    const warmup = 5;
+    await Promise.all(Array.from({ length: clients }, async (_, client) => {
+      for (let seq = 1; seq <= warmup; seq++) await postJson(url, body(client, seq), false);
+    }));
+    let reading = true;
+    const reader = (async () => {
+      for (let after = 0; reading; await new Promise((resolve) => setTimeout(resolve, 20))) {
+        after = ((await (await fetch(`${server.url}/v1/events?after=${after}&limit=1000`)).json()) as { next: number }).next;
+      }
+    })();
+    const started = performance.now();
+    await Promise.all(Array.from({ length: clients }, async (_, client) => {
+      for (let seq = warmup + 1; seq <= warmup + perClient; seq++) await postJson(url, body(client, seq), false);
+    }));
+    const rate = (clients * perClient) / ((performance.now() - started) / 1000);
+    reading = false;
+    await reader;
+    return rate;
+  } finally {
+    await server.stop();
     await dropSchema(schema);
   }
 }

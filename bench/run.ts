@@ -12,7 +12,7 @@ import { bareRoundTripMs, e2eOncebox, e2eRawChain, fsyncMs, latency } from './e2
 import { backlogGrowth } from './growth-bench.js';
 import { connectJetStream, IN_FLIGHT_EVENTS, jetStreamPublish } from './jetstream-bench.js';
 import { postgresWalPerRequest, sqliteIngestInProcess, sqlitePagesPerRequest } from './store-pages.js';
-import { PG_URL, pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
+import { PG_URL, pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, pgSmallRequests, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
 import { median } from './support.js';
 import { testingScenariosPerMinute } from './testing-bench.js';
 import { waitersBench } from './waiters-bench.js';
@@ -166,7 +166,11 @@ async function pgIngestSection() {
   const floorCpu = cpuPerEvent(ingestRounds.floor);
   if (pgCpu !== null && floorCpu !== null) console.log(`  CPU per event, oncebox over the floor: ${ratio(pgCpu / floorCpu)} (target <= 1.6)`);
   console.log(`  oncebox, 2 instances:            ${fmt(pgTwo)} events/s${coresText(ingestRounds.two)}, over 1 instance ${ratio(pgTwo / pgOne)} (no target on 2 cores)`);
-  return { pgOne, pgTwo, pgRaw, pgFloor, pgCpu, floorCpu, cores, postgresPerEvent, ingestRounds };
+  const smallRuns: number[] = [];
+  for (let i = 0; i < rounds; i++) smallRuns.push(await pgSmallRequests(16, values.quick ? 60 : 150));
+  const pgSmall = median(smallRuns);
+  console.log(`  one-event requests, 16 clients with a reader: ${fmt(pgSmall)} requests/s (no target; bounded by commits)`);
+  return { pgOne, pgTwo, pgRaw, pgFloor, pgCpu, floorCpu, cores, postgresPerEvent, ingestRounds, pgSmall };
 }
 
 if (values.only === 'pg') {
@@ -240,7 +244,7 @@ console.log(
     `floor ${latencyFloor.toFixed(2)} ms = two durable commits (fsync ${fsync.toFixed(2)} ms each) + a bare loopback round trip ${roundTrip.toFixed(2)} ms`,
 );
 
-const { pgOne, pgTwo, pgRaw, pgFloor, pgCpu, floorCpu, cores, postgresPerEvent, ingestRounds } = await pgIngestSection();
+const { pgOne, pgTwo, pgRaw, pgFloor, pgCpu, floorCpu, cores, postgresPerEvent, ingestRounds, pgSmall } = await pgIngestSection();
 const ingestEvents = Math.round(60_000 * scale);
 const sqliteRaw = sqliteRawInsert(ingestEvents);
 const sqliteOne = (await sqliteIngest(ingestEvents)).eventsPerS;
@@ -304,6 +308,7 @@ if (values.json) {
       pg_http_floor_postgres_cpu_us_per_event: postgresPerEvent(ingestRounds.floor),
       pg_cpu_ratio_to_http_floor: pgCpu === null || floorCpu === null ? null : Number((pgCpu / floorCpu).toFixed(3)),
       pg_two_instances_speedup: Number((pgTwo / pgOne).toFixed(3)),
+      pg_small_requests_per_s: Math.round(pgSmall),
       sqlite_ingest_events_per_s: Math.round(sqliteOne),
       sqlite_raw_rows_per_s: Math.round(sqliteRaw),
       sqlite_ingest_ratio_to_raw: Number((sqliteOne / sqliteRaw).toFixed(3)),

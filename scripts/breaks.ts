@@ -235,7 +235,7 @@ export const BREAKS: Break[] = [
   {
     what: 'no NOTIFY when PostgreSQL stores events, so readers on other instances wait for their next look',
     guarantee: 'long-poll',
-    edits: [{ file: postgresIngestSteps, find: '      await runStatement(client, run.notifyStored, { channel: this.channel, payload: notifyPayload(events.map((e) => e.item.payload.asset)) });\n', replace: '' }],
+    edits: [{ file: postgresIngestSteps, find: '    await runStatement(client, this.statements.notifyStored, { channel: this.channel, payload: notifyPayload(assets) });\n', replace: '' }],
     caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'LISTEN/NOTIFY' }],
     postgres: true,
   },
@@ -606,12 +606,33 @@ export const BREAKS: Break[] = [
   {
     what: "PostgreSQL claiming keys (storing events) without the cursors' lock (an ingest that commits late leaves its event below a cursor a reader has passed; two claiming the same keys in opposite orders deadlock)",
     guarantee: 'G14, G8, G13',
-    edits: [{ file: postgresIngestSteps, find: '        await runStatement(client, run.lockCursors, { key: this.cursorLock });\n', replace: '' }],
+    edits: [{ file: postgresIngestSteps, find: '        if (group === undefined) await runStatement(client, run.lockCursors, { key: this.cursorLock });\n', replace: '' }],
     caughtBy: [
       { file: cluster, name: 'commits after later ones' },
       { file: 'test/store/postgres-store.test.ts', name: 'never deadlocks two ingests' },
     ],
     postgres: true,
+  },
+  {
+    what: 'a PostgreSQL group transaction failing whole for one request that fails (the others refused, though nothing of theirs was wrong)',
+    guarantee: 'G8',
+    postgres: true,
+    edits: [{ file: 'src/dedupe/postgres/ingest-groups.ts', find: '        if (isTransient(error)) throw error;\n', replace: '        throw error;\n' }],
+    caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'arrive together' }],
+  },
+  {
+    what: 'a PostgreSQL group that failed without savepoints not run again with them (every request of it refused)',
+    guarantee: 'G8',
+    postgres: true,
+    edits: [{ file: 'src/dedupe/postgres/ingest-groups.ts', find: '          if (!(error instanceof RequestFailed)) throw error;', replace: '          throw error;' }],
+    caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'arrive together' }],
+  },
+  {
+    what: 'a PostgreSQL group answering its requests in a turn of their own, not sharing one transaction',
+    guarantee: 'G8',
+    postgres: true,
+    edits: [{ file: 'src/dedupe/postgres/ingest-groups.ts', find: '      const group = this.waiting.splice(0, MAX_GROUP);', replace: '      const group = this.waiting.splice(0, 1);' }],
+    caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'arrive together' }],
   },
   {
     what: "PostgreSQL's cursors' lock held by the connection rather than the transaction (released only when the connection closes)",

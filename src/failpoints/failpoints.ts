@@ -28,7 +28,7 @@ import { writeSync } from 'node:fs';
  * - `bullmq:after-claim`: the adapter claimed the job's attempt and opened its outbox; the processor has not run.
  * - `bullmq:before-complete`: the processor returned; the adapter has not made the terminal commit.
  * - `bullmq:after-terminal`: the terminal commit is made and delivered; BullMQ has not heard of the end.
- * - `ingest:after-commit`: the embedded server store committed a group of requests (one transaction, one
+ * - `ingest:after-commit`: the server's store committed a group of requests (one transaction, one
  *   fsync); none of them is answered yet.
  * - `ingest:after-shared-commit`: the same, reached only by a commit that several requests shared.
  * @internal

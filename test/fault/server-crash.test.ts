@@ -1,9 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SqliteDedupeStore } from '../../src/dedupe/index.js';
+import { PostgresDedupeStore, SqliteDedupeStore } from '../../src/dedupe/index.js';
 import { startScript } from '../support/child.js';
 import { item, newKey, post, STREAM } from '../support/http.js';
+import { PG_URL, pgAvailable, pgSkipReason, testSchema } from '../support/postgres.js';
 import { tempDir } from '../support/temp.js';
 
 const CLIENTS = 8;
@@ -11,13 +12,17 @@ const ITEMS_PER_CLIENT = 30;
 /** The commit shared by several requests that the server dies after: late enough that every client has requests in flight. */
 const KILLED_AT = 3;
 
-describe('the embedded server killed with SIGKILL after a group commit, before its answers', () => {
-  it('loses nothing: every request of the killed group, sent again, is answered as the duplicate of what that commit stored', async () => {
+describe.each([
+  { backend: 'sqlite', skip: false, reason: '' },
+  { backend: 'postgres', skip: !pgAvailable, reason: pgSkipReason },
+])('the server killed with SIGKILL after a group commit, before its answers ($backend$reason)', ({ backend, skip }) => {
+  it.skipIf(skip)('loses nothing: every request of the killed group, sent again, is answered as the duplicate of what that commit stored', async () => {
     const dir = tempDir();
-    const db = join(dir, 'server.db');
+    const schema = testSchema();
+    const db = backend === 'sqlite' ? ['--db', join(dir, 'server.db')] : ['--db', PG_URL, '--schema', schema];
     writeFileSync(join(dir, 'assets.txt'), 'batch_ready\n');
     const serve = (port: number, env: Record<string, string> = {}) =>
-      startScript('src/cli/main.ts', ['server', '--db', db, '--port', String(port), '--assets', join(dir, 'assets.txt')], env);
+      startScript('src/cli/main.ts', ['server', ...db, '--port', String(port), '--assets', join(dir, 'assets.txt')], env);
     const first = serve(0, { ONCEBOX_FAILPOINT: `ingest:after-shared-commit@${KILLED_AT}` });
     const url = (await first.waitFor((line) => line.event === 'listening')).url as string;
     const port = Number(new URL(url).port);
@@ -56,7 +61,7 @@ describe('the embedded server killed with SIGKILL after a group commit, before i
     restarted!.signal('SIGTERM');
     await restarted!.done;
 
-    const store = new SqliteDedupeStore({ path: db });
+    const store = backend === 'sqlite' ? new SqliteDedupeStore({ path: db[1]! }) : await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
     const stored = (await store.listEvents({ after: 0, limit: 10_000 })).events;
     await store.close();
     // Every item once, each stream in its order.

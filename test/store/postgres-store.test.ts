@@ -39,8 +39,10 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
 
   it('never deadlocks two ingests claiming the same keys in opposite orders', async () => {
     const schema = testSchema();
+    // Two instances: each runs one group transaction at a time, so the ingests meet across them.
     const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
     await store.registerAsset('batch_ready');
+    const other = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
     const deadlocksBefore = async () => {
       const client = new pg.Client({ connectionString: PG_URL });
       await client.connect();
@@ -50,11 +52,11 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
     };
     const before = await deadlocksBefore();
     try {
-      for (let round = 0; round < 4; round++) {
+      for (let round = 0; round < 6; round++) {
         const keys = Array.from({ length: 3000 }, () => randomUUID());
         const answers = await Promise.all(
-          [keys, [...keys].reverse(), keys, [...keys].reverse()].map((ordered, client) =>
-            store.ingest(
+          [keys, [...keys].reverse()].map((ordered, client) =>
+            [store, other][client]!.ingest(
               { producer: 'p', workflow: 'w', runId: `round-${round}-${client}`, task: null, attempt: 1 },
               ordered.map((key, i) => checkItem({ seq: i + 1, key, kind: 'event', asset: 'batch_ready', partitionKey: key }, i)),
             ),
@@ -65,6 +67,7 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
       }
     } finally {
       await store.close();
+      await other.close();
     }
     // PostgreSQL reports its statistics within a second or so of a transaction's end.
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -275,6 +278,35 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
       const [retry] = await store.ingest({ ...STREAM, runId: 'new' }, [checkItem(sent, 0)]);
       expect(retry).toMatchObject({ status: 'duplicate', eventId, timestamp: 't0' });
     } finally {
+      await store.close();
+    }
+  });
+
+  it('commits the requests that arrive together in one transaction, and a request that fails there undoes only itself', async () => {
+    const schema = testSchema();
+    const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    try {
+      await store.registerAsset('batch_ready');
+      const stream = (runId: string) => ({ producer: 'p', workflow: 'w', runId, task: null, attempt: 1 });
+      const events = (count: number) => Array.from({ length: count }, (_, i) => checkItem({ seq: i + 1, key: randomUUID(), kind: 'event', asset: 'batch_ready', partitionKey: `b${i}` }, i));
+      const [failing, fine] = [events(3), events(2)];
+      // The failing request stores its events, then fails on its stream position: its savepoint goes, the others' writes stay.
+      await admin.query(`CREATE FUNCTION "${schema}".fail_position() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$`);
+      await admin.query(`CREATE TRIGGER fail_position BEFORE INSERT ON "${schema}".stream_seqs FOR EACH ROW WHEN (NEW.run_id = 'fail-me') EXECUTE FUNCTION "${schema}".fail_position()`);
+      const before = store.groupCommits;
+      const answers = await Promise.allSettled([store.ingest(stream('fine'), fine), store.ingest(stream('fail-me'), failing), store.ingest(stream('fine-too'), events(1))]);
+      expect(store.groupCommits - before).toBe(1);
+      expect(answers.map((answer) => answer.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect(String((answers[1] as PromiseRejectedResult).reason)).toContain('injected failure');
+      // In the order the requests came, each request's events in its order.
+      expect((await store.listEvents({ after: 0, limit: 10 })).events.map((event) => `${event.runId}/${event.seq}`)).toEqual(['fine/1', 'fine/2', 'fine-too/1']);
+      await admin.query(`DROP TRIGGER fail_position ON "${schema}".stream_seqs`);
+      // Nothing of the failed request was kept: its retry is new, not a duplicate.
+      expect((await store.ingest(stream('fail-me'), failing)).map((result) => result.status)).toEqual(['accepted', 'accepted', 'accepted']);
+    } finally {
+      await admin.end();
       await store.close();
     }
   });

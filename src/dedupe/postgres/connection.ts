@@ -78,12 +78,17 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
     minTimeout: 5,
     maxTimeout: 50,
     randomize: true,
-    shouldRetry: ({ error }) => TRANSIENT_CODES.has((error as { code?: unknown }).code as string),
+    shouldRetry: ({ error }) => isTransient(error),
   });
 }
 
 /** SQLSTATEs of a transaction that PostgreSQL rolled back for its timing alone: deadlock_detected, serialization_failure. */
 const TRANSIENT_CODES = new Set(['40P01', '40001']);
+
+/** @internal Whether PostgreSQL refused a statement for its timing alone (the whole transaction is to run again). */
+export function isTransient(error: unknown): boolean {
+  return TRANSIENT_CODES.has((error as { code?: unknown } | null)?.code as string);
+}
 const TRANSIENT_RETRIES = 4;
 
 async function inOneTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {

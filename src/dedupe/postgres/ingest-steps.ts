@@ -8,6 +8,14 @@ import { runStatement } from './connection.js';
 import type { ingestStatements } from './statements.js';
 
 /**
+ * @internal A request's part in a group transaction (PostgresIngestGroups), which took the cursors' lock
+ * at its start: the assets of the events the request stored, for the group's one notification.
+ */
+export interface IngestGroupState {
+  stored: string[];
+}
+
+/**
  * @internal What the ingest steps (ingest/steps.ts) ask of PostgreSQL: each read and write one round
  * trip inside the request's transaction, on the statements prepared once per connection.
  */
@@ -20,8 +28,12 @@ export class PostgresIngestSteps {
     private readonly cursorLock: string,
   ) {}
 
-  /** The reads and writes of one request's ingest, each one round trip inside its transaction. */
-  stepHandler(client: pg.PoolClient, stream: StreamIdentity): StepHandler<true> {
+  /**
+   * The reads and writes of one request's ingest, each one round trip inside its transaction. In a
+   * group (PostgresIngestGroups), which holds the cursors' lock from its start, the claim does not take
+   * it again, and the assets of the events stored go to `stored` for the group's one notification.
+   */
+  stepHandler(client: pg.PoolClient, stream: StreamIdentity, group?: IngestGroupState): StepHandler<true> {
     const run = this.statements;
     const ofAttempt = attemptOf(stream);
     const { producer } = stream;
@@ -44,7 +56,7 @@ export class PostgresIngestSteps {
       // Under the cursors' lock, held from here to the commit: requests that store events commit in
       // cursor order (G14), and no two claim at once, so claims in any key order cannot deadlock.
       claim: async ({ claims, clock }) => {
-        await runStatement(client, run.lockCursors, { key: this.cursorLock });
+        if (group === undefined) await runStatement(client, run.lockCursors, { key: this.cursorLock });
         const lineages = claims.map((c) => lineageColumns(c.event.lineage));
         const items = claims.map((c) => c.event.item);
         const rows = await runStatement(client, run.claimEvents, {
@@ -83,7 +95,7 @@ export class PostgresIngestSteps {
         }
         return { outcomes, records };
       },
-      write: (step) => this.write(client, stream, step),
+      write: (step) => this.write(client, stream, step, group),
       fenced: async ({ items, fencedBy, clock }) => {
         await runStatement(client, run.recordFence, { ...ofAttempt, fencedBy, items, ts: clock.ts });
       },
@@ -91,7 +103,7 @@ export class PostgresIngestSteps {
   }
 
   /** Stores what the resolve step decided: the events' notification, outcomes, checkpoints, position, epoch. */
-  private async write(client: pg.PoolClient, stream: StreamIdentity, { writes, clock }: Parameters<StepHandler<true>['write']>[0]): Promise<void> {
+  private async write(client: pg.PoolClient, stream: StreamIdentity, { writes, clock }: Parameters<StepHandler<true>['write']>[0], group?: IngestGroupState): Promise<void> {
     const run = this.statements;
     const ofAttempt = attemptOf(stream);
     const { events, outcomes } = writes;
@@ -121,8 +133,13 @@ export class PostgresIngestSteps {
       await runStatement(client, run.countDuplicates, { ...ofAttempt, keys: sorted.map((d) => d.key), assets: sorted.map((d) => d.asset) });
     }
     // The new events were stored when their keys were claimed; readers elsewhere hear of them at commit.
-    if (events.length > 0) {
-      await runStatement(client, run.notifyStored, { channel: this.channel, payload: notifyPayload(events.map((e) => e.item.payload.asset)) });
-    }
+    const assets = events.map((e) => e.item.payload.asset);
+    if (group !== undefined) group.stored.push(...assets);
+    else if (assets.length > 0) await this.notifyStored(client, assets);
+  }
+
+  /** Wakes readers on every instance once the transaction commits (and not at all if it rolls back). */
+  async notifyStored(client: pg.PoolClient, assets: readonly string[]): Promise<void> {
+    await runStatement(client, this.statements.notifyStored, { channel: this.channel, payload: notifyPayload(assets) });
   }
 }

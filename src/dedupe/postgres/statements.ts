@@ -111,6 +111,7 @@ export function ingestStatements(db: Kysely<PgSchema>) {
   const channel = pgParams<{ channel: string; payload: string }>({ channel: 'text', payload: 'text' });
   const cursors = pgParams<{ cursors: number[] }>({ cursors: 'bigint[]' });
   const cursorLock = pgParams<{ key: string }>({ key: 'bigint' });
+  const streamKeys = pgParams<{ producers: string[]; runIds: string[]; tasks: string[] }>({ producers: 'text[]', runIds: 'text[]', tasks: 'text[]' });
 
   return {
     // Creates the stream, or marks it active now; either way its row is locked until the transaction
@@ -149,6 +150,17 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         WHERE producer = ${records.producer} AND key = ANY(${records.keys}) AND created_at IS NOT NULL
         UNION ALL
         SELECT key, fingerprint, event_id, ts FROM dedupe WHERE producer = ${records.producer} AND key = ANY(${records.keys})`.compile(db),
+    ),
+    // The rows of a group's streams that exist, locked in one order (a new stream is locked by its insert).
+    lockStreams: pgStatement(
+      'lockStreams',
+      streamKeys,
+      sql<never>`
+        SELECT 1 FROM streams s
+        JOIN unnest(${streamKeys.producers}, ${streamKeys.runIds}, ${streamKeys.tasks}) AS k(producer, run_id, task)
+          ON s.producer = k.producer AND s.run_id = k.run_id AND s.task = k.task
+        ORDER BY s.producer, s.run_id, s.task
+        FOR UPDATE OF s`.compile(db),
     ),
     // The lock under which events take their cursors, held until the request commits (see insertEvents).
     lockCursors: pgStatement('lockCursors', cursorLock, sql<never>`SELECT pg_advisory_xact_lock(${cursorLock.key})`.compile(db)),

@@ -1,7 +1,7 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../protocol/wire.js';
-import { ingestPolicy, ingestSteps, runIngest, TRUSTED_SCOPE, type IngestPolicy, type IngestScope } from '../ingest/steps.js';
+import { ingestPolicy, ingestSteps, TRUSTED_SCOPE, type IngestPolicy, type IngestScope } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { deleteInBatches, streamOf, toStoredEvent } from '../tables.js';
@@ -14,6 +14,7 @@ import { createPool, inTransaction, runStatement } from './connection.js';
 import { advisoryKey, migratePostgres } from './migrate.js';
 import { serverPostgresMigrations } from './migrations.js';
 import { PostgresIngestSteps } from './ingest-steps.js';
+import { PostgresIngestGroups } from './ingest-groups.js';
 import { Catalog } from '../catalog/catalog.js';
 import type { CatalogSchema } from '../catalog/database.js';
 import { PostgresCatalogDatabase } from '../catalog/postgres-database.js';
@@ -44,14 +45,15 @@ export interface PostgresStoreOptions {
  * committed, so neither can accept a gap, accept a fenced attempt, or move a checkpoint backwards. Row
  * locks were chosen over SERIALIZABLE because requests of one stream conflict by design (they extend the
  * same sequence): under SERIALIZABLE they would abort and retry each other, while a row lock just
- * queues them, and requests of different streams never wait on each other. Dedupe is insert-first on the
- * primary key (INSERT … ON CONFLICT DO NOTHING): a concurrent insert of the same key by another
- * stream's request waits for that transaction and then sees its row.
+ * queues them. Claiming keys stores events, under an advisory lock held to the commit, so that cursors
+ * are given in commit order (PostgresIngestSteps); the requests an instance receives at once share one
+ * transaction (PostgresIngestGroups).
  */
 export class PostgresDedupeStore implements DedupeStore {
   private readonly db: Kysely<PgSchema>;
   private readonly statements: ReturnType<typeof ingestStatements>;
   private readonly steps: PostgresIngestSteps;
+  private readonly groups: PostgresIngestGroups;
   private readonly now: () => Date;
   private assets = new Set<string>();
   readonly tokens: TokenRegistry;
@@ -76,6 +78,9 @@ export class PostgresDedupeStore implements DedupeStore {
     this.statements = ingestStatements(this.db);
     this.cursorLock = advisoryKey(schema, 'cursors');
     this.steps = new PostgresIngestSteps(this.statements, this.channel, this.cursorLock);
+    this.groups = new PostgresIngestGroups(pool, this.statements, this.steps, this.cursorLock, ({ stream, items, scope }) =>
+      ingestSteps({ stream, items, now: this.now(), isRegistered: (asset) => this.assets.has(asset), scope, ...this.policy }),
+    );
     this.now = now ?? (() => new Date());
     this.tokens = new TokenRegistry(new Kysely({ dialect: new PostgresDialect({ pool }) }), this.now);
     this.catalogDb = new PostgresCatalogDatabase(pool, this.db as unknown as Kysely<CatalogSchema>);
@@ -113,19 +118,12 @@ export class PostgresDedupeStore implements DedupeStore {
     // Assets registered through another instance since this one loaded them.
     const unknown = items.some((item) => item.kind === 'event' && !this.assets.has(item.payload.asset));
     if (unknown) await this.loadAssets();
-    return inTransaction(this.pool, (client) =>
-      runIngest(
-        ingestSteps({
-          stream,
-          items,
-          now: this.now(),
-          isRegistered: (asset) => this.assets.has(asset),
-          scope,
-          ...this.policy,
-        }),
-        this.steps.stepHandler(client, stream),
-      ),
-    );
+    return this.groups.ingest({ stream, items, scope });
+  }
+
+  /** @internal Ingest transactions committed so far: requests that shared one count once. */
+  get groupCommits(): number {
+    return this.groups.commits;
   }
 
   async listEvents(query: EventQuery): Promise<EventPage> {

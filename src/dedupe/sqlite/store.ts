@@ -12,6 +12,7 @@ import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { attemptOf, countsByAsset, deleteInBatches, streamOf, toCauseEvent, toStoredEvent } from '../tables.js';
 import type { CauseEvent, LineagePolicy } from '../ingest/lineage.js';
+import { answerGroup, type GroupOutcome, type WaitingIngest } from '../ingest/group-commit.js';
 import { decideClaim, type AttemptClaim, type ClaimDecision } from '../attempt-claim.js';
 import { EventSignal } from '../event-signal.js';
 import { storedAssets } from '../stored-assets.js';
@@ -52,17 +53,6 @@ function refuseOtherFiles(path: string, db: Database.Database): void {
   const what = tables.has('outbox') ? "a producer's outbox file (a job's), not a server store" : 'a SQLite database, but not an oncebox server store';
   throw new OptionsError('db', `--db ${path}: it is ${what}; give the server's own file (a new path makes a new, empty store)`);
 }
-
-/** A request waiting for the next group commit (see SqliteDedupeStore.ingest). */
-interface WaitingIngest {
-  stream: StreamIdentity;
-  items: readonly (CheckedItem | InvalidItem)[];
-  scope: IngestScope;
-  resolve(results: ItemResult[]): void;
-  reject(error: unknown): void;
-}
-
-type GroupOutcome = { results: ItemResult[] } | { error: unknown };
 
 /** The embedded dedupe store: one SQLite file, one writer transaction per request. */
 export class SqliteDedupeStore implements DedupeStore {
@@ -170,7 +160,7 @@ export class SqliteDedupeStore implements DedupeStore {
     this.groupCommits++;
     failpoint('ingest:after-commit');
     if (group.length > 1) failpoint('ingest:after-shared-commit');
-    outcomes.forEach((outcome, i) => ('results' in outcome ? group[i]!.resolve(outcome.results) : group[i]!.reject(outcome.error)));
+    answerGroup(group, outcomes);
   }
 
   /** The reads and writes of one request's ingest, all inside its savepoint of the group's IMMEDIATE transaction. */
