@@ -162,7 +162,7 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         ORDER BY s.producer, s.run_id, s.task
         FOR UPDATE OF s`.compile(db),
     ),
-    // The lock under which events take their cursors, held until the request commits (see insertEvents).
+    // The lock under which events take their cursors, held until the request commits (see claimEvents).
     lockCursors: pgStatement('lockCursors', cursorLock, sql<never>`SELECT pg_advisory_xact_lock(${cursorLock.key})`.compile(db)),
     // Claiming a key stores its event: insert first, for every new key at once, and the keys that come
     // back were this request's. A key whose record outlived its event (kept in dedupe) is not claimed.
