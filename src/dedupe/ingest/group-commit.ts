@@ -1,3 +1,4 @@
+import { failpoint } from '../../failpoints/failpoints.js';
 import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import type { IngestScope } from './steps.js';
@@ -19,7 +20,12 @@ export interface WaitingIngest {
 /** @internal What one request of a group came to: its answers, or what it threw (its savepoint undone). */
 export type GroupOutcome = { results: ItemResult[] } | { error: unknown };
 
-/** @internal Answers each request of a committed group with its own outcome. */
+/**
+ * @internal Answers each request of a group whose transaction has committed with its own outcome. The
+ * failpoints sit between the commit and the answers, where a server killed loses nothing acknowledged.
+ */
 export function answerGroup(group: readonly WaitingIngest[], outcomes: readonly GroupOutcome[]): void {
+  failpoint('ingest:after-commit');
+  if (group.length > 1) failpoint('ingest:after-shared-commit');
   outcomes.forEach((outcome, i) => ('results' in outcome ? group[i]!.resolve(outcome.results) : group[i]!.reject(outcome.error)));
 }

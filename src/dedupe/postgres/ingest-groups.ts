@@ -1,10 +1,9 @@
 import type pg from 'pg';
 import type { ItemResult } from '../../protocol/wire.js';
-import { failpoint } from '../../failpoints/failpoints.js';
 import { answerGroup, type GroupOutcome, type WaitingIngest } from '../ingest/group-commit.js';
 import type { IngestSteps } from '../ingest/steps.js';
 import { runIngest } from '../ingest/steps.js';
-import { attemptOf } from '../tables.js';
+import { streamOf } from '../tables.js';
 import { inTransaction, isTransient, runStatement } from './connection.js';
 import type { IngestGroupState, PostgresIngestSteps } from './ingest-steps.js';
 import type { ingestStatements } from './statements.js';
@@ -68,8 +67,6 @@ export class PostgresIngestGroups {
         continue;
       }
       this.commits++;
-      failpoint('ingest:after-commit');
-      if (group.length > 1) failpoint('ingest:after-shared-commit');
       answerGroup(group, outcomes);
     }
     this.committing = false;
@@ -77,7 +74,8 @@ export class PostgresIngestGroups {
 
   private async groupTransaction(client: pg.PoolClient, group: readonly WaitingIngest[], savepoints: boolean): Promise<GroupOutcome[]> {
     if (group.length === 1) return [{ results: await runIngest(this.plan(group[0]!), this.steps.stepHandler(client, group[0]!.stream)) }];
-    const streams = [...new Map(group.map(({ stream }) => [JSON.stringify(attemptOf(stream)), attemptOf(stream)])).values()];
+    // Each stream once, whatever attempts of it the group holds.
+    const streams = [...new Map(group.map(({ stream }) => streamOf(stream.producer, stream.runId, stream.task)).map((s) => [JSON.stringify(s), s])).values()];
     await runStatement(client, this.statements.lockStreams, {
       producers: streams.map((s) => s.producer),
       runIds: streams.map((s) => s.runId),

@@ -1,6 +1,5 @@
 import type Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
-import { failpoint } from '../../failpoints/failpoints.js';
 import { OptionsError, SchemaTooNewError } from '../../protocol/errors.js';
 import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../protocol/wire.js';
 import { migrateSqlite } from '../../sqlite/migrate.js';
@@ -158,8 +157,6 @@ export class SqliteDedupeStore implements DedupeStore {
       return;
     }
     this.groupCommits++;
-    failpoint('ingest:after-commit');
-    if (group.length > 1) failpoint('ingest:after-shared-commit');
     answerGroup(group, outcomes);
   }
 
