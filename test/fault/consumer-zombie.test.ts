@@ -108,6 +108,9 @@ describe('an idle zombie consumer on another machine', () => {
     const old = await openConsumer({ path: join(dir, 'old.db'), server: server.url, group: 'g', assets: ['orders_ready'], logger: quiet, waitSeconds });
     const oldRun = summarise(old, new AbortController().signal).catch((error: unknown) => error);
     await until(() => old.cursor >= 1, 20_000, 'old');
+    // Its summary and cursor delivered too: a delivery still in flight at the claim would be fenced and tell
+    // it, and the test would pass without the idle check it is about.
+    await until(() => old.status().pending === 0, 20_000, 'old delivered');
     // Idle from here: no event will come to tell it, by a fence on delivery, that it was replaced.
     const claimedAt = Date.now();
     const replacement = await openConsumer({ path: join(dir, 'new.db'), server: server.url, group: 'g', assets: ['orders_ready'], logger: quiet, waitSeconds });
