@@ -114,14 +114,17 @@ async function pagesSection(): Promise<Record<string, number | null>> {
     unfiledRates.push((await sqliteIngestInProcess('many runs, unfiled', 200)).eventsPerS);
   }
   const ingestRatio = median(filedRates) / median(unfiledRates);
-  const walKb = await postgresWalPerRequest(PG_URL);
+  const walKb = await postgresWalPerRequest(PG_URL, 'many runs');
+  const walKbUnfiled = walKb === null ? null : await postgresWalPerRequest(PG_URL, 'many runs, unfiled');
   console.log(
     `SQLite store ingest in process, many runs: ${fmt(median(filedRates))} events/s with keys filed by run, ${fmt(median(unfiledRates))} without, ratio ${ratio(ingestRatio)}`,
   );
   console.log(
     `store writes per 500-event request: SQLite ${sqlite.pagesPerRequest.toFixed(0)} pages from one long run (${(sqlite.pagesPerRequest / 500).toFixed(2)} per event), ` +
       `${manyRuns.pagesPerRequest.toFixed(0)} from many runs (${unfiled.pagesPerRequest.toFixed(0)} with keys not filed by run, ratio ${ratio(manyRuns.pagesPerRequest / unfiled.pagesPerRequest)}); ` +
-      (walKb === null ? 'PostgreSQL not reachable' : `PostgreSQL ${walKb.toFixed(0)} KiB of WAL`),
+      (walKb === null || walKbUnfiled === null
+        ? 'PostgreSQL not reachable'
+        : `PostgreSQL ${walKb.toFixed(0)} KiB of WAL after a checkpoint, from many runs (${walKbUnfiled.toFixed(0)} with keys not filed by run, ratio ${ratio(walKb / walKbUnfiled)})`),
   );
   return {
     sqlite_pages_per_request: Number(sqlite.pagesPerRequest.toFixed(1)),
@@ -129,6 +132,7 @@ async function pagesSection(): Promise<Record<string, number | null>> {
     sqlite_pages_many_runs_ratio_to_unfiled: Number((manyRuns.pagesPerRequest / unfiled.pagesPerRequest).toFixed(3)),
     sqlite_ingest_many_runs_ratio_to_unfiled: Number(ingestRatio.toFixed(3)),
     pg_wal_kb_per_request: walKb === null ? null : Number(walKb.toFixed(1)),
+    pg_wal_many_runs_ratio_to_unfiled: walKb === null || walKbUnfiled === null ? null : Number((walKb / walKbUnfiled).toFixed(3)),
   };
 }
 

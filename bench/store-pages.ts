@@ -1,7 +1,9 @@
 /**
- * What one ingest request of 500 new events writes, in each store, with 20,000 events stored first: the
- * pages the embedded SQLite store appends to its WAL (automatic checkpoints off, one page per frame), and
- * the WAL bytes PostgreSQL writes. The items are those the relay sends (keys derived from the run and the
+ * What one ingest request of 500 new events writes, in each store: the pages the embedded SQLite store
+ * appends to its WAL with 20,000 events stored first (automatic checkpoints off, one page per frame), and
+ * the WAL bytes PostgreSQL writes after a checkpoint with 100,000 stored first (a page's first change
+ * after a checkpoint writes the whole page, so a request whose keys land on a few pages of the key index
+ * writes far less than one whose keys land on hundreds). The items are those the relay sends (keys derived from the run and the
  * partition, said to be the run's), so the figure is what a producer's requests cost. Two shapes: every
  * request from one long run (its keys are random among its own), and requests from many runs of 2,000
  * events each (a store shared by many jobs, where the embedded store files each run's keys together).
@@ -56,9 +58,9 @@ async function ingestRequests(store: DedupeStore, shape: Shape, from: number, to
   }
 }
 
-async function fill(store: DedupeStore, shape: Shape): Promise<void> {
+async function fill(store: DedupeStore, shape: Shape, requests = STORED_FIRST): Promise<void> {
   await store.registerAsset('batch_ready');
-  await ingestRequests(store, shape, 0, STORED_FIRST);
+  await ingestRequests(store, shape, 0, requests);
 }
 
 export interface SqlitePages {
@@ -104,8 +106,14 @@ export async function sqliteIngestInProcess(shape: Shape, requests: number): Pro
   }
 }
 
-/** WAL kilobytes PostgreSQL writes per request, measured by its own LSN (null without PostgreSQL). */
-export async function postgresWalPerRequest(connectionString: string): Promise<number | null> {
+/** Requests stored before PostgreSQL's WAL is measured: 100,000 events, a key index of hundreds of pages. */
+const PG_STORED_FIRST = 200;
+
+/**
+ * WAL kilobytes PostgreSQL writes per request after a checkpoint, measured by its own LSN (null without
+ * PostgreSQL).
+ */
+export async function postgresWalPerRequest(connectionString: string, shape: Shape): Promise<number | null> {
   const schema = `oncebox_bench_pages_${Date.now().toString(36)}`;
   const admin = new pg.Client({ connectionString });
   try {
@@ -116,11 +124,11 @@ export async function postgresWalPerRequest(connectionString: string): Promise<n
   try {
     const store = await PostgresDedupeStore.open({ connectionString, schema });
     try {
-      await fill(store, 'one run');
+      await fill(store, shape, PG_STORED_FIRST);
       await admin.query('CHECKPOINT');
       const lsn = async () => (await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]!.lsn;
       const before = await lsn();
-      await ingestRequests(store, 'one run', STORED_FIRST, STORED_FIRST + MEASURED);
+      await ingestRequests(store, shape, PG_STORED_FIRST, PG_STORED_FIRST + MEASURED);
       const after = await lsn();
       const bytes = (await admin.query<{ bytes: string }>('SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::text AS bytes', [after, before])).rows[0]!.bytes;
       return Number(bytes) / 1024 / MEASURED;
@@ -143,6 +151,8 @@ if (import.meta.url === pathToFileURL(process.argv[1]!).href) {
       console.log(`  in-process ingest: ${Math.round(ingest.eventsPerS)} events/s, ${ingest.cpuUsPerEvent.toFixed(1)} µs CPU per event`);
     }
   }
-  const walKb = await postgresWalPerRequest(process.env.ONCEBOX_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test');
-  console.log(walKb === null ? 'PostgreSQL: not reachable' : `PostgreSQL: ${walKb.toFixed(0)} KiB of WAL per ${BATCH}-event request`);
+  for (const shape of ['one run', 'many runs', 'many runs, unfiled'] as const) {
+    const walKb = await postgresWalPerRequest(process.env.ONCEBOX_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test', shape);
+    console.log(walKb === null ? 'PostgreSQL: not reachable' : `PostgreSQL, ${shape}: ${walKb.toFixed(0)} KiB of WAL per ${BATCH}-event request after a checkpoint`);
+  }
 }

@@ -392,8 +392,29 @@ export const BREAKS: Break[] = [
   {
     what: "a duplicate's first receipt is looked up, and counted, only where keys are filed per producer",
     guarantee: 'G4',
-    edits: [{ file: 'src/dedupe/sqlite/key-places.ts', find: 'return [this.ofRun(key), PRODUCER_PLACE];', replace: 'return [PRODUCER_PLACE];' }],
+    edits: [{ file: 'src/dedupe/key-places.ts', find: 'return [this.ofRun(key), PRODUCER_PLACE];', replace: 'return [PRODUCER_PLACE];' }],
     caughtBy: [{ file: conformance, name: 'oncebox-run-keys' }],
+  },
+  {
+    what: "a claim on PostgreSQL looks for its key only where it would file it (a key stored before its migration 013 is stored again when listed as the run's)",
+    guarantee: 'G4',
+    edits: [{ file: 'src/dedupe/postgres/statements.ts', find: 'SELECT 1 FROM events x WHERE x.producer = ${events.producer} AND', replace: 'SELECT 1 FROM events x WHERE false AND' }],
+    caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'migration 013' }],
+  },
+  {
+    what: "PostgreSQL looks a key's record up, and counts its duplicates, only where its run would file it (a key stored per producer is lost to a retry listing it)",
+    guarantee: 'G4',
+    edits: [
+      { file: 'src/dedupe/postgres/statements.ts', find: "WHERE producer = ${records.producer} AND run_slot = 0 AND filed_partition = ''", replace: "WHERE producer = ${records.producer} AND run_slot = -1 AND filed_partition = ''" },
+      { file: 'src/dedupe/postgres/statements.ts', find: "events.run_slot = 0 AND events.filed_partition = ''", replace: "events.run_slot = -1 AND events.filed_partition = ''" },
+    ],
+    caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'migration 013' }],
+  },
+  {
+    what: "PostgreSQL files a run's keys per producer (a request's keys on as many pages of the key index as it has events)",
+    guarantee: 'G4',
+    edits: [{ file: 'src/dedupe/postgres/ingest-steps.ts', find: 'slots: filed.map((f) => f.filedAt.slot),', replace: 'slots: filed.map(() => 0),' }, { file: 'src/dedupe/postgres/ingest-steps.ts', find: 'filedPartitions: filed.map((f) => f.filedAt.partition),', replace: "filedPartitions: filed.map(() => '')," }],
+    caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: "files a key said to be the run's" }],
   },
   {
     what: "the relay says every key is its run's alone (an explicit key sent from two runs is stored twice)",

@@ -415,4 +415,70 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
       await store.close();
     }
   });
+
+  it("migration 013: answers a key stored before keys were filed by run as before, when a newer relay says it is the run's", async () => {
+    const { migratePostgres } = await import('../../src/dedupe/postgres/migrate.js');
+    const { serverPostgresMigrations } = await import('../../src/dedupe/postgres/migrations.js');
+    const schema = testSchema();
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+    const sent = item(1, newKey(), { partitionKey: 'batch-1' });
+    try {
+      await migratePostgres(pool, schema, serverPostgresMigrations.filter((m) => m.version <= 12));
+      await pool.query(`INSERT INTO "${schema}".assets VALUES ('batch_ready', 't0')`);
+      await pool.query(
+        `INSERT INTO "${schema}".events (event_id, key, ts, asset, partition_key, producer, workflow, run_id, task, attempt, seq, fingerprint, created_at)
+         VALUES ($1, $2, '2026-12-01T00:00:00.000Z', 'batch_ready', 'batch-1', $3, 'w', $4, NULL, 1, 1, $5, $6)`,
+        [randomUUID(), sent.key, STREAM.producer, STREAM.runId, (checkItem(sent, 0) as { fingerprint: string }).fingerprint, Date.now()],
+      );
+    } finally {
+      await pool.end();
+    }
+    const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
+    const ofRun = (fields: Record<string, unknown> = {}) => ({ ...(checkItem({ ...sent, ...fields }, 0) as object), keyOfRun: true }) as ReturnType<typeof checkItem>;
+    try {
+      // The retry after the upgrade says the key is the run's: it is still the stored event, and counted there.
+      expect((await store.ingest({ ...STREAM, attempt: 2 }, [ofRun()]))[0]).toMatchObject({ status: 'duplicate', timestamp: '2026-12-01T00:00:00.000Z' });
+      expect((await store.ingest({ ...STREAM, attempt: 3 }, [ofRun({ extra: { rows: 1 } })]))[0]).toMatchObject({ status: 'conflict' });
+      expect((await store.ingest({ ...STREAM, attempt: 4 }, [checkItem(sent, 0)]))[0]).toMatchObject({ status: 'duplicate' });
+      expect((await store.listEvents({ after: 0, limit: 10 })).events).toHaveLength(1);
+      const partitions = await store.catalog.partitions('batch_ready', { limit: 10 });
+      expect(partitions?.items).toEqual([expect.objectContaining({ partitionKey: 'batch-1', events: 1, duplicates: 2 })]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("files a key said to be the run's by its run and partition, any other per producer; misused with another partition, it makes another event, never another producer's", async () => {
+    const schema = testSchema();
+    const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+    const key = newKey();
+    const send = async (stream: typeof STREAM, partitionKey: string, keyOfRun: boolean) =>
+      (await store.ingest(stream, [{ ...(checkItem(item(1, key, { partitionKey }), 0) as object), ...(keyOfRun ? { keyOfRun: true } : {}) } as ReturnType<typeof checkItem>]))[0];
+    try {
+      await store.registerAsset('batch_ready');
+      const first = await send(STREAM, 'a', true);
+      expect(first).toMatchObject({ status: 'accepted' });
+      // The same partition, said or not: the same event.
+      expect(await send({ ...STREAM, attempt: 2 }, 'a', false)).toEqual({ ...first, status: 'duplicate' });
+      // A derived key never comes with another partition; a client that sends one so gets an event per place.
+      expect(await send({ ...STREAM, attempt: 3 }, 'b', true)).toMatchObject({ status: 'accepted' });
+      expect(await send({ ...STREAM, producer: 'other' }, 'a', true)).toMatchObject({ status: 'accepted' });
+      const explicit = newKey();
+      await store.ingest({ ...STREAM, runId: 'explicit' }, [checkItem(item(1, explicit), 0)]);
+      const { rows } = await pool.query<{ key: string; producer: string; run_slot: string; filed_partition: string }>(
+        `SELECT key, producer, run_slot, filed_partition FROM "${schema}".events ORDER BY cursor`,
+      );
+      // Keys of the run sit together, by run slot and partition; the explicit key per producer.
+      expect(rows.map((r) => [r.producer, r.run_slot !== '0', r.filed_partition])).toEqual([
+        [STREAM.producer, true, 'a'],
+        [STREAM.producer, true, 'b'],
+        ['other', true, 'a'],
+        [STREAM.producer, false, ''],
+      ]);
+    } finally {
+      await pool.end();
+      await store.close();
+    }
+  });
 });

@@ -196,7 +196,7 @@ describe('the SQLite store upgraded to one row per event (migration 012)', () =>
     // The same partition, said or not: the same event.
     expect(await deliver({ ...STREAM, attempt: 2 }, { partitionKey: 'a' }, {})).toEqual({ ...first, status: 'duplicate' });
     // A derived key never comes with another partition; a client that sends one so gets an event per place
-    // on this store (PostgreSQL answers it as a conflict), of its own producer only.
+    // (on both stores), of its own producer only.
     expect(await deliver({ ...STREAM, attempt: 3 }, { partitionKey: 'b' })).toMatchObject({ status: 'accepted' });
     expect(await deliver({ ...STREAM, producer: 'other' }, { partitionKey: 'a' })).toMatchObject({ status: 'accepted' });
     expect(await server.store.sizes()).toMatchObject({ events: 3 });

@@ -73,7 +73,7 @@ export class PostgresIngestGroups {
   }
 
   private async groupTransaction(client: pg.PoolClient, group: readonly WaitingIngest[], savepoints: boolean): Promise<GroupOutcome[]> {
-    if (group.length === 1) return [{ results: await runIngest(this.plan(group[0]!), this.steps.stepHandler(client, group[0]!.stream)) }];
+    if (group.length === 1) return [{ results: await runIngest(this.plan(group[0]!), this.steps.stepHandler(client, group[0]!.stream, group[0]!.items)) }];
     // Each stream once, whatever attempts of it the group holds.
     const streams = [...new Map(group.map(({ stream }) => streamOf(stream.producer, stream.runId, stream.task)).map((s) => [JSON.stringify(s), s])).values()];
     await runStatement(client, this.statements.lockStreams, {
@@ -88,7 +88,7 @@ export class PostgresIngestGroups {
       const state: IngestGroupState = { stored: [] };
       if (savepoints) await client.query('SAVEPOINT ingest');
       try {
-        outcomes.push({ results: await runIngest(this.plan(request), this.steps.stepHandler(client, request.stream, state)) });
+        outcomes.push({ results: await runIngest(this.plan(request), this.steps.stepHandler(client, request.stream, request.items, state)) });
         if (savepoints) await client.query('RELEASE SAVEPOINT ingest');
         stored.push(...state.stored);
       } catch (error) {

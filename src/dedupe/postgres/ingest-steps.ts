@@ -1,5 +1,7 @@
 import type pg from 'pg';
 import type { StreamIdentity } from '../../protocol/wire.js';
+import type { CheckedItem, InvalidItem } from '../item-check.js';
+import { KeyPlaces } from '../key-places.js';
 import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
 import type { StepHandler } from '../ingest/steps.js';
 import { notifyPayload } from '../stored-assets.js';
@@ -33,10 +35,11 @@ export class PostgresIngestSteps {
    * group (PostgresIngestGroups), which holds the cursors' lock from its start, the claim does not take
    * it again, and the assets of the events stored go to `stored` for the group's one notification.
    */
-  stepHandler(client: pg.PoolClient, stream: StreamIdentity, group?: IngestGroupState): StepHandler<true> {
+  stepHandler(client: pg.PoolClient, stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[], group?: IngestGroupState): StepHandler<true> {
     const run = this.statements;
     const ofAttempt = attemptOf(stream);
     const { producer } = stream;
+    const places = new KeyPlaces(stream, items);
     return {
       position: async ({ clock }) => {
         // One statement creates the stream or marks it active now, and takes its row lock either way.
@@ -52,17 +55,23 @@ export class PostgresIngestSteps {
         const rows = await runStatement(client, run.checkpointNames, { producer, runId: stream.runId, task: ofAttempt.task });
         return new Set(rows.map((row) => row.name));
       },
-      // The event row is its own dedupe record: claiming a key stores its event, with the next cursor.
-      // Under the cursors' lock, held from here to the commit: requests that store events commit in
+      // The event row is its own dedupe record: claiming a key stores its event, with the next cursor,
+      // filed with its run and partition when the producer says the key is the run's alone, else per
+      // producer (key-places.ts). Under the cursors' lock, held from here to the commit: requests that store events commit in
       // cursor order (G14), and no two claim at once, so claims in any key order cannot deadlock.
       claim: async ({ claims, clock }) => {
         if (group === undefined) await runStatement(client, run.lockCursors, { key: this.cursorLock });
         const lineages = claims.map((c) => lineageColumns(c.event.lineage));
         const items = claims.map((c) => c.event.item);
+        const filed = items.map((item) => places.claim(item));
         const rows = await runStatement(client, run.claimEvents, {
           eventIds: claims.map((c) => c.eventId),
           keys: claims.map((c) => c.key),
           fingerprints: claims.map((c) => c.fingerprint),
+          slots: filed.map((f) => f.filedAt.slot),
+          filedPartitions: filed.map((f) => f.filedAt.partition),
+          elseSlots: filed.map((f) => f.elsewhere.slot),
+          elsePartitions: filed.map((f) => f.elsewhere.partition),
           createdAt: clock.ms,
           assets: items.map((item) => item.payload.asset),
           partitionKeys: items.map((item) => item.payload.partitionKey ?? null),
@@ -89,13 +98,16 @@ export class PostgresIngestSteps {
         }
         const records = new Map<string, DedupeRecord>();
         if (keys.length > 0) {
-          for (const row of await runStatement(client, run.readRecords, { producer, keys: [...keys] })) {
-            records.set(row.key, { fingerprint: row.fingerprint, eventId: row.event_id, ts: row.ts });
+          const ofRun = keys.map((key) => places.ofRun(key));
+          const rows = await runStatement(client, run.readRecords, { producer, keys: [...keys], slots: ofRun.map((p) => p.slot), partitions: ofRun.map((p) => p.partition) });
+          // Ranked: a key's first record is the one at the first place that has it.
+          for (const row of rows) {
+            if (!records.has(row.key)) records.set(row.key, { fingerprint: row.fingerprint, eventId: row.event_id, ts: row.ts });
           }
         }
         return { outcomes, records };
       },
-      write: (step) => this.write(client, stream, step, group),
+      write: (step) => this.write(client, stream, places, step, group),
       fenced: async ({ items, fencedBy, clock }) => {
         await runStatement(client, run.recordFence, { ...ofAttempt, fencedBy, items, ts: clock.ts });
       },
@@ -103,7 +115,13 @@ export class PostgresIngestSteps {
   }
 
   /** Stores what the resolve step decided: the events' notification, outcomes, checkpoints, position, epoch. */
-  private async write(client: pg.PoolClient, stream: StreamIdentity, { writes, clock }: Parameters<StepHandler<true>['write']>[0], group?: IngestGroupState): Promise<void> {
+  private async write(
+    client: pg.PoolClient,
+    stream: StreamIdentity,
+    places: KeyPlaces,
+    { writes, clock }: Parameters<StepHandler<true>['write']>[0],
+    group?: IngestGroupState,
+  ): Promise<void> {
     const run = this.statements;
     const ofAttempt = attemptOf(stream);
     const { events, outcomes } = writes;
@@ -130,7 +148,14 @@ export class PostgresIngestSteps {
       // In key order: two requests counting the same keys (one of them perhaps without the cursors' lock,
       // having claimed nothing) lock them in the same order.
       const sorted = [...writes.duplicates].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-      await runStatement(client, run.countDuplicates, { ...ofAttempt, keys: sorted.map((d) => d.key), assets: sorted.map((d) => d.asset) });
+      const ofRun = sorted.map((d) => places.ofRun(d.key));
+      await runStatement(client, run.countDuplicates, {
+        ...ofAttempt,
+        keys: sorted.map((d) => d.key),
+        assets: sorted.map((d) => d.asset),
+        slots: ofRun.map((p) => p.slot),
+        partitions: ofRun.map((p) => p.partition),
+      });
     }
     // The new events were stored when their keys were claimed; readers elsewhere hear of them at commit.
     const assets = events.map((e) => e.item.payload.asset);

@@ -309,4 +309,20 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       CREATE INDEX events_by_key_age ON events USING brin (created_at);
     `,
   },
+  {
+    version: 13,
+    name: '013_keys_filed_by_run',
+    sql: `
+      -- Derived keys are random UUIDs: an index ordered by (producer, key) puts a request's events on as
+      -- many leaf pages, each written whole to the WAL the first time after a checkpoint. A key the producer
+      -- says comes from its stream's run alone (oncebox-run-keys) is filed under its run's slot (a hash of
+      -- producer, run and task) and its partition key, beside the run's neighbouring partitions; any other
+      -- key at slot 0 with partition '', unique per producer as before (key-places.ts, as on the embedded
+      -- store). Every key stored so far is at slot 0, and a claim looks in both places, so a key is never
+      -- stored twice across the change. The index is built again: on a large store, upgrade at a quiet time.
+      ALTER TABLE events ADD COLUMN run_slot bigint NOT NULL DEFAULT 0, ADD COLUMN filed_partition text NOT NULL DEFAULT '';
+      DROP INDEX events_by_key;
+      CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, filed_partition, key) WHERE created_at IS NOT NULL;
+    `,
+  },
 ];

@@ -8,7 +8,7 @@ export interface PgSchema extends SharedTables {
    * `cursor` is the order of commits, given at insert (see claimEvents). The row is its key's dedupe
    * record too: `created_at` is when the key entered the window, NULL once compaction released it.
    */
-  events: EventRow & { fingerprint: string | null; created_at: number | null; duplicates: number };
+  events: EventRow & { fingerprint: string | null; created_at: number | null; duplicates: number; run_slot: number; filed_partition: string };
 }
 
 const STREAM_TYPES = { producer: 'text', runId: 'text', task: 'text' } as const;
@@ -29,11 +29,22 @@ export function ingestStatements(db: Kysely<PgSchema>) {
   });
 
   const outcomesAt = pgParams<OfAttempt & { seqs: number[] }>({ ...ATTEMPT_TYPES, seqs: 'bigint[]' });
-  const records = pgParams<{ producer: string; keys: string[] }>({ producer: 'text', keys: 'uuid[]' });
+  // Each key with the place its run would file it at (key-places.ts); the other place is the producer's.
+  const records = pgParams<{ producer: string; keys: string[]; slots: number[]; partitions: string[] }>({
+    producer: 'text',
+    keys: 'uuid[]',
+    slots: 'bigint[]',
+    partitions: 'text[]',
+  });
   const events = pgParams<{
     eventIds: string[];
     keys: string[];
     fingerprints: string[];
+    /** Where each key is filed, and the other place it must not already be at (key-places.ts). */
+    slots: number[];
+    filedPartitions: string[];
+    elseSlots: number[];
+    elsePartitions: string[];
     createdAt: number;
     assets: string[];
     partitionKeys: (string | null)[];
@@ -54,6 +65,10 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     eventIds: 'uuid[]',
     keys: 'uuid[]',
     fingerprints: 'text[]',
+    slots: 'bigint[]',
+    filedPartitions: 'text[]',
+    elseSlots: 'bigint[]',
+    elsePartitions: 'text[]',
     createdAt: 'bigint',
     assets: 'text[]',
     partitionKeys: 'text[]',
@@ -95,7 +110,13 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     partitionKeys: 'text[]',
     createdAt: 'bigint',
   });
-  const duplicates = pgParams<OfAttempt & { keys: string[]; assets: string[] }>({ ...ATTEMPT_TYPES, keys: 'uuid[]', assets: 'text[]' });
+  const duplicates = pgParams<OfAttempt & { keys: string[]; assets: string[]; slots: number[]; partitions: string[] }>({
+    ...ATTEMPT_TYPES,
+    keys: 'uuid[]',
+    assets: 'text[]',
+    slots: 'bigint[]',
+    partitions: 'text[]',
+  });
   const runOutcome = pgParams<OfStream & { outcome: StoredRunOutcome }>({ ...STREAM_TYPES, outcome: 'text' });
   const fence = pgParams<OfAttempt & { fencedBy: number; items: number; ts: string }>({ ...ATTEMPT_TYPES, fencedBy: 'integer', items: 'integer', ts: 'text' });
   const checkpoint = pgParams<OfAttempt & { name: string; value: string; seq: number; revision: number; ts: string }>({
@@ -141,15 +162,22 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         .where('seq', '=', sql<number>`ANY(${outcomesAt.seqs})`)
         .compile(),
     ),
-    // A key's record: its event's row while the key is in the window, or the record kept after its event.
+    // A key's record: its event's row while the key is in the window, filed with its run or per producer,
+    // or the record kept after its event; where a key has several, the first of these (rank).
     readRecords: pgStatement(
       'readRecords',
       records,
-      sql<{ key: string; fingerprint: string; event_id: string; ts: string }>`
-        SELECT key, fingerprint, event_id, ts FROM events
-        WHERE producer = ${records.producer} AND key = ANY(${records.keys}) AND created_at IS NOT NULL
+      sql<{ key: string; fingerprint: string; event_id: string; ts: string; rank: number }>`
+        SELECT e.key, e.fingerprint, e.event_id, e.ts, 0 AS rank
+        FROM unnest(${records.keys}, ${records.slots}, ${records.partitions}) AS k(key, slot, part)
+        JOIN events e ON e.producer = ${records.producer} AND e.run_slot = k.slot AND e.filed_partition = k.part AND e.key = k.key
+                     AND e.created_at IS NOT NULL
         UNION ALL
-        SELECT key, fingerprint, event_id, ts FROM dedupe WHERE producer = ${records.producer} AND key = ANY(${records.keys})`.compile(db),
+        SELECT key, fingerprint, event_id, ts, 1 FROM events
+        WHERE producer = ${records.producer} AND run_slot = 0 AND filed_partition = '' AND key = ANY(${records.keys}) AND created_at IS NOT NULL
+        UNION ALL
+        SELECT key, fingerprint, event_id, ts, 2 FROM dedupe WHERE producer = ${records.producer} AND key = ANY(${records.keys})
+        ORDER BY rank`.compile(db),
     ),
     // The rows of a group's streams that exist, locked in one order (a new stream is locked by its insert).
     lockStreams: pgStatement(
@@ -165,22 +193,29 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     // The lock under which events take their cursors, held until the request commits (see claimEvents).
     lockCursors: pgStatement('lockCursors', cursorLock, sql<never>`SELECT pg_advisory_xact_lock(${cursorLock.key})`.compile(db)),
     // Claiming a key stores its event: insert first, for every new key at once, and the keys that come
-    // back were this request's. A key whose record outlived its event (kept in dedupe) is not claimed.
-    // Each event takes the next cursor (the column's default, from a sequence) in the request's order.
+    // back were this request's. A key whose record outlived its event (kept in dedupe), or that is filed
+    // at its other place (key-places.ts), is not claimed: looking first is safe under the cursors' lock,
+    // which every claim holds. Each event takes the next cursor (the column's default, from a sequence)
+    // in the request's order.
     claimEvents: pgStatement(
       'claimEvents',
       events,
       sql<{ key: string }>`
-        INSERT INTO events (event_id, key, fingerprint, created_at, asset, partition_key, partition_date, extra, seq, trace_context, caused_by,
-                            depth, lineage, ts, producer, workflow, run_id, task, attempt)
-        SELECT e.event_id, e.key, e.fingerprint, ${events.createdAt}, e.asset, e.partition_key, e.partition_date, e.extra, e.seq, e.trace_context,
-               e.caused_by, e.depth, e.lineage, ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId}, ${events.task}, ${events.attempt}
-        FROM unnest(${events.eventIds}, ${events.keys}, ${events.fingerprints}, ${events.assets}, ${events.partitionKeys}, ${events.partitionDates},
-                    ${events.extras}, ${events.seqs}, ${events.traceContexts}, ${events.causedBy}, ${events.depths}, ${events.lineages})
-             WITH ORDINALITY AS e(event_id, key, fingerprint, asset, partition_key, partition_date, extra, seq, trace_context, caused_by, depth, lineage, n)
+        INSERT INTO events (event_id, key, fingerprint, run_slot, filed_partition, created_at, asset, partition_key, partition_date, extra, seq,
+                            trace_context, caused_by, depth, lineage, ts, producer, workflow, run_id, task, attempt)
+        SELECT e.event_id, e.key, e.fingerprint, e.slot, e.filed_partition, ${events.createdAt}, e.asset, e.partition_key, e.partition_date, e.extra,
+               e.seq, e.trace_context, e.caused_by, e.depth, e.lineage, ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId},
+               ${events.task}, ${events.attempt}
+        FROM unnest(${events.eventIds}, ${events.keys}, ${events.fingerprints}, ${events.slots}, ${events.filedPartitions}, ${events.elseSlots},
+                    ${events.elsePartitions}, ${events.assets}, ${events.partitionKeys}, ${events.partitionDates}, ${events.extras}, ${events.seqs},
+                    ${events.traceContexts}, ${events.causedBy}, ${events.depths}, ${events.lineages})
+             WITH ORDINALITY AS e(event_id, key, fingerprint, slot, filed_partition, else_slot, else_partition, asset, partition_key, partition_date,
+                                  extra, seq, trace_context, caused_by, depth, lineage, n)
         WHERE NOT EXISTS (SELECT 1 FROM dedupe d WHERE d.producer = ${events.producer} AND d.key = e.key)
+          AND NOT EXISTS (SELECT 1 FROM events x WHERE x.producer = ${events.producer} AND x.run_slot = e.else_slot
+                            AND x.filed_partition = e.else_partition AND x.key = e.key AND x.created_at IS NOT NULL)
         ORDER BY e.n
-        ON CONFLICT (producer, key) WHERE created_at IS NOT NULL DO NOTHING
+        ON CONFLICT (producer, run_slot, filed_partition, key) WHERE created_at IS NOT NULL DO NOTHING
         RETURNING key`.compile(db),
     ),
     recordOutcomes: pgStatement(
@@ -240,15 +275,26 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       'countDuplicates',
       duplicates,
       sql<never>`
-        WITH absorbed AS (SELECT key, asset FROM unnest(${duplicates.keys}, ${duplicates.assets}) AS d(key, asset)),
-        times AS (SELECT key, count(*)::int AS n FROM absorbed GROUP BY key),
-        -- Counted where the key's record is: on its event, or kept after it.
-        records AS (
+        WITH absorbed AS (
+          SELECT key, asset, slot, part FROM unnest(${duplicates.keys}, ${duplicates.assets}, ${duplicates.slots}, ${duplicates.partitions})
+            AS d(key, asset, slot, part)),
+        times AS (SELECT key, slot, part, count(*)::int AS n FROM absorbed GROUP BY key, slot, part),
+        -- Counted where the key's record is, at the first place that has it (as readRecords ranks them):
+        -- on its event filed with its run, or per producer, or kept after its event.
+        of_run AS (
           UPDATE events SET duplicates = events.duplicates + times.n FROM times
-          WHERE events.producer = ${duplicates.producer} AND events.key = times.key AND events.created_at IS NOT NULL),
+          WHERE events.producer = ${duplicates.producer} AND events.run_slot = times.slot AND events.filed_partition = times.part
+            AND events.key = times.key AND events.created_at IS NOT NULL
+          RETURNING events.key),
+        of_producer AS (
+          UPDATE events SET duplicates = events.duplicates + times.n FROM times
+          WHERE events.producer = ${duplicates.producer} AND events.run_slot = 0 AND events.filed_partition = '' AND events.key = times.key
+            AND events.created_at IS NOT NULL AND times.key NOT IN (SELECT key FROM of_run)
+          RETURNING events.key),
         kept AS (
           UPDATE dedupe SET duplicates = dedupe.duplicates + times.n FROM times
-          WHERE dedupe.producer = ${duplicates.producer} AND dedupe.key = times.key),
+          WHERE dedupe.producer = ${duplicates.producer} AND dedupe.key = times.key
+            AND times.key NOT IN (SELECT key FROM of_run UNION ALL SELECT key FROM of_producer)),
         attempt AS (
           UPDATE stream_seqs SET duplicates = duplicates + (SELECT count(*)::int FROM absorbed)
           WHERE producer = ${duplicates.producer} AND run_id = ${duplicates.runId} AND task = ${duplicates.task} AND attempt = ${duplicates.attempt})

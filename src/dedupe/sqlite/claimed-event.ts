@@ -2,7 +2,7 @@ import type { StreamIdentity } from '../../protocol/wire.js';
 import type { KeyClaim } from '../ingest/resolve.js';
 import type { IngestClock } from '../ingest/steps.js';
 import { lineageColumns } from '../tables.js';
-import type { KeyPlace } from './key-places.js';
+import type { KeyPlace } from '../key-places.js';
 
 /**
  * The events row a claim inserts in the embedded store: the event and its dedupe record in one (its

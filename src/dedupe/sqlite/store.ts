@@ -21,7 +21,7 @@ import { serverStatements } from './statements.js';
 import { Catalog } from '../catalog/catalog.js';
 import { SqliteCatalogDatabase } from '../catalog/sqlite-database.js';
 import { forgetRemoved } from '../catalog/rollup.js';
-import { firstFound, KeyPlaces } from './key-places.js';
+import { firstFound, KeyPlaces } from '../key-places.js';
 import { claimedEventRow } from './claimed-event.js';
 
 export interface SqliteStoreOptions {

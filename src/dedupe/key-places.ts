@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
-import type { StreamIdentity } from '../../protocol/wire.js';
-import type { CheckedEvent, CheckedItem, InvalidItem } from '../item-check.js';
+import type { StreamIdentity } from '../protocol/wire.js';
+import type { CheckedEvent, CheckedItem, InvalidItem } from './item-check.js';
 
 /**
- * Where the embedded store's key index (migration 013) holds a key inside the dedupe window. A key the
+ * Where a store's key index (migration 013 on either store) holds a key inside the dedupe window. A key the
  * producer says is its run's alone (the oncebox-run-keys header: derived from the run and a partition key) is filed
  * under its run's slot and its partition key, so that a request's keys, from neighbouring partitions of
  * one run, share a few index pages instead of one random page each. Every other key is at
