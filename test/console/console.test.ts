@@ -259,7 +259,8 @@ describe.skipIf(!chromiumAvailable)(`the web console${chromiumSkipReason}`, () =
       await signIn(tab, running.url, limited);
       // A link to another producer's run: refused (403) in the view, the console still open.
       await tab.goto(`${running.url}/console/#/streams/backfill/daily_partitions`);
-      await expect(tab.getByRole('alert').textContent()).resolves.toMatch(/reads only the streams of producers matching "orders-ingest"/);
+      // Waited for by its text: the view may show another alert (its loading state) first.
+      await tab.getByRole('alert').filter({ hasText: /reads only the streams of producers matching "orders-ingest"/ }).waitFor();
       await expect(tab.evaluate('sessionStorage.length')).resolves.toBe(1);
       await tab.getByRole('link', { name: 'Overview' }).click();
       await tab.getByTestId('tile-assets').waitFor();
@@ -268,8 +269,8 @@ describe.skipIf(!chromiumAvailable)(`the web console${chromiumSkipReason}`, () =
       const metrics = (await running.server.store.tokens.create({ scope: 'read', reads: ['metrics'], note: 'scraper' })).token;
       await tab.evaluate(`sessionStorage.setItem('oncebox.console.token', ${JSON.stringify(metrics)})`);
       await tab.reload();
-      await expect(tab.getByRole('alert').textContent()).resolves.toMatch(/refused that token: .*reads both events and streams/);
-      await expect(tab.evaluate('sessionStorage.length')).resolves.toBe(0);
+      await tab.getByRole('alert').filter({ hasText: /refused that token: .*reads both events and streams/ }).waitFor();
+      await tab.waitForFunction('sessionStorage.length === 0');
     } finally {
       await tab.context().close();
     }
