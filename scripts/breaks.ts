@@ -413,7 +413,7 @@ export const BREAKS: Break[] = [
   {
     what: "PostgreSQL files a run's keys per producer (a request's keys on as many pages of the key index as it has events)",
     guarantee: 'G4',
-    edits: [{ file: 'src/dedupe/postgres/ingest-steps.ts', find: 'slots: filed.map((f) => f.filedAt.slot),', replace: 'slots: filed.map(() => 0),' }, { file: 'src/dedupe/postgres/ingest-steps.ts', find: 'filedPartitions: filed.map((f) => f.filedAt.partition),', replace: "filedPartitions: filed.map(() => '')," }],
+    edits: [{ file: 'src/dedupe/postgres/ingest-steps.ts', find: 'ofRun: items.map((item) => item.keyOfRun === true),', replace: 'ofRun: items.map(() => false),' }],
     caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: "files a key said to be the run's" }],
   },
   {

@@ -36,7 +36,8 @@ function runSlot(stream: Pick<StreamIdentity, 'producer' | 'runId' | 'task'>): n
  * @internal
  */
 export class KeyPlaces {
-  private readonly slot: number;
+  /** The slot of this request's run, where its keys of the run are filed. */
+  readonly slot: number;
   /** Each key's partition, from the first item of the request that has it. */
   private readonly partitions = new Map<string, string>();
 

@@ -63,15 +63,13 @@ export class PostgresIngestSteps {
         if (group === undefined) await runStatement(client, run.lockCursors, { key: this.cursorLock });
         const lineages = claims.map((c) => lineageColumns(c.event.lineage));
         const items = claims.map((c) => c.event.item);
-        const filed = items.map((item) => places.claim(item));
         const rows = await runStatement(client, run.claimEvents, {
           eventIds: claims.map((c) => c.eventId),
           keys: claims.map((c) => c.key),
           fingerprints: claims.map((c) => c.fingerprint),
-          slots: filed.map((f) => f.filedAt.slot),
-          filedPartitions: filed.map((f) => f.filedAt.partition),
-          elseSlots: filed.map((f) => f.elsewhere.slot),
-          elsePartitions: filed.map((f) => f.elsewhere.partition),
+          slot: places.slot,
+          runPartitions: claims.map((c) => places.ofRun(c.key).partition),
+          ofRun: items.map((item) => item.keyOfRun === true),
           createdAt: clock.ms,
           assets: items.map((item) => item.payload.asset),
           partitionKeys: items.map((item) => item.payload.partitionKey ?? null),
@@ -98,8 +96,8 @@ export class PostgresIngestSteps {
         }
         const records = new Map<string, DedupeRecord>();
         if (keys.length > 0) {
-          const ofRun = keys.map((key) => places.ofRun(key));
-          const rows = await runStatement(client, run.readRecords, { producer, keys: [...keys], slots: ofRun.map((p) => p.slot), partitions: ofRun.map((p) => p.partition) });
+          const partitions = keys.map((key) => places.ofRun(key).partition);
+          const rows = await runStatement(client, run.readRecords, { producer, keys: [...keys], slot: places.slot, partitions });
           // Ranked: a key's first record is the one at the first place that has it.
           for (const row of rows) {
             if (!records.has(row.key)) records.set(row.key, { fingerprint: row.fingerprint, eventId: row.event_id, ts: row.ts });
@@ -148,13 +146,12 @@ export class PostgresIngestSteps {
       // In key order: two requests counting the same keys (one of them perhaps without the cursors' lock,
       // having claimed nothing) lock them in the same order.
       const sorted = [...writes.duplicates].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-      const ofRun = sorted.map((d) => places.ofRun(d.key));
       await runStatement(client, run.countDuplicates, {
         ...ofAttempt,
         keys: sorted.map((d) => d.key),
         assets: sorted.map((d) => d.asset),
-        slots: ofRun.map((p) => p.slot),
-        partitions: ofRun.map((p) => p.partition),
+        slot: places.slot,
+        partitions: sorted.map((d) => places.ofRun(d.key).partition),
       });
     }
     // The new events were stored when their keys were claimed; readers elsewhere hear of them at commit.

@@ -29,22 +29,25 @@ export function ingestStatements(db: Kysely<PgSchema>) {
   });
 
   const outcomesAt = pgParams<OfAttempt & { seqs: number[] }>({ ...ATTEMPT_TYPES, seqs: 'bigint[]' });
-  // Each key with the place its run would file it at (key-places.ts); the other place is the producer's.
-  const records = pgParams<{ producer: string; keys: string[]; slots: number[]; partitions: string[] }>({
+  // Each key with the partition its run would file it under, at the run's slot (key-places.ts); the other
+  // place is the producer's.
+  const records = pgParams<{ producer: string; keys: string[]; slot: number; partitions: string[] }>({
     producer: 'text',
     keys: 'uuid[]',
-    slots: 'bigint[]',
+    slot: 'bigint',
     partitions: 'text[]',
   });
   const events = pgParams<{
     eventIds: string[];
     keys: string[];
     fingerprints: string[];
-    /** Where each key is filed, and the other place it must not already be at (key-places.ts). */
-    slots: number[];
-    filedPartitions: string[];
-    elseSlots: number[];
-    elsePartitions: string[];
+    /**
+     * The run's slot, and each key's partition there (key-places.ts): a key of the run is filed there, and
+     * must not be at the producer's place; any other key the reverse.
+     */
+    slot: number;
+    runPartitions: string[];
+    ofRun: boolean[];
     createdAt: number;
     assets: string[];
     partitionKeys: (string | null)[];
@@ -65,10 +68,9 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     eventIds: 'uuid[]',
     keys: 'uuid[]',
     fingerprints: 'text[]',
-    slots: 'bigint[]',
-    filedPartitions: 'text[]',
-    elseSlots: 'bigint[]',
-    elsePartitions: 'text[]',
+    slot: 'bigint',
+    runPartitions: 'text[]',
+    ofRun: 'boolean[]',
     createdAt: 'bigint',
     assets: 'text[]',
     partitionKeys: 'text[]',
@@ -110,11 +112,11 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     partitionKeys: 'text[]',
     createdAt: 'bigint',
   });
-  const duplicates = pgParams<OfAttempt & { keys: string[]; assets: string[]; slots: number[]; partitions: string[] }>({
+  const duplicates = pgParams<OfAttempt & { keys: string[]; assets: string[]; slot: number; partitions: string[] }>({
     ...ATTEMPT_TYPES,
     keys: 'uuid[]',
     assets: 'text[]',
-    slots: 'bigint[]',
+    slot: 'bigint',
     partitions: 'text[]',
   });
   const runOutcome = pgParams<OfStream & { outcome: StoredRunOutcome }>({ ...STREAM_TYPES, outcome: 'text' });
@@ -169,8 +171,8 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       records,
       sql<{ key: string; fingerprint: string; event_id: string; ts: string; rank: number }>`
         SELECT e.key, e.fingerprint, e.event_id, e.ts, 0 AS rank
-        FROM unnest(${records.keys}, ${records.slots}, ${records.partitions}) AS k(key, slot, part)
-        JOIN events e ON e.producer = ${records.producer} AND e.run_slot = k.slot AND e.filed_partition = k.part AND e.key = k.key
+        FROM unnest(${records.keys}, ${records.partitions}) AS k(key, part)
+        JOIN events e ON e.producer = ${records.producer} AND e.run_slot = ${records.slot} AND e.filed_partition = k.part AND e.key = k.key
                      AND e.created_at IS NOT NULL
         UNION ALL
         SELECT key, fingerprint, event_id, ts, 1 FROM events
@@ -203,17 +205,18 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       sql<{ key: string }>`
         INSERT INTO events (event_id, key, fingerprint, run_slot, filed_partition, created_at, asset, partition_key, partition_date, extra, seq,
                             trace_context, caused_by, depth, lineage, ts, producer, workflow, run_id, task, attempt)
-        SELECT e.event_id, e.key, e.fingerprint, e.slot, e.filed_partition, ${events.createdAt}, e.asset, e.partition_key, e.partition_date, e.extra,
-               e.seq, e.trace_context, e.caused_by, e.depth, e.lineage, ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId},
-               ${events.task}, ${events.attempt}
-        FROM unnest(${events.eventIds}, ${events.keys}, ${events.fingerprints}, ${events.slots}, ${events.filedPartitions}, ${events.elseSlots},
-                    ${events.elsePartitions}, ${events.assets}, ${events.partitionKeys}, ${events.partitionDates}, ${events.extras}, ${events.seqs},
-                    ${events.traceContexts}, ${events.causedBy}, ${events.depths}, ${events.lineages})
-             WITH ORDINALITY AS e(event_id, key, fingerprint, slot, filed_partition, else_slot, else_partition, asset, partition_key, partition_date,
-                                  extra, seq, trace_context, caused_by, depth, lineage, n)
+        SELECT e.event_id, e.key, e.fingerprint, CASE WHEN e.of_run THEN ${events.slot} ELSE 0 END, CASE WHEN e.of_run THEN e.run_partition ELSE '' END,
+               ${events.createdAt}, e.asset, e.partition_key, e.partition_date, e.extra, e.seq, e.trace_context, e.caused_by, e.depth, e.lineage,
+               ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId}, ${events.task}, ${events.attempt}
+        FROM unnest(${events.eventIds}, ${events.keys}, ${events.fingerprints}, ${events.ofRun}, ${events.runPartitions}, ${events.assets},
+                    ${events.partitionKeys}, ${events.partitionDates}, ${events.extras}, ${events.seqs}, ${events.traceContexts}, ${events.causedBy},
+                    ${events.depths}, ${events.lineages})
+             WITH ORDINALITY AS e(event_id, key, fingerprint, of_run, run_partition, asset, partition_key, partition_date, extra, seq, trace_context,
+                                  caused_by, depth, lineage, n)
         WHERE NOT EXISTS (SELECT 1 FROM dedupe d WHERE d.producer = ${events.producer} AND d.key = e.key)
-          AND NOT EXISTS (SELECT 1 FROM events x WHERE x.producer = ${events.producer} AND x.run_slot = e.else_slot
-                            AND x.filed_partition = e.else_partition AND x.key = e.key AND x.created_at IS NOT NULL)
+          AND NOT EXISTS (SELECT 1 FROM events x WHERE x.producer = ${events.producer} AND x.key = e.key AND x.created_at IS NOT NULL
+                            AND (x.run_slot, x.filed_partition) = (CASE WHEN e.of_run THEN 0 ELSE ${events.slot} END,
+                                                                   CASE WHEN e.of_run THEN '' ELSE e.run_partition END))
         ORDER BY e.n
         ON CONFLICT (producer, run_slot, filed_partition, key) WHERE created_at IS NOT NULL DO NOTHING
         RETURNING key`.compile(db),
@@ -276,14 +279,13 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       duplicates,
       sql<never>`
         WITH absorbed AS (
-          SELECT key, asset, slot, part FROM unnest(${duplicates.keys}, ${duplicates.assets}, ${duplicates.slots}, ${duplicates.partitions})
-            AS d(key, asset, slot, part)),
-        times AS (SELECT key, slot, part, count(*)::int AS n FROM absorbed GROUP BY key, slot, part),
+          SELECT key, asset, part FROM unnest(${duplicates.keys}, ${duplicates.assets}, ${duplicates.partitions}) AS d(key, asset, part)),
+        times AS (SELECT key, part, count(*)::int AS n FROM absorbed GROUP BY key, part),
         -- Counted where the key's record is, at the first place that has it (as readRecords ranks them):
         -- on its event filed with its run, or per producer, or kept after its event.
         of_run AS (
           UPDATE events SET duplicates = events.duplicates + times.n FROM times
-          WHERE events.producer = ${duplicates.producer} AND events.run_slot = times.slot AND events.filed_partition = times.part
+          WHERE events.producer = ${duplicates.producer} AND events.run_slot = ${duplicates.slot} AND events.filed_partition = times.part
             AND events.key = times.key AND events.created_at IS NOT NULL
           RETURNING events.key),
         of_producer AS (
