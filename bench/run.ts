@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --json] [-- --quick] [-- --only airflow|waiters|testing|growth|pages|pg] [-- --require-peers]
+ * npm run bench [-- --json] [-- --quick] [-- --only SECTION] [-- --require-peers] (USAGE below)
  *
  * Benchmarks, not tests: each figure is a ratio measured side by side in this one run, because a shared
  * 2-core machine is too noisy for absolute numbers to mean much from one run to the next.
@@ -13,19 +13,56 @@ import { backlogGrowth } from './growth-bench.js';
 import { connectJetStream, IN_FLIGHT_EVENTS, jetStreamPublish } from './jetstream-bench.js';
 import { postgresWalPerRequest, sqliteIngestInProcess, sqlitePagesPerRequest } from './store-pages.js';
 import { PG_URL, pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, pgSmallRequests, sqliteIngest, sqliteRawInsert, type IngestRun } from './ingest-bench.js';
-import { median } from './support.js';
+import { median, postgresMissing } from './support.js';
 import { testingScenariosPerMinute } from './testing-bench.js';
 import { waitersBench } from './waiters-bench.js';
 
-const { values } = parseArgs({
-  options: {
-    json: { type: 'boolean', default: false },
-    quick: { type: 'boolean', default: false },
-    only: { type: 'string' },
-    // Fail, rather than skip, when a peer measured side by side (NATS JetStream) is not running.
-    'require-peers': { type: 'boolean', default: false },
-  },
-});
+const SECTIONS = ['airflow', 'waiters', 'testing', 'growth', 'pages', 'pg'] as const;
+const USAGE = `usage: npm run bench [-- --json] [-- --quick] [-- --only ${SECTIONS.join('|')}] [-- --require-peers]
+
+  --json            print the figures as one JSON object on the last line too
+  --quick           a fifth of the work and a 1M-key store, for a quick look (its ratios are not the full run's)
+  --only SECTION    run one section alone
+  --require-peers   fail, rather than skip, when NATS JetStream (measured side by side) is not running
+
+PostgreSQL: ONCEBOX_TEST_PG (default postgres://postgres@127.0.0.1:5432/test). NATS: ONCEBOX_BENCH_NATS
+(default 127.0.0.1:4222). docs/benchmarks.md says what each figure measures.`;
+
+function parseOptions() {
+  try {
+    return parseArgs({
+      options: {
+        json: { type: 'boolean', default: false },
+        quick: { type: 'boolean', default: false },
+        only: { type: 'string' },
+        // Fail, rather than skip, when a peer measured side by side (NATS JetStream) is not running.
+        'require-peers': { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }).values;
+  } catch (error) {
+    console.error(`bench: ${(error as Error).message}\n\n${USAGE}`);
+    process.exit(2);
+  }
+}
+
+const values = parseOptions();
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+if (values.only !== undefined && !(SECTIONS as readonly string[]).includes(values.only)) {
+  console.error(`bench: --only ${values.only}: no such section; use one of ${SECTIONS.join(', ')}\n\n${USAGE}`);
+  process.exit(2);
+}
+// The full run and the PostgreSQL section need PostgreSQL; say so at once rather than minutes in.
+if (values.only === undefined || values.only === 'pg') {
+  const missing = await postgresMissing(PG_URL);
+  if (missing !== null) {
+    console.error(`bench: PostgreSQL is not reachable at ${PG_URL} (${missing}); start it, or set ONCEBOX_TEST_PG to its URL`);
+    process.exit(2);
+  }
+}
 const scale = values.quick ? 0.2 : 1;
 const rounds = values.quick ? 3 : 5;
 

@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 
 export const repo = fileURLToPath(new URL('..', import.meta.url));
 
@@ -106,5 +107,19 @@ export function cpuSeconds(pids: readonly number[], includeSelf = true): number 
     return total / 100 + (includeSelf ? (own.user + own.system) / 1e6 : 0);
   } catch {
     return null;
+  }
+}
+
+/** Why PostgreSQL at `url` cannot be used (its error's message), or null when it answers. */
+export async function postgresMissing(url: string): Promise<string | null> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return null;
+  } catch (error) {
+    return (error as Error).message;
+  } finally {
+    await client.end().catch(() => {});
   }
 }

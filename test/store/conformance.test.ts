@@ -129,6 +129,30 @@ for (const backend of BACKENDS) {
       expect((await sendSaying('0-999,5-2', [item(1, newKey())], { ...STREAM, attempt: 5 })).json.results[0]).toMatchObject({ status: 'accepted' });
     });
 
+    it('stores the longest names the protocol allows, in characters of four bytes each: a listed key, its partition and a checkpoint', async () => {
+      const { url } = await startServer({ backend });
+      // Characters of 4 bytes in UTF-8 each, all different (PostgreSQL compresses a repetitive index entry):
+      // past its 2,704-byte index entry, when several sit in one.
+      let state = 20261202;
+      const random = () => {
+        // mulberry32, seeded: the same characters every run.
+        state = (state + 0x6d2b79f5) | 0;
+        let t = Math.imul(state ^ (state >>> 15), 1 | state);
+        t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+        return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+      };
+      const long = (n: number) => Array.from({ length: n }, () => String.fromCodePoint(0x20000 + Math.floor(random() * 0xa000))).join('');
+      const stream = { producer: long(200), workflow: long(200), runId: long(200), task: long(200), attempt: 1 };
+      const items = [item(1, newKey(), { partitionKey: long(512) }), { seq: 2, key: newKey(), kind: 'checkpoint', name: long(200), value: 1 }];
+      const sendAt = (attempt: number) =>
+        post(emissions(url), JSON.stringify({ stream: { ...stream, attempt }, items }), { 'content-type': 'application/json', 'oncebox-run-keys': '0' });
+      const first = await sendAt(1);
+      expect([first.status, first.json.results.map((r: { status: string }) => r.status)]).toEqual([200, ['accepted', 'checkpointed']]);
+      const retry = await sendAt(2);
+      expect(retry.json.results[0]).toEqual({ ...first.json.results[0], status: 'duplicate' });
+      expect(await allEvents(url)).toHaveLength(1);
+    });
+
     it('reads a key in upper-case hex as the same key, and answers it in lower case', async () => {
       const { url } = await startServer({ backend });
       const key = 'abcdef01-2345-4678-9abc-def012345678';

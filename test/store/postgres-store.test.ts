@@ -448,6 +448,35 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
     }
   });
 
+  it('migration 014: keeps each checkpoint, and a later update of one still replaces it', async () => {
+    const { migratePostgres } = await import('../../src/dedupe/postgres/migrate.js');
+    const { serverPostgresMigrations } = await import('../../src/dedupe/postgres/migrations.js');
+    const schema = testSchema();
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+    try {
+      await migratePostgres(pool, schema, serverPostgresMigrations.filter((m) => m.version <= 13));
+      await pool.query(`INSERT INTO "${schema}".streams (producer, run_id, task, epoch, updated_at) VALUES ($1, $2, '', 1, 't0')`, [STREAM.producer, STREAM.runId]);
+      await pool.query(`INSERT INTO "${schema}".stream_seqs (producer, run_id, task, attempt, last_seq) VALUES ($1, $2, '', 1, 2)`, [STREAM.producer, STREAM.runId]);
+      for (const [seq, name] of [[1, 'backlog'], [2, 'offset']] as const) {
+        await pool.query(
+          `INSERT INTO "${schema}".stream_checkpoints (producer, run_id, task, name, value, attempt, seq, updated_at) VALUES ($1, $2, '', $3, $4, 1, $5, 't0')`,
+          [STREAM.producer, STREAM.runId, name, JSON.stringify(seq * 10), seq],
+        );
+      }
+    } finally {
+      await pool.end();
+    }
+    const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });
+    try {
+      const [answer] = await store.ingest(STREAM, [checkItem({ seq: 3, key: newKey(), kind: 'checkpoint', name: 'backlog', value: 30 }, 0)]);
+      expect(answer).toMatchObject({ status: 'checkpointed' });
+      const state = await store.streamState(STREAM.producer, STREAM.runId, null);
+      expect(state?.checkpoints).toEqual({ backlog: 30, offset: 20 });
+    } finally {
+      await store.close();
+    }
+  });
+
   it("files a key said to be the run's by its run and partition, any other per producer; misused with another partition, it makes another event, never another producer's", async () => {
     const schema = testSchema();
     const store = await PostgresDedupeStore.open({ connectionString: PG_URL, schema });

@@ -325,4 +325,15 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, filed_partition, key) WHERE created_at IS NOT NULL;
     `,
   },
+  {
+    version: 14,
+    name: '014_checkpoint_names_hashed',
+    sql: `
+      -- A checkpoint's name is unique in its stream by its hash: producer, run, task and name may each take
+      -- 800 bytes (200 characters of four bytes), and PostgreSQL refuses a B-tree entry of over 2,704, so a
+      -- key of all four refused such a checkpoint with an error (the stream's three alone still fit).
+      ALTER TABLE stream_checkpoints DROP CONSTRAINT stream_checkpoints_pkey;
+      CREATE UNIQUE INDEX stream_checkpoints_by_name ON stream_checkpoints (producer, run_id, task, md5(name));
+    `,
+  },
 ];

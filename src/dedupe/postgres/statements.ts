@@ -12,6 +12,14 @@ export interface PgSchema extends SharedTables {
 }
 
 const STREAM_TYPES = { producer: 'text', runId: 'text', task: 'text' } as const;
+
+/**
+ * A key of the run is filed under the first characters of its partition key only: enough for the order
+ * of neighbouring partitions, and short enough that an index entry of the longest producer name fits
+ * a B-tree page (PostgreSQL refuses an entry of over 2,704 bytes; a partition key may take 2,048). A
+ * derived key comes with one partition key, so a prefix names its place as well as the whole would.
+ */
+const FILED_PARTITION = sql.lit(64);
 const ATTEMPT_TYPES = { ...STREAM_TYPES, attempt: 'integer' } as const;
 
 /**
@@ -172,7 +180,7 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       sql<{ key: string; fingerprint: string; event_id: string; ts: string; rank: number }>`
         SELECT e.key, e.fingerprint, e.event_id, e.ts, 0 AS rank
         FROM unnest(${records.keys}, ${records.partitions}) AS k(key, part)
-        JOIN events e ON e.producer = ${records.producer} AND e.run_slot = ${records.slot} AND e.filed_partition = k.part AND e.key = k.key
+        JOIN events e ON e.producer = ${records.producer} AND e.run_slot = ${records.slot} AND e.filed_partition = left(k.part, ${FILED_PARTITION}) AND e.key = k.key
                      AND e.created_at IS NOT NULL
         UNION ALL
         SELECT key, fingerprint, event_id, ts, 1 FROM events
@@ -205,7 +213,7 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       sql<{ key: string }>`
         INSERT INTO events (event_id, key, fingerprint, run_slot, filed_partition, created_at, asset, partition_key, partition_date, extra, seq,
                             trace_context, caused_by, depth, lineage, ts, producer, workflow, run_id, task, attempt)
-        SELECT e.event_id, e.key, e.fingerprint, CASE WHEN e.of_run THEN ${events.slot} ELSE 0 END, CASE WHEN e.of_run THEN e.run_partition ELSE '' END,
+        SELECT e.event_id, e.key, e.fingerprint, CASE WHEN e.of_run THEN ${events.slot} ELSE 0 END, CASE WHEN e.of_run THEN left(e.run_partition, ${FILED_PARTITION}) ELSE '' END,
                ${events.createdAt}, e.asset, e.partition_key, e.partition_date, e.extra, e.seq, e.trace_context, e.caused_by, e.depth, e.lineage,
                ${events.ts}, ${events.producer}, ${events.workflow}, ${events.runId}, ${events.task}, ${events.attempt}
         FROM unnest(${events.eventIds}, ${events.keys}, ${events.fingerprints}, ${events.ofRun}, ${events.runPartitions}, ${events.assets},
@@ -216,7 +224,7 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         WHERE NOT EXISTS (SELECT 1 FROM dedupe d WHERE d.producer = ${events.producer} AND d.key = e.key)
           AND NOT EXISTS (SELECT 1 FROM events x WHERE x.producer = ${events.producer} AND x.key = e.key AND x.created_at IS NOT NULL
                             AND (x.run_slot, x.filed_partition) = (CASE WHEN e.of_run THEN 0 ELSE ${events.slot} END,
-                                                                   CASE WHEN e.of_run THEN '' ELSE e.run_partition END))
+                                                                   CASE WHEN e.of_run THEN '' ELSE left(e.run_partition, ${FILED_PARTITION}) END))
         ORDER BY e.n
         ON CONFLICT (producer, run_slot, filed_partition, key) WHERE created_at IS NOT NULL DO NOTHING
         RETURNING key`.compile(db),
@@ -247,7 +255,8 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         })
         .onConflict((oc) =>
           oc
-            .columns(['producer', 'run_id', 'task', 'name'])
+            // The unique index of migration 014 (a name's hash: an entry of four long names would not fit).
+            .expression(sql`producer, run_id, task, md5(name)`)
             .doUpdateSet({ value: checkpoint.value, attempt: checkpoint.attempt, seq: checkpoint.seq, revision: checkpoint.revision, updated_at: checkpoint.ts }),
         )
         .compile(),
@@ -279,7 +288,8 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       duplicates,
       sql<never>`
         WITH absorbed AS (
-          SELECT key, asset, part FROM unnest(${duplicates.keys}, ${duplicates.assets}, ${duplicates.partitions}) AS d(key, asset, part)),
+          SELECT key, asset, left(part, ${FILED_PARTITION}) AS part
+          FROM unnest(${duplicates.keys}, ${duplicates.assets}, ${duplicates.partitions}) AS d(key, asset, part)),
         times AS (SELECT key, part, count(*)::int AS n FROM absorbed GROUP BY key, part),
         -- Counted where the key's record is, at the first place that has it (as readRecords ranks them):
         -- on its event filed with its run, or per producer, or kept after its event.
