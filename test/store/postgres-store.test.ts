@@ -164,6 +164,18 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
     expect(page.events.map((event) => event.seq)).toEqual([1]);
     // Within 100 ms of the commit on a (b's own look-again interval is 5 s): only the notification can have answered it.
     expect(at - committedAt).toBeLessThan(100);
+
+    // Requests that share one transaction on a: the group's one notification wakes the reader as well.
+    const store = a.server.store as PostgresDedupeStore;
+    const groupsBefore = store.groupCommits;
+    const waitingAgain = fetch(`${b.url}/v1/events?after=1&wait=20`).then(async (response) => ({ at: Date.now(), page: (await response.json()) as { events: unknown[] } }));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await Promise.all([2, 3, 4].map((run) => store.ingest({ ...STREAM, runId: `group-${run}` }, [checkItem(item(1, newKey()), 0)])));
+    const groupCommittedAt = Date.now();
+    expect(store.groupCommits - groupsBefore).toBe(1);
+    const woken = await waitingAgain;
+    expect(woken.page.events.length).toBeGreaterThan(0);
+    expect(woken.at - groupCommittedAt).toBeLessThan(100);
   });
 
   it('accepts on one instance an asset registered through the other, and loads assets at start', async () => {

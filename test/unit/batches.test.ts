@@ -28,6 +28,22 @@ describe("the relay's batches", () => {
     expect(shape(cutBatches(commits([2, 2, 2, 2]), { maxRows: 3, maxBytes: 1e9, count: 2 }))).toEqual(['00', '11']);
   });
 
+  it('hold the rows of one stream only, and count every byte of a row against the limit', () => {
+    // The fetch is in commit order across streams: another attempt's rows end the window, and the first
+    // stream's last commit goes out (it is whole: the next stream's rows follow it).
+    const rows = [...commits([2, 2]), ...commits([1]).map((row) => ({ ...row, id: 99, attempt: 2 }))];
+    const batches = cutBatches(rows, { maxRows: 10, maxBytes: 1e9, count: 4, more: true });
+    expect(batches.map((batch) => batch.map((row) => `${row.attempt}:${row.committed_at - 1000}`))).toEqual([['1:0', '1:0', '1:1', '1:1']]);
+    expect(cutBatches([...commits([1]), { ...commits([1])[0]!, task: 'other' }], { maxRows: 10, maxBytes: 1e9, count: 4 }).flat()).toHaveLength(1);
+    expect(cutBatches([...commits([1]), { ...commits([1])[0]!, run_id: 'other' }], { maxRows: 10, maxBytes: 1e9, count: 4 }).flat()).toHaveLength(1);
+    // Each row here costs 256 + 100 bytes: three fit exactly, a fourth does not.
+    expect(shape(cutBatches(commits([1, 1, 1, 1], 100), { maxRows: 100, maxBytes: 3 * 356, count: 4 }))).toEqual(['012', '3']);
+    // A row larger than the byte limit goes alone, never after an empty request.
+    expect(shape(cutBatches(commits([1, 1], 1000), { maxRows: 100, maxBytes: 500, count: 4 }))).toEqual(['0', '1']);
+    // Rows carried over with their commit still count against the next batch's bytes.
+    expect(shape(cutBatches(commits([1, 2, 1], 100), { maxRows: 3, maxBytes: 2 * 356, count: 4 }))).toEqual(['0', '11', '2']);
+  });
+
   it('leave a last commit the fetch may have cut for the next window, unless nothing else goes', () => {
     expect(shape(cutBatches(commits([2, 3]), { maxRows: 5, maxBytes: 1e9, count: 1, more: true }))).toEqual(['00']);
     expect(shape(cutBatches(commits([2, 3]), { maxRows: 3, maxBytes: 1e9, count: 2, more: true }))).toEqual(['00']);

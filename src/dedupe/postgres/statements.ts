@@ -221,10 +221,13 @@ export function ingestStatements(db: Kysely<PgSchema>) {
                     ${events.depths}, ${events.lineages})
              WITH ORDINALITY AS e(event_id, key, fingerprint, of_run, run_partition, asset, partition_key, partition_date, extra, seq, trace_context,
                                   caused_by, depth, lineage, n)
-        WHERE NOT EXISTS (SELECT 1 FROM dedupe d WHERE d.producer = ${events.producer} AND d.key = e.key)
+        -- OFFSET 0 keeps each NOT EXISTS a probe of the key's index entry, per item: made a join, the
+        -- planner hashes the whole events table for every request while it is under a few million rows.
+        WHERE NOT EXISTS (SELECT 1 FROM dedupe d WHERE d.producer = ${events.producer} AND d.key = e.key OFFSET 0)
           AND NOT EXISTS (SELECT 1 FROM events x WHERE x.producer = ${events.producer} AND x.key = e.key AND x.created_at IS NOT NULL
                             AND (x.run_slot, x.filed_partition) = (CASE WHEN e.of_run THEN 0 ELSE ${events.slot} END,
-                                                                   CASE WHEN e.of_run THEN '' ELSE left(e.run_partition, ${FILED_PARTITION}) END))
+                                                                   CASE WHEN e.of_run THEN '' ELSE left(e.run_partition, ${FILED_PARTITION}) END)
+                          OFFSET 0)
         ORDER BY e.n
         ON CONFLICT (producer, run_slot, filed_partition, key) WHERE created_at IS NOT NULL DO NOTHING
         RETURNING key`.compile(db),
