@@ -411,6 +411,12 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/store/postgres-store.test.ts', name: 'migration 013' }],
   },
   {
+    what: 'a refused token at resume (a retry reading its run from the server) wrapped as ResumeUnavailableError, a transient-looking error, instead of CredentialsError',
+    guarantee: 'G17',
+    edits: [{ file: 'src/outbox/resume.ts', find: '    if (error instanceof CredentialsError) throw error;', replace: '    if (false) throw error;' }],
+    caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'is refused at openOutbox' }],
+  },
+  {
     what: "a PostgreSQL group's events notify no reader (readers waiting on another instance wait out their look-again interval)",
     guarantee: 'long-poll',
     edits: [{ file: 'src/dedupe/postgres/ingest-groups.ts', find: '    if (stored.length > 0) await this.steps.notifyStored(client, stored);', replace: '    if (false) await this.steps.notifyStored(client, stored);' }],

@@ -80,9 +80,10 @@ describe('a refused token', () => {
 
   it('is refused at openOutbox, not after the first commit, with a typed error naming the fix', async () => {
     const { server, other } = await serverWithTokens();
-    for (const [token, code] of [[undefined, 'unauthorized'], [other, 'forbidden']] as const) {
+    // Attempt 2 on a fresh file reads the run's state from the server first (resume): refused the same way.
+    for (const [token, code, attempt] of [[undefined, 'unauthorized', 1], [other, 'forbidden', 1], [undefined, 'unauthorized', 2], [other, 'forbidden', 2]] as const) {
       const started = Date.now();
-      const opening = openOutbox({ path: join(tempDir(), 'job.db'), server: server.url, token, producer: 'orders-ingest', run: RUN, logger: quiet });
+      const opening = openOutbox({ path: join(tempDir(), 'job.db'), server: server.url, token, producer: 'orders-ingest', run: { ...RUN, attempt }, logger: quiet });
       await expect(opening).rejects.toBeInstanceOf(CredentialsError);
       await expect(opening).rejects.toMatchObject({ code, status: code === 'unauthorized' ? 401 : 403 });
       expect(Date.now() - started).toBeLessThan(3000);
