@@ -18,7 +18,11 @@ export class FetchNotes {
     private readonly now: () => Date,
   ) {}
 
-  note(producer: string, group: string): void {
+  /**
+   * Resolves once the note is written (or has failed), so that the read which made it answers after it:
+   * a catalog read that follows a fetch then sees it. It never rejects.
+   */
+  async note(producer: string, group: string): Promise<void> {
     const key = JSON.stringify([producer, group]);
     const at = this.now();
     const last = this.noted.get(key);
@@ -26,6 +30,6 @@ export class FetchNotes {
     if (this.noted.size >= MAX_GROUPS) this.noted.clear();
     this.noted.set(key, at.getTime());
     // A note that fails (the store busy, closing) costs only a fresher time: the group's next read notes again.
-    this.catalog.noteFetch(producer, group, at).catch(() => this.noted.delete(key));
+    await this.catalog.noteFetch(producer, group, at).catch(() => this.noted.delete(key));
   }
 }

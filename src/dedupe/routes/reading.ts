@@ -23,7 +23,7 @@ export function addReadingRoutes(app: FastifyInstance, options: HttpAppOptions, 
       return sendProblem(reply, invalidInput(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit', 'wait', 'group', 'groupProducer'] }));
     }
     const { asset, group, groupProducer, ...read } = parsed.data;
-    if (group !== undefined && producerAllowed(request.grant, groupProducer ?? group)) fetchNotes.note(groupProducer ?? group, group);
+    if (group !== undefined && producerAllowed(request.grant, groupProducer ?? group)) await fetchNotes.note(groupProducer ?? group, group);
     const readable = readableAssets(request.grant);
     if (readable !== null && asset !== undefined && !readable.includes(asset)) {
       return sendProblem(reply, forbidden(`asset: this token reads only the events of ${nameList(readable)}`, 'asset'));
