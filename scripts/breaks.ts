@@ -1646,6 +1646,19 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'consumer groups with their lag' }],
   },
   {
+    what: "a request with no lifecycle event saving its run's outcome as none (a failed run shown running after a re-send)",
+    guarantee: 'G27',
+    edits: [{ file: sqliteStore, find: 'if (writes.runOutcome !== null) s.saveRunOutcome.run(', replace: 'if (true) s.saveRunOutcome.run(' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: "keeps a run's failure through the requests that follow it" }],
+  },
+  {
+    what: "PostgreSQL: a request with no lifecycle event saving its run's outcome as none (a failed run shown running after a re-send)",
+    guarantee: 'G27',
+    postgres: true,
+    edits: [{ file: postgresIngestSteps, find: 'if (writes.runOutcome !== null) await runStatement(client, run.saveRunOutcome,', replace: 'if (true) await runStatement(client, run.saveRunOutcome,' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: "keeps a run's failure through the requests that follow it" }],
+  },
+  {
     what: "a consumer group's reads never written down as its last fetch",
     guarantee: 'G27',
     edits: [{ file: 'src/dedupe/routes/reading.ts', find: 'await fetchNotes.note(groupProducer ?? group, group);', replace: 'void group;' }],

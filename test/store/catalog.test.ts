@@ -121,6 +121,23 @@ for (const backend of BACKENDS) {
       expect((await get(server.url, '/v1/catalog/streams/p/nope')).status).toBe(404);
     });
 
+    it("keeps a run's failure through the requests that follow it: a lost answer's re-send, a later commit", async () => {
+      const server = await startServer({ backend });
+      const { url } = server;
+      const failed = { outcome: 'failed', workflow: STREAM.workflow, runId: 'r3', task: null, attempt: 1, willRetry: false, held: 0, error: { message: 'boom' } };
+      const failure = [item(1, newKey()), { seq: 2, key: newKey(), kind: 'event', asset: 'oncebox.run_failed', extra: failed }];
+      expect(statuses(await send(url, failure, attempt('r3', 1)))).toEqual(['accepted', 'accepted']);
+      const outcome = async () => (await get(url, '/v1/catalog/streams?kind=run')).json.items.find((s: any) => s.runId === 'r3')?.outcome;
+      expect(await outcome()).toBe('failed');
+      // The relay did not hear the answer and sends the request again: nothing new, the failure stands.
+      expect(statuses(await send(url, failure, attempt('r3', 1)))).toEqual(['duplicate', 'duplicate']);
+      expect(await outcome()).toBe('failed');
+      // A commit after it with no lifecycle event (a checkpoint) does not make the run look running again.
+      expect(statuses(await send(url, [{ seq: 3, key: newKey(), kind: 'checkpoint', name: 'after', value: 1 }], attempt('r3', 1)))).toEqual(['checkpointed']);
+      expect(await outcome()).toBe('failed');
+      expect((await get(url, '/v1/catalog/streams?outcome=failed')).json.items.map((s: any) => s.runId)).toEqual(['r3']);
+    });
+
     it('lists consumer groups with their lag, and the refusals with the fix of each', async () => {
       const server = await startServer({ backend });
       await history(server);
