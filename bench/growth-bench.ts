@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { pino } from 'pino';
 import { openConsumer } from '../src/consumer/index.js';
 import { openOutbox } from '../src/outbox/index.js';
@@ -18,6 +19,13 @@ export interface GrowthRun {
   rssPeakMb: number;
   /** Peak over the tenth: what the backlog made the relay hold beyond its working set. */
   rssGrowthMb: number;
+  /**
+   * The relay's live heap after its full collections past the tenth: the most after any of them, less
+   * the first. Null when none ran.
+   */
+  liveHeapGrowthMb: number | null;
+  /** Full collections past the tenth. */
+  fullGcs: number;
   /** Events per second a consumer processed catching up over the whole backlog, in batches of 1000. */
   consumerCatchUpPerS: number;
 }
@@ -54,7 +62,17 @@ export async function backlogGrowth(rows: number): Promise<GrowthRun> {
     await box.close();
 
     const started = performance.now();
-    const relay = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'relay', path, '--server', server.url, '--drain'], { cwd: repo, stdio: ['ignore', 'ignore', 'inherit'] });
+    // --trace-gc prints each collection on stdout: the live heap after each full one tells a leak (it
+    // grows) from V8 letting garbage pile up before collecting it (resident memory grows, the live heap not).
+    const relay = spawn(process.execPath, ['--trace-gc', '--import', 'tsx', 'src/cli/main.ts', 'relay', path, '--server', server.url, '--drain'], {
+      cwd: repo,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const liveAfterFullGc: { at: number; mb: number }[] = [];
+    createInterface({ input: relay.stdout! }).on('line', (line) => {
+      const gc = / (\d+) ms: Mark-Compact [\d.]+ \([\d.]+\) -> ([\d.]+) \(/.exec(line);
+      if (gc) liveAfterFullGc.push({ at: Number(gc[1]), mb: Number(gc[2]) });
+    });
     const samples: { at: number; mb: number }[] = [];
     const sampler = setInterval(() => {
       const mb = residentMb(relay.pid!);
@@ -67,6 +85,10 @@ export async function backlogGrowth(rows: number): Promise<GrowthRun> {
     const tenth = (seconds * 1000) / 10;
     const rssAtTenthMb = samples.find((sample) => sample.at >= tenth)?.mb ?? samples[0]!.mb;
     const rssPeakMb = Math.max(...samples.filter((sample) => sample.at >= tenth).map((sample) => sample.mb));
+    // The heap after the first full collection past the tenth, and the most after any later one.
+    const liveLater = liveAfterFullGc.filter((gc) => gc.at >= tenth);
+    const liveHeapAtTenthMb = liveLater[0]?.mb ?? null;
+    const liveHeapPeakMb = liveLater.length === 0 ? null : Math.max(...liveLater.map((gc) => gc.mb));
 
     const consumer = await openConsumer({ path: join(dir, 'consumer.db'), server: server.url, group: 'bench', assets: ['batch_ready'], batchSize: 1000 });
     const stop = new AbortController();
@@ -81,7 +103,15 @@ export async function backlogGrowth(rows: number): Promise<GrowthRun> {
     );
     const consumerCatchUpPerS = rows / ((performance.now() - catchUpStarted) / 1000);
     await consumer.close({ timeoutMs: 30_000 });
-    return { drainEventsPerS: rows / seconds, rssAtTenthMb, rssPeakMb, rssGrowthMb: rssPeakMb - rssAtTenthMb, consumerCatchUpPerS };
+    return {
+      drainEventsPerS: rows / seconds,
+      rssAtTenthMb,
+      rssPeakMb,
+      rssGrowthMb: rssPeakMb - rssAtTenthMb,
+      liveHeapGrowthMb: liveHeapAtTenthMb === null || liveHeapPeakMb === null ? null : liveHeapPeakMb - liveHeapAtTenthMb,
+      fullGcs: liveLater.length,
+      consumerCatchUpPerS,
+    };
   } finally {
     await server.stop();
   }

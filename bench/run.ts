@@ -127,13 +127,16 @@ async function growthSection(): Promise<Record<string, number>> {
   const run = await backlogGrowth(rows);
   console.log(
     `backlog of ${fmt(rows)} rows: oncebox relay --drain at ${fmt(run.drainEventsPerS)} events/s, resident memory ${run.rssAtTenthMb.toFixed(0)} MiB at a tenth, ` +
-      `peak ${run.rssPeakMb.toFixed(0)} MiB, growth ${run.rssGrowthMb.toFixed(0)} MiB (target <= 64); a consumer caught up at ${fmt(run.consumerCatchUpPerS)} events/s`,
+      `peak ${run.rssPeakMb.toFixed(0)} MiB, growth ${run.rssGrowthMb.toFixed(0)} MiB (target <= 64); live heap after full collections ` +
+      `${run.liveHeapGrowthMb === null ? 'not measured (none ran)' : `grew ${run.liveHeapGrowthMb.toFixed(1)} MiB over ${run.fullGcs}`}; ` +
+      `a consumer caught up at ${fmt(run.consumerCatchUpPerS)} events/s`,
   );
   return {
     [`drain_${name}_events_per_s`]: Math.round(run.drainEventsPerS),
     [`drain_${name}_rss_at_tenth_mb`]: Number(run.rssAtTenthMb.toFixed(1)),
     [`drain_${name}_rss_peak_mb`]: Number(run.rssPeakMb.toFixed(1)),
     [`drain_${name}_rss_growth_mb`]: Number(run.rssGrowthMb.toFixed(1)),
+    ...(run.liveHeapGrowthMb === null ? {} : { [`drain_${name}_live_heap_growth_mb`]: Number(run.liveHeapGrowthMb.toFixed(1)) }),
     [`consumer_catchup_${name}_events_per_s`]: Math.round(run.consumerCatchUpPerS),
   };
 }

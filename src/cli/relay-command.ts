@@ -5,6 +5,7 @@ import { assembleDelivery, assertStreamToken } from '../outbox/relay/assemble.js
 import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
 import { readStatus } from '../outbox/status.js';
 import { DrainProgress, type DrainCounts, type ProgressOutput } from './drain-progress.js';
+import { DrainTally } from './drain-tally.js';
 import { clientToken, collect, Exit, exitsWith, stopSignal, UsageError, withTokenOptions } from './arguments.js';
 
 /** `oncebox relay FILE`: delivers an outbox file from a process of its own. */
@@ -73,22 +74,24 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
       throw error;
     }
   }
-  const relay = assembleDelivery(file, RELAY_DEFAULTS, client, { pending: () => file.pendingByKind() }).relay!;
+  let tally: DrainTally | undefined;
+  const relay = assembleDelivery(file, RELAY_DEFAULTS, client, { pending: () => file.pendingByKind(), onSettled: (rows) => tally?.settled(rows) }).relay!;
+  const counts = (): DrainCounts => {
+    const status = readStatus(file, relay);
+    return { pending: status.pending, checkpoints: status.pendingCheckpoints, delivered: status.delivered, dead: status.dead };
+  };
+  tally = options.drain ? new DrainTally(counts) : undefined;
   // The relay watches the file for the job's commits itself (another connection's, seen by data_version).
   relay.start();
   // The relay's timers are unref'd, so as not to hold a job's process open once its work is done; this
   // process exists for the relay, and lives until it is told to stop.
   const keepAlive = setInterval(() => undefined, 60_000);
-  const counts = (): DrainCounts => {
-    const status = readStatus(file, relay);
-    return { pending: status.pending, checkpoints: status.pendingCheckpoints, delivered: status.delivered, dead: status.dead };
-  };
-  const progress = options.drain ? new DrainProgress(options.progressOutput ?? process.stdout, counts()) : undefined;
+  const progress = tally ? new DrainProgress(options.progressOutput ?? process.stdout, tally.current()) : undefined;
   try {
     if (options.drain) {
       while (!options.signal.aborted && !(await relay.drain(PROGRESS_EVERY_MS))) {
         if (relay.failure) break;
-        progress!.update(counts());
+        progress!.update(tally!.current());
       }
     } else {
       await new Promise<void>((resolve) => options.signal.addEventListener('abort', () => resolve(), { once: true }));
