@@ -1665,6 +1665,18 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/unit/drain-tally.test.ts', name: 'recounts a costly file only as often' }],
   },
   {
+    what: 'oncebox relay --drain taking its last count after the relay stopped, not the count that found nothing pending (a job committing meanwhile: "interrupted", exit 1)',
+    guarantee: 'drain',
+    edits: [{ file: 'src/cli/relay-command.ts', find: '  const end = drained ?? counts();', replace: '  const end = counts();' }],
+    caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'drains what a job commits while it runs' }],
+  },
+  {
+    what: "the drain's progress blind to what the job commits between two counts (0 pending while rows wait)",
+    guarantee: 'drain',
+    edits: [{ file: 'src/cli/drain-tally.ts', find: '    const committed = this.file.eventsAfter(this.newestId);', replace: '    const committed = 0;' }],
+    caughtBy: [{ file: 'test/unit/drain-tally.test.ts', name: 'counts what the job commits between two counts' }],
+  },
+  {
     what: 'the drain\'s progress not moved on by the rows the relay settled between two counts',
     guarantee: 'drain',
     edits: [{ file: 'src/cli/drain-tally.ts', find: "      if (row.state === 'delivered') this.deliveredSince++;", replace: "      if (row.state === 'delivered') continue;" }],

@@ -80,17 +80,34 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
     const status = readStatus(file, relay);
     return { pending: status.pending, checkpoints: status.pendingCheckpoints, delivered: status.delivered, dead: status.dead };
   };
-  tally = options.drain ? new DrainTally(counts) : undefined;
+  const drainFile = {
+    // One read transaction, so that a commit between the two reads is in both or in neither.
+    count: file.db.transaction(() => ({ counts: counts(), newestId: file.rows.newestId.get()?.id ?? 0 })),
+    eventsAfter: (id: number) => file.rows.countEventsAfter.get({ id })?.count ?? 0,
+  };
+  tally = options.drain ? new DrainTally(drainFile) : undefined;
   // The relay watches the file for the job's commits itself (another connection's, seen by data_version).
   relay.start();
   // The relay's timers are unref'd, so as not to hold a job's process open once its work is done; this
   // process exists for the relay, and lives until it is told to stop.
   const keepAlive = setInterval(() => undefined, 60_000);
+  // The exact count that found nothing pending: the drain's last word, whatever the job commits after it.
+  let drained: DrainCounts | undefined;
   const progress = tally ? new DrainProgress(options.progressOutput ?? process.stdout, tally.current()) : undefined;
   try {
     if (options.drain) {
-      while (!options.signal.aborted && !(await relay.drain(PROGRESS_EVERY_MS))) {
+      while (!options.signal.aborted) {
+        const idle = await relay.drain(PROGRESS_EVERY_MS);
         if (relay.failure) break;
+        // Done when an exact count agrees: a job may commit between the relay's last look and it, and
+        // what it committed is drained too rather than left behind as "interrupted".
+        if (idle) {
+          const now = counts();
+          if (nothingPending(now)) {
+            drained = now;
+            break;
+          }
+        }
         progress!.update(tally!.current());
       }
     } else {
@@ -101,7 +118,7 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
     await relay.stop();
   }
   const failure = relay.failure;
-  const end = counts();
+  const end = drained ?? counts();
   file.close();
   if (failure) {
     progress?.finish(end, 'stopped');
@@ -109,7 +126,7 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
     return RelayExit.NotDrained;
   }
   if (!options.drain) return RelayExit.Drained;
-  if (end.pending + (end.checkpoints ?? 0) > 0) {
+  if (!nothingPending(end)) {
     progress!.finish(end, 'interrupted');
     return RelayExit.NotDrained;
   }
@@ -119,4 +136,8 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
     return RelayExit.DeadRows;
   }
   return RelayExit.Drained;
+}
+
+function nothingPending(counts: DrainCounts): boolean {
+  return counts.pending + (counts.checkpoints ?? 0) === 0;
 }

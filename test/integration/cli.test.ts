@@ -284,6 +284,38 @@ describe('oncebox relay --drain', () => {
     expect(texts.at(-1)).toBe('oncebox relay: drained: 2000 events delivered, 0 pending, 0 dead');
   });
 
+  it('drains what a job commits while it runs, and says drained, not interrupted, when it finds nothing pending', async () => {
+    const { url } = await startServer();
+    const path = join(tempDir(), 'outbox.db');
+    const box = await openOutbox({ path, producer: 'orders-ingest', run: RUN, relay: 'external' });
+    const ready = box.asset('batch_ready');
+    // The job goes on committing, a row every few milliseconds, through three drains one after another:
+    // a commit that lands as a drain finds nothing pending is the race this guards.
+    let committing = true;
+    let rows = 0;
+    const job = (async () => {
+      while (committing) {
+        box.commit((tx) => tx.emit(ready, { partitionKey: `batch-${++rows}` }));
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    try {
+      for (let drain = 0; drain < 3; drain++) {
+        const relay = await runScript(CLI, ['relay', path, '--server', url, '--drain'], { timeoutMs: 60_000 });
+        expect(relay.code, `${JSON.stringify(relay.lines.at(-1))} ${relay.stderr}`).toBe(0);
+        expect(relay.lines.at(-1)!.text).toMatch(/^oncebox relay: drained: \d+ events delivered, 0 pending, 0 dead$/);
+      }
+    } finally {
+      committing = false;
+      await job;
+    }
+    const last = await runScript(CLI, ['relay', path, '--server', url, '--drain']);
+    expect(last.code, last.stderr).toBe(0);
+    await box.close({ timeoutMs: 0 });
+    const stored = await allEvents(url);
+    expect(stored.map((event) => event.partitionKey)).toEqual(Array.from({ length: rows }, (_, i) => `batch-${i + 1}`));
+  });
+
   it('draws a progress bar on a terminal, and exits 3 when rows are dead', async () => {
     const { url } = await startServer();
     const slow = await startFaultProxy(url, { delayMs: 400 });

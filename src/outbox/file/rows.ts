@@ -102,6 +102,13 @@ export function rowStatements(db: Database.Database) {
       db,
       q.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('count')).where('state', '=', sql.lit('pending')),
     ),
+    // For a drain's progress between two full counts: rows committed since, found by the row id.
+    newestId: prepareConstant(db, q.selectFrom('outbox').select((eb) => eb.fn.max('id').as('id'))),
+    countEventsAfter: prepare(
+      db,
+      p.id,
+      q.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('count')).where('id', '>', p.id.id).where('kind', '=', sql.lit('event')),
+    ),
     countDead: prepareConstant(db, q.selectFrom('outbox').select((eb) => eb.fn.countAll<number>().as('count')).where('state', '=', sql.lit('dead'))),
     markDelivered: prepare(
       db,
