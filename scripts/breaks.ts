@@ -1677,6 +1677,12 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/unit/drain-tally.test.ts', name: 'counts what the job commits between two counts' }],
   },
   {
+    what: '--server taking any text (a misspelt URL: a relay retrying an address that can never answer, or "drained" with nothing pending)',
+    guarantee: 'cli',
+    edits: [{ file: 'src/cli/arguments.ts', find: "  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {", replace: '  if (false) {' }],
+    caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'refuses unknown flags and commands' }],
+  },
+  {
     what: 'the drain\'s progress not moved on by the rows the relay settled between two counts',
     guarantee: 'drain',
     edits: [{ file: 'src/cli/drain-tally.ts', find: "      if (row.state === 'delivered') this.deliveredSince++;", replace: "      if (row.state === 'delivered') continue;" }],

@@ -106,6 +106,23 @@ export function commaList(text: string): string[] {
   return parts;
 }
 
+/**
+ * For a repeatable --server: each use adds an http(s) URL. A misspelt one is a usage error at once, not
+ * a relay that retries an address that can never answer (or, with nothing pending, says it drained).
+ */
+export function collectServers(value: string, previous: string[] | undefined): string[] {
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new InvalidArgumentError(`must be the server's http:// or https:// URL, such as http://127.0.0.1:8787 (got ${value})`);
+  }
+  return collect(value, previous);
+}
+
 /** For a repeatable flag: each use adds its value. */
 export function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];

@@ -6,7 +6,7 @@ import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
 import { readStatus } from '../outbox/status.js';
 import { DrainProgress, type DrainCounts, type ProgressOutput } from './drain-progress.js';
 import { DrainTally } from './drain-tally.js';
-import { clientToken, collect, Exit, exitsWith, stopSignal, UsageError, withTokenOptions } from './arguments.js';
+import { clientToken, collectServers, Exit, exitsWith, stopSignal, UsageError, withTokenOptions } from './arguments.js';
 
 /** `oncebox relay FILE`: delivers an outbox file from a process of its own. */
 export function relayCommand(program: Command): Command {
@@ -19,7 +19,7 @@ export function relayCommand(program: Command): Command {
     )
     .argument('[file]', "the job's outbox file (the path it gave openOutbox)")
     .addOption(new Option('--db <file>', 'the outbox file, as a flag (as FILE)').hideHelp())
-    .requiredOption('--server <url>', 'the server; repeat it for several instances over one database', collect)
+    .requiredOption('--server <url>', 'the server; repeat it for several instances over one database', collectServers)
     .option('--drain', 'exit once nothing is pending: 0 when all was delivered, 3 when rows are dead, 1 otherwise');
   return withTokenOptions(command)
     .addHelpText(

@@ -88,6 +88,8 @@ describe('the oncebox command', () => {
       [['dead', 'retry'], /^oncebox: missing required argument 'file' \(see 'oncebox dead retry --help'\)\n$/],
       [['status', 'a.db', '--port', '1'], /^oncebox: unknown option '--port' \(see 'oncebox status --help'\)\n$/],
       [['server', '--db', 'x.db', '--port', 'high'], /^oncebox: option '--port <n>' argument 'high' is invalid\. must be 0-65535 \(got high\) \(see 'oncebox server --help'\)\n$/],
+      [['relay', 'x.db', '--server', 'notaurl', '--drain'], /^oncebox: option '--server <url>' argument 'notaurl' is invalid\. must be the server's http:\/\/ or https:\/\/ URL, such as http:\/\/127\.0\.0\.1:8787 \(got notaurl\) \(see 'oncebox relay --help'\)\n$/],
+      [['events', '--server', 'ftp://127.0.0.1:8787'], /^oncebox: option '--server <url>' argument 'ftp:\/\/127\.0\.0\.1:8787' is invalid\. must be the server's http:\/\/ or https:\/\/ URL/],
     ];
     for (const [args, message] of cases) {
       const run = await runScript(CLI, args);
