@@ -1679,7 +1679,7 @@ export const BREAKS: Break[] = [
   {
     what: '--server taking any text (a misspelt URL: a relay retrying an address that can never answer, or "drained" with nothing pending)',
     guarantee: 'cli',
-    edits: [{ file: 'src/cli/arguments.ts', find: "  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {", replace: '  if (false) {' }],
+    edits: [{ file: 'src/cli/arguments.ts', find: '  if (!isServerUrl(value)) {', replace: '  if (false) {' }],
     caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'refuses unknown flags and commands' }],
   },
   {

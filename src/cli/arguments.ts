@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { InvalidArgumentError, type Command } from 'commander';
+import { isServerUrl } from '../client/server-urls.js';
 import { tokenFromEnvironment, TOKEN_VARIABLE } from '../client/token.js';
 import { OnceboxError } from '../protocol/errors.js';
 
@@ -111,13 +112,7 @@ export function commaList(text: string): string[] {
  * a relay that retries an address that can never answer (or, with nothing pending, says it drained).
  */
 export function collectServers(value: string, previous: string[] | undefined): string[] {
-  let url: URL | undefined;
-  try {
-    url = new URL(value);
-  } catch {
-    url = undefined;
-  }
-  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+  if (!isServerUrl(value)) {
     throw new InvalidArgumentError(`must be the server's http:// or https:// URL, such as http://127.0.0.1:8787 (got ${value})`);
   }
   return collect(value, previous);

@@ -24,7 +24,8 @@ export interface DrainFile {
 export class DrainTally {
   private counted: DrainCounts;
   private newestId = 0;
-  private countedAt: number;
+  // Set by each recount, the first one in the constructor.
+  private countedAt = 0;
   private recountEveryMs = MIN_RECOUNT_MS;
   private deliveredSince = 0;
   private deadSince = 0;
@@ -33,7 +34,6 @@ export class DrainTally {
     private readonly file: DrainFile,
     private readonly now: () => number = () => performance.now(),
   ) {
-    this.countedAt = now();
     this.counted = this.recount();
   }
 

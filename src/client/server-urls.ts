@@ -1,6 +1,11 @@
 import { z } from 'zod';
 
-const httpUrl = z.string().refine((value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol), {
+/** @internal Whether a server address is an http:// or https:// URL: the options' check and the CLI's --server. */
+export function isServerUrl(value: string): boolean {
+  return URL.canParse(value) && /^https?:$/.test(new URL(value).protocol);
+}
+
+const httpUrl = z.string().refine(isServerUrl, {
   error: 'must be an http:// or https:// URL such as "http://127.0.0.1:8787"',
 });
 
