@@ -59,6 +59,8 @@ const triggerTest = 'test/integration/consumer-trigger.test.ts';
 const ingestPlan = 'src/dedupe/ingest/plan.ts';
 const forwarder = 'src/airflow/forwarder.ts';
 const lifecycle = 'test/integration/lifecycle.test.ts';
+const lifecycleTakeover = 'test/integration/lifecycle-takeover.test.ts';
+const lifecycleCheck = 'src/dedupe/lifecycle-check.ts';
 const airflowForwarder = 'test/airflow/forwarder.test.ts';
 const bullmqWorker = 'src/bullmq/job-run.ts';
 const bullmqTest = 'test/integration/bullmq.test.ts';
@@ -317,8 +319,8 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/outbox/file/rows.ts',
-        find: "eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit(ProducerErrorCode.Fenced))])]),",
-        replace: "eb('state', '=', sql.lit('pending')),",
+        find: "            eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit(ProducerErrorCode.Fenced))]),\n",
+        replace: '',
       },
     ],
     caughtBy: [{ file: sameFile, name: 'revives rows a fence parked' }],
@@ -849,7 +851,7 @@ export const BREAKS: Break[] = [
   {
     what: "a run's success keyed by its attempt, so that every succeeding attempt counts",
     guarantee: 'G25',
-    edits: [{ file: 'src/outbox/commit/keys.ts', find: "outcome === 'succeeded' ? null : attempt]", replace: 'attempt]' }],
+    edits: [{ file: 'src/protocol/lifecycle.ts', find: "outcome === 'succeeded' ? null : attempt]", replace: 'attempt]' }],
     caughtBy: [{ file: lifecycle, name: 'count a run success once' }],
   },
   {
@@ -869,6 +871,109 @@ export const BREAKS: Break[] = [
     guarantee: 'G25',
     edits: [{ file: 'src/outbox/outbox.ts', find: '        if (earlier.outcome === terminal.outcome) return { recorded: false, value: undefined };', replace: '' }],
     caughtBy: [{ file: lifecycle, name: 'however often fail is called' }, { file: 'test/fault/lifecycle-crash.test.ts', name: 'inside fail' }],
+  },
+  {
+    what: 'the server checks a failure notice against the attempt that delivers it, so that a retry which took it over on the same file has it refused',
+    guarantee: 'G12, G25',
+    edits: [{ file: lifecycleCheck, find: "extra.outcome === 'failed' && extra.attempt > stream.attempt", replace: "extra.outcome === 'failed' && extra.attempt !== stream.attempt" }],
+    caughtBy: [
+      { file: lifecycleTakeover, name: 'run_failed with a retry to come' },
+      { file: lifecycleTakeover, name: '0.1.0 server' },
+      { file: model, name: 'the notice of an attempt that ended and died' },
+      { file: 'test/fault/lifecycle-crash.test.ts', name: 'before its relay sent the notice' },
+      { file: bullmqTest, name: 'before its relay sent it and before BullMQ heard \\(fail' },
+    ],
+  },
+  {
+    what: "the server checks a fence notice's fencing attempt against the attempt that delivers it",
+    guarantee: 'G12, G25',
+    edits: [{ file: lifecycleCheck, find: "extra.outcome === 'fenced' && extra.fencedBy > stream.attempt", replace: "extra.outcome === 'fenced' && extra.fencedBy !== stream.attempt" }],
+    caughtBy: [{ file: lifecycleTakeover, name: 'run_fenced' }, { file: model, name: 'delivers a fence notice' }],
+  },
+  {
+    what: 'the server takes a failure notice of any attempt, a later one than its stream\'s too (a zombie could fail the live attempt)',
+    guarantee: 'G17, G25',
+    edits: [{ file: lifecycleCheck, find: "extra.outcome === 'failed' && extra.attempt > stream.attempt", replace: "extra.outcome === 'failed' && extra.attempt < 0" }],
+    caughtBy: [{ file: scopedTokens, name: 'takes a lifecycle event outside' }],
+  },
+  {
+    what: "the server takes a fence notice by a later attempt than its stream's (a zombie could fence the live attempt)",
+    guarantee: 'G17, G25',
+    edits: [{ file: lifecycleCheck, find: "extra.outcome === 'fenced' && extra.fencedBy > stream.attempt", replace: "extra.outcome === 'fenced' && extra.fencedBy < 0" }],
+    caughtBy: [{ file: scopedTokens, name: 'takes a lifecycle event outside' }],
+  },
+  {
+    what: "a failure of an earlier attempt, later in a request than a later attempt's, sets the run's outcome",
+    guarantee: 'G25, G27',
+    edits: [{ file: 'src/dedupe/ingest/run-outcome.ts', find: 'if (outcome === null || failure.attempt >= outcome.attempt) outcome', replace: 'outcome' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'later attempt said' }],
+  },
+  {
+    what: "the embedded store lets a failure of an earlier attempt, arriving late, overwrite what a later attempt said of the run",
+    guarantee: 'G25, G27',
+    edits: [{ file: sqliteStatements, find: "        .where('outcome_attempt', '<=', p.outcome.outcomeAttempt),", replace: '' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'catalog: sqlite.*later attempt said' }],
+  },
+  {
+    what: "PostgreSQL lets a failure of an earlier attempt, arriving late, overwrite what a later attempt said of the run",
+    guarantee: 'G25, G27',
+    edits: [{ file: postgresStatements, find: "        .where('outcome_attempt', '<=', runOutcome.outcomeAttempt)", replace: '' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'catalog: postgres.*later attempt said' }],
+    postgres: true,
+  },
+  {
+    what: 'the server takes a lifecycle event under any key, so that a valid-looking one holds the key of another outcome (the run\'s success)',
+    guarantee: 'G17, G25',
+    edits: [{ file: lifecycleCheck, find: 'if (item.key !== outcomeKey(', replace: 'if (item.key === "" && item.key !== outcomeKey(' }],
+    caughtBy: [{ file: scopedTokens, name: 'takes a lifecycle event outside' }],
+  },
+  {
+    what: "a resume that adopts a later attempt's progress drops the taken-over lifecycle notices with the rest",
+    guarantee: 'G25',
+    edits: [{ file: fileRows, find: ".where((eb) => eb.or([eb('kind', '<>', sql.lit<RowKind>('event')), eb('asset', 'not in', NOTICES)])),", replace: '' }],
+    caughtBy: [{ file: lifecycleTakeover, name: 'server-newer' }],
+  },
+  {
+    what: 'a resume that keeps the lifecycle notices leaves them at their old positions (a gap the relay stops on)',
+    guarantee: 'G25',
+    edits: [{ file: 'src/outbox/resume.ts', find: 'file.rows.takeOver.run({ id, attempt: run.attempt, seq: seq++ });', replace: 'void seq;' }],
+    caughtBy: [{ file: lifecycleTakeover, name: 'server-newer' }],
+  },
+  {
+    what: 'the next attempt does not take over a notice that a 0.1.0 server refused after a takeover',
+    guarantee: 'G12, G25',
+    edits: [
+      {
+        file: fileRows,
+        find: "            eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit(RejectionCode.InvalidItem)), eb('asset', 'in', NOTICES)]),\n",
+        replace: '',
+      },
+    ],
+    caughtBy: [{ file: lifecycleTakeover, name: 'next attempt on the file takes it over' }],
+  },
+  {
+    what: '`oncebox dead retry` keeps a lifecycle notice refused as invalid dead, which the server now takes',
+    guarantee: 'G18, G25',
+    edits: [{ file: 'src/outbox/file/dead-letters.ts', find: '!(producer !== undefined && isWellFormedNotice(producer, row))', replace: 'true' }],
+    caughtBy: [{ file: lifecycleTakeover, name: 'dead retry sends it again' }],
+  },
+  {
+    what: '`oncebox dead retry` sends again a row refused for its content, which the server refuses again',
+    guarantee: 'G18, G19',
+    edits: [{ file: 'src/outbox/file/dead-letters.ts', find: '!(producer !== undefined && isWellFormedNotice(producer, row))', replace: 'false' }],
+    caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'refused for its content' }, { file: lifecycleTakeover, name: 'refused for its content' }],
+  },
+  {
+    what: 'a retry takes over every lifecycle notice a server refused as invalid, one refused for its content too (refused again at every attempt)',
+    guarantee: 'G12, G19',
+    edits: [{ file: 'src/outbox/file/run-attempts.ts', find: "row.dead_code !== RejectionCode.InvalidItem || (producer !== undefined && isWellFormedNotice(producer, row))", replace: 'true' }],
+    caughtBy: [{ file: lifecycleTakeover, name: 'refused for its content' }],
+  },
+  {
+    what: "a failure's message or code kept as the error gave it: too long a code is refused by the server, a NUL or half an emoji makes `box.fail` throw",
+    guarantee: 'G19, G25',
+    edits: [{ file: 'src/outbox/commit/commit.ts', find: '{ message, code: toPlainText(code, MAX_FAILURE_CODE) }', replace: '{ message, code }' }],
+    caughtBy: [{ file: lifecycle, name: 'whatever the error holds' }],
   },
   {
     what: "the BullMQ adapter's attempt taken from attemptsMade instead of a lock-guarded claim",

@@ -86,6 +86,7 @@ export function runDeadCommand(action: string, options: DeadCommandOptions): num
           if (retried.length === 0 && skipped.length === 0) console.log(`${options.path}: no dead rows to send again`);
           for (const row of retried) console.log(`row ${row.id} goes out again as row ${row.newId} (attempt ${row.attempt}, seq ${row.seq}, key ${row.key})`);
           for (const row of skipped) console.log(`row ${row.id} stays dead: ${row.why}`);
+          if (options.ids.length > 0 && skipped.length > 0) console.log('nothing was sent again: rows asked for by id go all together or not at all');
           if (retried.length > 0) console.log(`the job's relay sends them with its next commit; or now: oncebox relay ${options.path} --server URL --drain`);
         }
         return skipped.length > 0 ? Exit.NeedsAttention : Exit.Ok;

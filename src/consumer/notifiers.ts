@@ -16,7 +16,11 @@ export interface LifecycleNotice {
   workflow: string;
   runId: string;
   task: string | null;
-  /** For a success, the attempt that made it; for a failure, the attempt that failed; for a fence, the attempt fenced. */
+  /**
+   * For a failure, the attempt that failed; for a fence, the attempt fenced; for a success, which names no
+   * attempt (a run succeeds once), the attempt that delivered it: a retry that took over its
+   * predecessor's undelivered success on the same file delivers it as its own.
+   */
   attempt: number;
   /** For a fence: the attempt that superseded it. */
   fencedBy?: number | undefined;

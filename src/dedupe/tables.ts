@@ -56,6 +56,12 @@ type ColumnDefault<T> = ColumnType<T, T | undefined, T>;
 /** A run's outcome as `streams.outcome` keeps it (NULL while running). */
 export type StoredRunOutcome = 'succeeded' | 'failed' | 'retrying';
 
+/** What a request's lifecycle events say of its run, and the attempt that says it. */
+export interface RunOutcome {
+  outcome: StoredRunOutcome;
+  attempt: number;
+}
+
 /** The tables both stores share, column for column; each adds its own `events` (and PostgreSQL its sequencer). */
 export interface SharedTables {
   assets: { name: string; created_at: string };
@@ -68,6 +74,8 @@ export interface SharedTables {
     updated_at: string;
     /** NULL while running; from the stream's lifecycle events. */
     outcome: ColumnDefault<StoredRunOutcome | null>;
+    /** The attempt whose lifecycle event set `outcome` (0 for none): an earlier attempt's never overwrites it. */
+    outcome_attempt: ColumnDefault<number>;
     /** When the consumer group of this stream last read events. */
     fetched_at: ColumnDefault<string | null>;
   };

@@ -53,8 +53,13 @@ export async function resumeFromServer(options: ResumeOptions): Promise<StreamSt
     .transaction(() => {
       if (!fresh) {
         // Nothing of this attempt has gone out (its relay starts after this), so the rows it took over
-        // from older attempts at open can go without a gap in its positions.
+        // from older attempts at open can go without a gap in its positions, but for its predecessors'
+        // lifecycle notices: facts about them that no resume does again.
         file.rows.dropUndelivered.run({ ...runKeyOf(run), attempt: run.attempt });
+        // What stays (the lifecycle notices of earlier attempts) goes out first, numbered from 1. Each row
+        // moves down or stays, in stream order, so no two share a position on the way.
+        let seq = 1;
+        for (const { id } of file.rows.pendingOfAttempt.all({ ...runKeyOf(run), attempt: run.attempt })) file.rows.takeOver.run({ id, attempt: run.attempt, seq: seq++ });
         file.checkpoints.forgetRun.run(runKeyOf(run));
         file.terminal.forgetHeldOfRun.run(runKeyOf(run));
       }

@@ -1,4 +1,5 @@
 import { RejectionCode } from './errors.js';
+import { isLifecycleAsset } from './lifecycle.js';
 
 /**
  * What fixes each refusal, in one sentence with the command, for people who see it away from the job
@@ -26,7 +27,16 @@ const FIXES: Record<RejectionCode, (asset: string | null) => string> = {
   [RejectionCode.TooManyCheckpoints]: () => 'Keep several values in one checkpoint (an object) rather than a checkpoint each.',
 };
 
+/**
+ * A lifecycle notice refused as invalid: one a 0.1.0 server refused after a retry took it over, which
+ * the server takes now, or one refused for its content, which `dead retry` keeps dead and says so.
+ */
+const NOTICE_FIX =
+  "Send it again: oncebox dead retry <outbox file> --all (or let the run's next attempt on the file take it over). " +
+  'If dead retry keeps it dead, its content is refused: discard it on the record, oncebox dead discard <outbox file> --id N.';
+
 /** The fix of a refusal with this code (of this asset, when known). */
 export function rejectionFix(code: RejectionCode, asset: string | null): string {
+  if (code === RejectionCode.InvalidItem && asset !== null && isLifecycleAsset(asset)) return NOTICE_FIX;
   return (FIXES[code] ?? (() => `See docs/protocol.md for ${code}.`))(asset);
 }

@@ -62,3 +62,14 @@ export function nameList(names: readonly string[], most = MAX_LISTED): string {
 export function plainText(schema: z.ZodString, pattern = PLAIN_TEXT_PATTERN): z.ZodString {
   return schema.refine(isPlainText, { error: PLAIN_TEXT_RULE }).meta({ pattern });
 }
+
+/**
+ * Any text made to keep the rule and fit in `most` characters: cut there (never between the two halves
+ * of a surrogate pair), with NUL and unpaired surrogates as U+FFFD. For text the producer takes from the
+ * outside and must send whatever it holds, such as an error's message.
+ */
+export function toPlainText(text: string, most: number): string {
+  let cut = text.length <= most ? text : text.slice(0, most);
+  if (cut.length < text.length && /[\uD800-\uDBFF]$/.test(cut)) cut = cut.slice(0, -1);
+  return cut.replace(NOT_PLAIN_ALL, '\uFFFD');
+}

@@ -14,8 +14,8 @@ import { tempDir } from '../support/temp.js';
  * the lock (before the claim, at the processor's start, after a batch, before complete), SIGKILLs
  * mid-job, and planned throws that BullMQ counts as failed tries. The seed is printed; ONCEBOX_SEED
  * replays one. For every job, whatever happened: each batch once and in order, the held emissions once
- * and only for completed jobs, oncebox's outcome equal to BullMQ's final state, and no try spent by a
- * worker that was not holding the job.
+ * and only for completed jobs, oncebox's outcome equal to BullMQ's final state, no try spent by a
+ * worker that was not holding the job, and no lifecycle notice refused by the server.
  */
 
 const SEEDS = process.env.ONCEBOX_SEED ? [Number(process.env.ONCEBOX_SEED)] : [20261201, 7];
@@ -144,7 +144,7 @@ describe.skipIf(!redisAvailable)(`BullMQ workers misbehaving at random, against 
           await queue.obliterate({ force: true });
           await queue.close();
         });
-        const jobs = [];
+        const jobs: { batches: number; chaos: Record<string, Mischief> }[] = [];
         for (let j = 0; j < JOBS; j++) {
           const batches = 5 + Math.floor(next() * 6);
           jobs.push({ batches, chaos: plan(next, batches) });
@@ -171,39 +171,50 @@ describe.skipIf(!redisAvailable)(`BullMQ workers misbehaving at random, against 
           ]);
         await quiescent(view, 1500, 60_000);
         const events = await server.events();
-        if (process.env.CHAOS_DEBUG) console.log(JSON.stringify(jobs), JSON.stringify(pool.workers.flatMap((c) => c.lines())), JSON.stringify([...states]));
-        for (const [j, id] of ids.entries()) {
-          const { state, attemptsMade } = states.get(id)!;
-          const ofJob = (asset: string) => events.filter((event) => event.runId === runs.get(id) && event.asset === asset);
-          const partitions = (asset: string) => ofJob(asset).map((event) => event.partitionKey);
-          const context = `${id} (${state}, ${attemptsMade} tries; chaos ${JSON.stringify(jobs[j]!.chaos)})`;
-          const want = Array.from({ length: jobs[j]!.batches }, (_, i) => `${id}/batch-${i + 1}`);
-          const ready = partitions('batch_ready');
-          // Each batch once, in commit order: a prefix of the batches, all of them for a completed job.
-          expect(ready, context).toEqual(want.slice(0, ready.length));
-          const successes = ofJob(LifecycleAsset.Succeeded);
-          const failures = ofJob(LifecycleAsset.Failed).map((event: StoredEvent) => (event.extra as { willRetry: boolean }).willRetry);
-          if (state === 'completed') {
-            expect(ready, context).toEqual(want);
-            expect([...partitions('run_done')].sort(), context).toEqual([...want].sort());
-            expect(successes, context).toHaveLength(1);
-            expect(failures.every((willRetry) => willRetry), context).toBe(true);
-            // A fenced or stalled worker spent no try: every try BullMQ counted is a failure on record, or the
-            // success. (A failure can be on record that BullMQ did not count: its worker lost the lock after
-            // the terminal commit, and BullMQ handed the job out again. docs/runners.md.)
-            expect(failures.length, context).toBeGreaterThanOrEqual(attemptsMade - 1);
-          } else {
-            expect(partitions('run_done'), context).toEqual([]);
-            expect(successes, context).toEqual([]);
-            expect(failures.at(-1), context).toBe(false);
-            expect(failures.filter((willRetry) => !willRetry), context).toHaveLength(1);
-            expect(failures.length, context).toBeGreaterThanOrEqual(attemptsMade);
+        const evidence = () => console.log(JSON.stringify(jobs), JSON.stringify(pool.workers.flatMap((c) => c.lines())), JSON.stringify([...states]), JSON.stringify(events));
+        if (process.env.CHAOS_DEBUG) evidence();
+        // A failure prints what every worker said and what the server holds: a run under load is not
+        // replayed exactly by its seed, so the evidence is kept from the run that failed.
+        try {
+          for (const [j, id] of ids.entries()) {
+            const { state, attemptsMade } = states.get(id)!;
+            const ofJob = (asset: string) => events.filter((event) => event.runId === runs.get(id) && event.asset === asset);
+            const partitions = (asset: string) => ofJob(asset).map((event) => event.partitionKey);
+            const context = `${id} (${state}, ${attemptsMade} tries; chaos ${JSON.stringify(jobs[j]!.chaos)})`;
+            const want = Array.from({ length: jobs[j]!.batches }, (_, i) => `${id}/batch-${i + 1}`);
+            const ready = partitions('batch_ready');
+            // Each batch once, in commit order: a prefix of the batches, all of them for a completed job.
+            expect(ready, context).toEqual(want.slice(0, ready.length));
+            const successes = ofJob(LifecycleAsset.Succeeded);
+            const failures = ofJob(LifecycleAsset.Failed).map((event: StoredEvent) => (event.extra as { willRetry: boolean }).willRetry);
+            if (state === 'completed') {
+              expect(ready, context).toEqual(want);
+              expect([...partitions('run_done')].sort(), context).toEqual([...want].sort());
+              expect(successes, context).toHaveLength(1);
+              expect(failures.every((willRetry) => willRetry), context).toBe(true);
+              // A fenced or stalled worker spent no try: every try BullMQ counted is a failure on record, or the
+              // success. (A failure can be on record that BullMQ did not count: its worker lost the lock after
+              // the terminal commit, and BullMQ handed the job out again. docs/runners.md.)
+              expect(failures.length, context).toBeGreaterThanOrEqual(attemptsMade - 1);
+            } else {
+              expect(partitions('run_done'), context).toEqual([]);
+              expect(successes, context).toEqual([]);
+              expect(failures.at(-1), context).toBe(false);
+              expect(failures.filter((willRetry) => !willRetry), context).toHaveLength(1);
+              expect(failures.length, context).toBeGreaterThanOrEqual(attemptsMade);
+            }
+            const stream = (await (await fetch(`${server.url}/v1/streams/bullmq-ingest/${encodeURIComponent(runs.get(id)!)}`)).json()) as { checkpoints: Record<string, unknown> };
+            // Nothing left held: released by a success, or marked discarded by a failure for good.
+            const mirrored = (stream.checkpoints['oncebox.held'] ?? []) as { discarded?: boolean }[];
+            expect(mirrored.filter((entry) => entry.discarded !== true), context).toEqual([]);
+            if (state === 'completed') expect(mirrored, context).toEqual([]);
           }
-          const stream = (await (await fetch(`${server.url}/v1/streams/bullmq-ingest/${encodeURIComponent(runs.get(id)!)}`)).json()) as { checkpoints: Record<string, unknown> };
-          // Nothing left held: released by a success, or marked discarded by a failure for good.
-          const mirrored = (stream.checkpoints['oncebox.held'] ?? []) as { discarded?: boolean }[];
-          expect(mirrored.filter((entry) => entry.discarded !== true), context).toEqual([]);
-          if (state === 'completed') expect(mirrored, context).toEqual([]);
+          // Every notice a worker committed reached the server: none refused (a fenced worker's are fenced,
+          // which is not a refusal), whichever hand-out delivered it.
+          expect(await server.refusedNotices()).toEqual([]);
+        } catch (error) {
+          evidence();
+          throw error;
         }
         const outcomes = [...states.values()].map(({ state }) => state);
         const lines = pool.workers.flatMap((child) => child.lines());

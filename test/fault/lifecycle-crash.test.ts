@@ -60,6 +60,7 @@ describe('terminal commits through crashes', () => {
     expect(retry.lines[0]).toMatchObject({ event: 'start', resumeFrom: BATCHES, held: BATCHES });
     expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2', 'batch-3', 'batch-4']);
     expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
+    expect(await server.refusedNotices()).toEqual([]);
   });
 
   it('SIGKILLed after complete committed, retried on a fresh file: still one success event and one copy of each', async () => {
@@ -71,7 +72,30 @@ describe('terminal commits through crashes', () => {
     expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2', 'batch-3', 'batch-4']);
     expect(await partitionsOf(server, 'batch_ready')).toEqual(['batch-1', 'batch-2', 'batch-3', 'batch-4']);
     expect(await server.events({ asset: LifecycleAsset.Succeeded })).toHaveLength(1);
+    expect(await server.refusedNotices()).toEqual([]);
   });
+
+  for (const [ending, args, notices] of [
+    ['complete', [], [['succeeded', 2]]],
+    ['fail with a retry to come', ['--fail', '--will-retry'], [['failed', 1], ['succeeded', 2]]],
+    ['fail for good', ['--fail'], [['failed', 1], ['succeeded', 2]]],
+  ] as const) {
+    it(`SIGKILLed after ${ending} committed, before its relay sent the notice, retried on the same file: the retry delivers it once, as attempt 1's`, async () => {
+      const server = await startServer();
+      const db = join(tempDir(), 'job.db');
+      const killed = await job(server, db, 1, [...args], { ONCEBOX_FAILPOINT: `commit:after-commit@${BATCHES + 1}` });
+      expect(killed.signal).toBe('SIGKILL');
+      expect(await server.events({ asset: ending === 'complete' ? LifecycleAsset.Succeeded : LifecycleAsset.Failed })).toEqual([]);
+      const retry = await job(server, db, 2);
+      expect(retry.code, retry.stderr).toBe(0);
+      expect(retry.lines.at(-1)).toEqual({ event: 'done', pending: 0, dead: 0 });
+      const stored = (await server.events()).filter((event) => event.asset.startsWith('oncebox.run_'));
+      // A success names no attempt (a run succeeds once, whichever attempt made it): the one that delivered it stands.
+      expect(stored.map((event) => [(event.extra as { outcome: string }).outcome, (event.extra as { attempt?: number }).attempt ?? event.attempt])).toEqual(notices);
+      expect(await server.refusedNotices()).toEqual([]);
+      expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2', 'batch-3', 'batch-4']);
+    });
+  }
 
   it('SIGKILLed inside fail, with the failure callback run twice: one notice per attempt, each key received once', async () => {
     const server = await startServer();
@@ -107,5 +131,6 @@ describe('terminal commits through crashes', () => {
     expect(new Set(hook.received.map((notice) => notice.key)).size).toBe(2);
     // Attempt 2 failed with a retry to come: what the run held stayed for attempt 3, which released one copy.
     expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2', 'batch-3', 'batch-4']);
+    expect(await server.refusedNotices()).toEqual([]);
   });
 });

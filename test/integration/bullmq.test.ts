@@ -91,6 +91,12 @@ function stallingWorker(name: string, server: RunningServer, dir: string, failpo
 const refusedMove = (line: Record<string, unknown>) =>
   line.event === 'failed' || (line.event === 'worker-error' && /Missing lock|Lock mismatch/.test(String(line.message)));
 
+/** Waits until the server holds the job's run's notice on `asset`, or has refused a notice (the assertions then tell). */
+async function waitForDelivered(server: RunningServer, job: Job, asset: string): Promise<void> {
+  const arrived = async () => (await server.events({ asset })).some((event) => event.runId === runOf(job)) || (await server.refusedNotices()).length > 0;
+  while (!(await arrived())) await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
 /** Waits until the job is completed or failed in BullMQ, and returns its state and counters. */
 async function finalState(queue: Queue, id: string, timeoutMs = 30_000): Promise<{ state: string; attemptsMade: number; attemptsStarted: number }> {
   const until = Date.now() + timeoutMs;
@@ -339,23 +345,39 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     });
   }
 
-  for (const ending of ['complete', 'fail for good'] as const) {
-    it(`ends the job as the run ended when its worker died after the terminal commit and before BullMQ heard (${ending})`, { timeout: 90_000 }, async () => {
+  for (const [ending, layout, delivered] of [
+    ['complete', 'another machine', true],
+    ['fail for good', 'another machine', true],
+    ['complete', 'the same machine', false],
+    ['fail for good', 'the same machine', false],
+    ['fail with a retry to come', 'the same machine', false],
+  ] as const) {
+    const when = delivered ? 'after its relay delivered it' : 'before its relay sent it';
+    it(`ends the job as the run ended when its worker died after the terminal commit, ${when} and before BullMQ heard (${ending}, next hand-out on ${layout})`, { timeout: 90_000 }, async () => {
       const server = await startServer();
       const name = queueName();
       const { queue } = await newQueue(name);
       const chaos = ending === 'complete' ? {} : { '1': { throwAfter: 2 } };
-      const job = await queue.add('ingest', { batches: 4, batchMs: 10, chaos }, { attempts: 1 });
-      // Worker A ends the run in oncebox, and is killed before BullMQ records the end.
+      const retries = ending === 'fail with a retry to come';
+      const job = await queue.add('ingest', { batches: 4, batchMs: 10, chaos }, { attempts: retries ? 2 : 1 });
+      // Worker A ends the run in oncebox, and is killed before BullMQ records the end: after its relay
+      // delivered the lifecycle notice, or right after the terminal commit (the job record written at the
+      // start, 4 batches and the success, or 2 batches and the failure), before the relay is woken: the
+      // next hand-out on its machine takes the notice over and delivers it.
+      const machineA = tempDir();
+      const killAt = delivered ? 'bullmq:after-terminal@1' : `commit:after-commit@${ending === 'complete' ? 6 : 4}`;
       const a = startScript(
         'test/support/bullmq-chaos-worker.ts',
-        ['--queue', name, '--server', server.url, '--dir', tempDir(), '--redis', REDIS_URL.href, '--lock-ms', '1000'],
-        { ONCEBOX_FAILPOINT: 'bullmq:after-terminal@1' },
+        ['--queue', name, '--server', server.url, '--dir', machineA, '--redis', REDIS_URL.href, '--lock-ms', '1000'],
+        { ONCEBOX_FAILPOINT: killAt },
       );
-      expect((await a.done).signal).toBe('SIGKILL');
-      // Worker B, on another machine, is handed the stalled job: it must not run it again.
+      const killed = await a.done;
+      expect(killed.signal).toBe('SIGKILL');
+      expect(killed.lines.at(-1)).toMatchObject({ failpoint: killAt.split('@')[0], kill: true });
+      if (!delivered) expect(await server.events({ asset: ending === 'complete' ? LifecycleAsset.Succeeded : LifecycleAsset.Failed })).toEqual([]);
+      // Worker B is handed the stalled job: it must not run it again, unless a retry is to come.
       let ran = 0;
-      const b = worker(name, server, tempDir(), {
+      const b = worker(name, server, layout === 'the same machine' ? machineA : tempDir(), {
         processor: async (j, box) => {
           ran++;
           return batchLoop()(j, box);
@@ -363,11 +385,20 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
         worker: { lockDuration: 1000, stalledInterval: 1000 },
       });
       const final = await finalState(queue, job.id!);
-      expect(ran).toBe(0);
+      expect(ran).toBe(retries ? 1 : 0);
       expect(b.errors).toEqual([]);
+      // Once B's relay has delivered what it took over: nothing of the run left in B's file.
+      await waitForDelivered(server, job, ending === 'complete' || retries ? LifecycleAsset.Succeeded : LifecycleAsset.Failed);
+      expect(await server.refusedNotices()).toEqual([]);
       const successes = await server.events({ asset: LifecycleAsset.Succeeded });
-      const failures = (await server.events({ asset: LifecycleAsset.Failed })).map((event) => (event.extra as { willRetry: boolean }).willRetry);
-      if (ending === 'complete') {
+      const failures = (await server.events({ asset: LifecycleAsset.Failed })).map((event) => [(event.extra as { attempt: number }).attempt, (event.extra as { willRetry: boolean }).willRetry]);
+      if (retries) {
+        expect(final.state).toBe('completed');
+        expect(successes).toHaveLength(1);
+        expect(failures).toEqual([[1, true]]);
+        expect(await partitionsOf(server, 'run_done')).toEqual(batches(job.id, 4));
+        expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 4));
+      } else if (ending === 'complete') {
         expect(final.state).toBe('completed');
         expect(successes).toHaveLength(1);
         expect(failures).toEqual([]);
@@ -375,7 +406,10 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
       } else {
         expect(final.state).toBe('failed');
         expect(successes).toEqual([]);
-        expect(failures).toEqual([false]);
+        expect(failures).toEqual([[1, false]]);
+        // The catalog agrees with BullMQ, whichever hand-out delivered the failure.
+        const stream = await (await fetch(`${server.url}/v1/catalog/streams/bullmq-ingest/${encodeURIComponent(runOf(job))}`)).json();
+        expect(stream).toMatchObject({ outcome: 'failed', willRetry: false });
         expect(await partitionsOf(server, 'run_done')).toEqual([]);
         expect(await partitionsOf(server, 'batch_ready')).toEqual(batches(job.id, 2));
       }

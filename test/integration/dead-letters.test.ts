@@ -101,9 +101,13 @@ describe('dead letters', () => {
     file.db.prepare("UPDATE outbox SET dead_code = 'key_conflict' WHERE partition_key = 'b'").run();
     file.close();
 
-    const refused = await runScript(CLI, ['dead', 'retry', path, '--id', '2']);
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('cannot send again: row 2: the server holds another payload under its key');
+    // Asked for by id, a row that cannot go again stays dead, saying why, as with --all; nothing is sent.
+    const refused = await runScript(CLI, ['dead', 'retry', path, '--id', '1', '--id', '2']);
+    expect(refused.code).toBe(3);
+    expect(refused.lines.map((l) => l.text)).toEqual([
+      'row 2 stays dead: the server holds another payload under its key; sending it again would conflict again. Emit the event anew with another key',
+      'nothing was sent again: rows asked for by id go all together or not at all',
+    ]);
     const all = await runScript(CLI, ['dead', 'retry', path, '--all']);
     expect(all.code).toBe(3);
     expect(all.lines.map((l) => l.text)).toContain('row 2 stays dead: the server holds another payload under its key; sending it again would conflict again. Emit the event anew with another key');
@@ -118,5 +122,24 @@ describe('dead letters', () => {
     ]);
     expect((await runScript(CLI, ['dead', 'show', path, '--id', '9'])).stderr).toContain('dead show: row 9 of');
     expect((await runScript(CLI, ['dead', 'retry', path])).stderr).toContain('dead retry: give the rows with --id N (repeatable), or --all');
+  });
+
+  it('keep a row refused for its content dead, since the server would refuse it again, and name the discard that clears it', async () => {
+    const { url } = await startServer();
+    const path = join(tempDir(), 'outbox.db');
+    const box = await openOutbox({ path, producer: 'p', run: RUN, server: url, logger: quiet });
+    box.commit((tx) => tx.emit(box.asset('nope'), { partitionKey: 'a' }));
+    await box.close();
+    // Refused for its shape (a server with other limits than the job's): the same content is refused again.
+    const file = new OutboxFile(path, 'full', false);
+    file.db.prepare("UPDATE outbox SET dead_code = 'invalid_item', dead_reason = 'extra: too large' WHERE partition_key = 'a'").run();
+    file.close();
+    const all = await runScript(CLI, ['dead', 'retry', path, '--all']);
+    expect(all.code).toBe(3);
+    expect(all.lines.map((l) => l.text)).toEqual([
+      `row 1 stays dead: the server refuses its content, and would again: fix the emission in the job and emit it anew (a new key), then drop this row on the record: oncebox dead discard ${path} --id 1`,
+    ]);
+    expect((await runScript(CLI, ['dead', 'discard', path, '--id', '1'])).code).toBe(0);
+    expect((await runScript(CLI, ['dead', 'list', path])).lines).toEqual([{ text: `${path}: no dead rows` }]);
   });
 });

@@ -150,6 +150,25 @@ describe('terminal commits', () => {
     expect(await partitionsOf(server, 'batch_ready')).toEqual(['batch-1', 'batch-2', 'batch-3']);
   });
 
+  it('record a failure whatever the error holds: a code too long, a NUL, half an emoji where the message is cut', async () => {
+    const server = await startServer();
+    const box = await open(server, join(tempDir(), 'job.db'), 1);
+    batch(box, 1);
+    const error = Object.assign(new Error(`${'m'.repeat(999)}\u{1F600}tail`), { code: `E_${'x'.repeat(300)}` });
+    const nul = Object.assign(new Error('bad\u0000byte \uD800 alone'), { code: 'E\u0000' });
+    const first = box.fail(error, undefined, { willRetry: true });
+    await first.event!.receipt();
+    await box.close();
+    const second = await open(server, join(tempDir(), 'other.db'), 2);
+    await second.fail(nul).event!.receipt();
+    await second.close();
+    const failures = (await server.events({ asset: LifecycleAsset.Failed })).map((event) => (event.extra as { error: { message: string; code: string } }).error);
+    // Cut at 1000 characters without splitting the emoji's surrogate pair; the code at 200.
+    expect(failures[0]).toEqual({ message: 'm'.repeat(999), code: `E_${'x'.repeat(198)}` });
+    expect(failures[1]).toEqual({ message: 'bad\uFFFDbyte \uFFFD alone', code: 'E\uFFFD' });
+    expect(await server.refusedNotices()).toEqual([]);
+  });
+
   it('refuse to hold more than the server can mirror, and commit nothing of it', async () => {
     const server = await startServer();
     const box = await open(server, join(tempDir(), 'job.db'), 1);

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { TokenRequest } from '../../src/dedupe/tokens.js';
 import { openOutbox } from '../../src/outbox/index.js';
+import { outcomeKey } from '../../src/protocol/lifecycle.js';
 import { item, newKey, rawRequest } from '../support/http.js';
 import { RUN } from '../support/outbox.js';
 import { PG_URL, pgAvailable, pgSkipReason } from '../support/postgres.js';
@@ -173,7 +174,14 @@ for (const backend of BACKENDS) {
       const running = await startServer({ backend });
       const token = await tokenFor(running, { scope: 'publish', producers: 'victim', assets: ['batch_ready'] });
       const run = { workflow: 'w', runId: 'r1', task: null };
-      const lifecycle = (seq: number, asset: string, extra: unknown) => ({ seq, key: newKey(), kind: 'event', asset, extra });
+      // Each under the key its producer derives for its outcome and attempt, unless a test says otherwise.
+      const lifecycle = (seq: number, asset: string, extra: { outcome: 'succeeded' | 'failed' | 'fenced'; runId?: string; attempt?: number; [more: string]: unknown }, key?: string) => ({
+        seq,
+        key: key ?? outcomeKey('victim', { ...run, ...extra }, extra.outcome, extra.attempt ?? 0),
+        kind: 'event',
+        asset,
+        extra,
+      });
       const answer = await call(running.url, 'POST', '/v1/emissions', token, {
         stream: VICTIM,
         items: [
@@ -184,6 +192,12 @@ for (const backend of BACKENDS) {
           lifecycle(4, 'oncebox.run_failed', { outcome: 'failed', ...run, attempt: 1, error: { message: 'x' }, willRetry: false, held: 0, notes: 'a'.repeat(50_000) }),
           lifecycle(5, 'oncebox.run_fenced', { outcome: 'fenced', ...run, attempt: 1, fencedBy: 1 }),
           lifecycle(6, 'oncebox.run_failed', { outcome: 'failed', ...run, attempt: 1, error: { message: 'disk full' }, willRetry: true, held: 2 }),
+          // A fence by a later attempt than the stream's: what a zombie would forge of the live attempt.
+          lifecycle(7, 'oncebox.run_fenced', { outcome: 'fenced', ...run, attempt: 1, fencedBy: 2 }),
+          // A true failure of its own attempt under the key of the run's success (or of a later attempt's
+          // failure): stored, it would hold that key, and the real success would conflict with it for good.
+          lifecycle(8, 'oncebox.run_failed', { outcome: 'failed', ...run, attempt: 1, error: { message: 'x' }, willRetry: true, held: 0 }, outcomeKey('victim', run, 'succeeded', 0)),
+          lifecycle(9, 'oncebox.run_failed', { outcome: 'failed', ...run, attempt: 1, error: { message: 'x' }, willRetry: true, held: 0 }, newKey()),
         ],
       });
       expect(answer.json.results.map((r: { status: string; field?: string }) => (r.status === 'rejected' ? `rejected ${r.field}` : r.status))).toEqual([
@@ -193,6 +207,9 @@ for (const backend of BACKENDS) {
         'rejected extra.notes',
         'rejected extra.fencedBy',
         'accepted',
+        'rejected extra.fencedBy',
+        'rejected key',
+        'rejected key',
       ]);
       const stored = await running.server.store.listEvents({ after: 0, limit: 10 });
       expect(stored.events.map((event) => event.asset)).toEqual(['oncebox.run_succeeded', 'oncebox.run_failed']);

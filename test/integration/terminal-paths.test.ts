@@ -113,6 +113,9 @@ describe.each(Object.entries(PATHS))('attempt 1 ends: %s', (pathName, path) => {
       expect(successes).toHaveLength(1);
       const failures = await server.events({ asset: LifecycleAsset.Failed });
       expect(failures.map((event) => (event.extra as { willRetry: boolean }).willRetry)).toEqual(path.failures);
+      // No notice refused: a zombie's is fenced, every other is taken (test/integration/lifecycle-takeover.test.ts
+      // takes each path through a retry that delivers the notice its predecessor committed).
+      expect(await server.refusedNotices()).toEqual([]);
     });
   }
 });

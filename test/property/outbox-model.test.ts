@@ -5,12 +5,12 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createServer, type OnceboxServer } from '../../src/dedupe/index.js';
-import { FencedError, openOutbox, type Outbox } from '../../src/outbox/index.js';
+import { FencedError, LifecycleAsset, openOutbox, RunEndedError, type LifecycleExtra, type Outbox } from '../../src/outbox/index.js';
 import { Relay } from '../../src/outbox/relay/relay.js';
 import { DeliveryError, ServerClient } from '../../src/client/server-client.js';
 import type { StreamState } from '../../src/protocol/wire.js';
 import { startFaultProxy, type Fault, type FaultProxy } from '../support/fault-proxy.js';
-import { allEvents } from '../support/server.js';
+import { allEvents, allRejections } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
 
 /**
@@ -26,8 +26,10 @@ import { tempDir } from '../support/temp.js';
  * run() loop with its retries and backoff; crash-restart of the producer and of the relay; server
  * restarts, and the server losing its store or being restored from an older snapshot; a retry on a fresh
  * machine (the file lost); a retry reopening the same file with a higher attempt; a zombie attempt
- * still running beside its retry, on another machine or on the same file; and a retry that comes back
- * to the zombie's machine.
+ * still running beside its retry, on another machine or on the same file; a retry that comes back
+ * to the zombie's machine; and the ends of attempts (`complete`, `fail` with and without a retry to come,
+ * by the current attempt or by a zombie), with every attempt opened as the BullMQ adapter opens them, noting
+ * the fence of a predecessor that never ended.
  *
  * Invariants, checked after every command and for each task's stream:
  * - the server's events are a prefix of the backlog's partitions, in batch order: each at most once;
@@ -37,8 +39,11 @@ import { tempDir } from '../support/temp.js';
  *   of batches 1..m is stored;
  * - the copy never moves backwards: the (attempt, seq) that wrote it only grows, and while the attempt
  *   stays the same its value only grows;
- * - the stream's epoch never goes down.
- * The last two are measured against what the server still holds: a restore from a snapshot resets them.
+ * - the stream's epoch never goes down;
+ * - one lifecycle notice per attempt (a failure or a fence) and one success per task, each naming the
+ *   attempt it was committed by, whichever attempt delivered it; the server refused nothing (a zombie's
+ *   items are fenced, not refused).
+ * The checkpoint and epoch checks are measured against what the server still holds: a restore from a snapshot resets them.
  * At the end each task's latest attempt finishes its backlog as far as anyone committed it (after a store was
  * lost, by the documented recovery: a retry on a fresh file), and after a drain the server holds exactly
  * that prefix.
@@ -77,6 +82,8 @@ interface Producer {
   crashed: boolean;
   /** It was told it is fenced (by a commit or by its relay): a job stops then. */
   fenced: boolean;
+  /** Its terminal commit is made: it commits nothing more. */
+  ended: boolean;
 }
 
 /** One task of the run: its current attempt, and an earlier one still running beside it. */
@@ -152,8 +159,9 @@ class System {
       run: { workflow: 'w', runId: RUN_ID, task, attempt },
       durability: 'normal',
       now: () => this.clock,
+      noteFenced: true,
     });
-    return { box, relay: this.newRelay(box), attempt, path, crashed: false, fenced: false };
+    return { box, relay: this.newRelay(box), attempt, path, crashed: false, fenced: false, ended: false };
   }
 
   newRelay(box: Outbox): Relay {
@@ -188,11 +196,31 @@ class System {
         for (const partitionKey of partitionsOf(task.name, batch)) tx.emit(asset, { partitionKey });
       });
     } catch (error) {
+      if (error instanceof RunEndedError) return undefined;
       if (!(error instanceof FencedError)) throw error;
       producer.fenced = true;
       return undefined;
     }
     return batch;
+  }
+
+  /** The attempt ends: its success, or its failure with or without a retry to come. */
+  endRun(producer: Producer, how: Ending): void {
+    if (producer.crashed || producer.fenced || producer.ended) return;
+    try {
+      if (how === 'complete') producer.box.complete();
+      else producer.box.fail(new Error(`attempt ${producer.attempt} failed`), undefined, { willRetry: how === 'fail with a retry' });
+    } catch (error) {
+      // Restarted with the same attempt after its end (crashRestartProducer), it is told so.
+      if (error instanceof RunEndedError) {
+        producer.ended = true;
+        return;
+      }
+      if (!(error instanceof FencedError)) throw error;
+      producer.fenced = true;
+      return;
+    }
+    producer.ended = true;
   }
 
   /**
@@ -358,6 +386,7 @@ function parkedRows(producer: Producer): { task: string; attempt: number; dead_c
 }
 
 type Command = fc.AsyncCommand<Model, System>;
+type Ending = 'complete' | 'fail with a retry' | 'fail for good';
 
 const command = (name: string, run: (model: Model, real: System) => Promise<void> | void): Command => ({
   check: () => true,
@@ -381,6 +410,13 @@ const commit = (index = 0) => onTask('commit', index, (task, model, real) => rec
 const zombieCommit = (index = 0) =>
   onTask('zombieCommit', index, (task, model, real) => {
     if (live(task.zombie)) record(model, real, task, real.commitNext(task, task.zombie));
+  });
+
+const endRun = (how: Ending, index = 0) => onTask(`endRun(${how})`, index, (task, _model, real) => real.endRun(task.current, how));
+
+const zombieEndRun = (how: Ending, index = 0) =>
+  onTask(`zombieEndRun(${how})`, index, (task, _model, real) => {
+    if (live(task.zombie)) real.endRun(task.zombie, how);
   });
 
 const step = (fault: Fault, index = 0) => onTask(`step(${fault})`, index, (task, _model, real) => real.step(task.current, fault));
@@ -476,8 +512,9 @@ const retryOnZombieMachine = (index = 0) =>
 async function expectInvariants(real: System): Promise<string[][]> {
   const events = await allEvents(real.url);
   const byTask: string[][] = [];
+  const batches = events.filter((event) => event.asset === 'batch_ready');
   for (const task of real.tasks) {
-    const own = events.filter((event) => (event.task ?? undefined) === task.name);
+    const own = batches.filter((event) => (event.task ?? undefined) === task.name);
     const stored = own.map((event) => event.partitionKey!);
     const label = task.name ?? 'the run';
     expect(stored, `${label}: events are a prefix of its backlog, each once`).toEqual(backlogUpTo(task.name, 200).slice(0, stored.length));
@@ -498,13 +535,28 @@ async function expectInvariants(real: System): Promise<string[][]> {
     }
     task.seen = now;
     byTask.push(stored);
+
+    // G25 beside G12: however a notice travelled (delivered by its own attempt, taken over by a retry
+    // on the same file, sent after a zombie was fenced), each attempt has one, naming itself.
+    const notices = events.filter((event) => event.asset.startsWith('oncebox.run_') && (event.task ?? undefined) === task.name);
+    const about = notices.filter((event) => event.asset !== LifecycleAsset.Succeeded).map((event) => (event.extra as unknown as LifecycleExtra).attempt!);
+    expect(about, `${label}: one failure or fence notice per attempt`).toEqual([...new Set(about)]);
+    expect(notices.filter((event) => event.asset === LifecycleAsset.Succeeded).length, `${label}: one success at most`).toBeLessThanOrEqual(1);
+    for (const event of notices) {
+      const extra = event.extra as unknown as LifecycleExtra;
+      if (extra.attempt !== undefined) expect(extra.attempt, `${label}: a notice is of the attempt that delivered it or an earlier one`).toBeLessThanOrEqual(event.attempt);
+    }
   }
-  expect(events.length, 'every stored event belongs to one of the run’s tasks').toBe(byTask.flat().length);
+  expect(batches.length, 'every stored event belongs to one of the run’s tasks').toBe(byTask.flat().length);
+  // Every item in the model is well formed and of a registered asset: a refusal is a bug (a zombie's
+  // items are fenced, which is not a refusal).
+  expect(await allRejections(real.url), 'the server refused nothing').toEqual([]);
   return byTask;
 }
 
 const faults: Fault[] = ['drop-request', 'drop-response', 'duplicate', 'hold', 'fail-503'];
 const taskIndex = fc.nat({ max: TASK_NAMES.length - 1 });
+const endings = fc.constantFrom<Ending>('complete', 'fail with a retry', 'fail for good');
 const onAnyTask = <T,>(make: (value: T, index: number) => Command, values: fc.Arbitrary<T>) => fc.tuple(values, taskIndex).map(([value, index]) => make(value, index));
 
 // Weighted so that runs get far into the backlog, with enough retries, zombies and losses to matter.
@@ -516,6 +568,8 @@ const commands = [
     { arbitrary: onAnyTask(runRelay, fc.array(fc.constantFrom(...faults), { maxLength: 3 })), weight: 1 },
     { arbitrary: fc.constant(releaseHeld), weight: 1 },
     { arbitrary: taskIndex.map(zombieCommit), weight: 3 },
+    { arbitrary: onAnyTask(endRun, endings), weight: 1 },
+    { arbitrary: onAnyTask(zombieEndRun, endings), weight: 1 },
     { arbitrary: onAnyTask(zombieStep, fc.constantFrom<Fault>('forward', 'forward', 'drop-response', 'hold')), weight: 3 },
     {
       arbitrary: onAnyTask((make, index) => make(index), fc.constantFrom((i: number) => startZombie(true, i), (i: number) => startZombie(false, i), reopenHigher, retryOnZombieMachine)),
@@ -542,6 +596,8 @@ async function runScenario(cmds: Iterable<Command>, layout: Layout = SINGLE_TASK
     real.clock += LEASE_TTL_MS + 1;
     await real.proxy.releaseHeld();
     for (const [index, task] of real.tasks.entries()) {
+      // An attempt that ended commits nothing more: the run's next attempt finishes the backlog.
+      if (task.current.ended) await reopenHigher(index).run(model, real);
       const progress = task.current.box.checkpoint('progress', progressSchema);
       while ((progress.get()?.batch ?? 0) < model.furthest[index]!) expect(real.commitNext(task, task.current)).toBeDefined();
     }
@@ -615,6 +671,15 @@ describe('the outbox, relay and server as one model', () => {
     // Found by the property on a shared file: extract's relay held the lease, load's relay ran (taking
     // it once it expired) and stopped, and extract's later steps all failed on the lease it had lost.
     await runScenario([step('forward', 0), runRelay([], 1), commit(0), step('forward', 0)], { tasks: 2, sharedFile: true });
+  });
+
+  it('delivers the notice of an attempt that ended and died before its relay sent it, from the retry that takes its file over', async () => {
+    await runScenario([commit(), endRun('fail with a retry'), reopenHigher(), commit(), step('forward'), endRun('fail for good'), reopenHigher(), step('forward'), commit(), endRun('complete')]);
+  });
+
+  it('delivers a fence notice the next attempt took over, and notes its own predecessor’s', async () => {
+    // Attempt 2 notes attempt 1's fence and dies before sending it; attempt 3 sends it, and notes 2's.
+    await runScenario([commit(), reopenHigher(), reopenHigher(), step('forward'), step('forward')], { tasks: 2, sharedFile: true });
   });
 
   it(`delivers every committed emission exactly once, in order, per task, through crashes, zombies, lost files and stores, and network faults (seed ${SEED})`, async () => {

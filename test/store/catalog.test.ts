@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Page } from '../../src/protocol/catalog.js';
+import { outcomeKey } from '../../src/protocol/lifecycle.js';
 import { item, newKey, post, STREAM } from '../support/http.js';
 import { pgAvailable, pgSkipReason } from '../support/postgres.js';
 import { startServer, type Backend, type RunningServer } from '../support/server.js';
@@ -57,7 +58,7 @@ async function history(server: RunningServer) {
     statuses(
       await send(
         url,
-        [item(1, keys[3]!, { partitionKey: 'batch-1' }), item(2, newKey(), { asset: 'never_registered', partitionKey: 'x' }), { seq: 3, key: newKey(), kind: 'event', asset: 'oncebox.run_succeeded', extra: succeeded }],
+        [item(1, keys[3]!, { partitionKey: 'batch-1' }), item(2, newKey(), { asset: 'never_registered', partitionKey: 'x' }), { seq: 3, key: outcomeKey(STREAM.producer, succeeded, 'succeeded', 0), kind: 'event', asset: 'oncebox.run_succeeded', extra: succeeded }],
         attempt('r2', 1),
       ),
     ),
@@ -125,7 +126,7 @@ for (const backend of BACKENDS) {
       const server = await startServer({ backend });
       const { url } = server;
       const failed = { outcome: 'failed', workflow: STREAM.workflow, runId: 'r3', task: null, attempt: 1, willRetry: false, held: 0, error: { message: 'boom' } };
-      const failure = [item(1, newKey()), { seq: 2, key: newKey(), kind: 'event', asset: 'oncebox.run_failed', extra: failed }];
+      const failure = [item(1, newKey()), { seq: 2, key: outcomeKey(STREAM.producer, failed, 'failed', 1), kind: 'event', asset: 'oncebox.run_failed', extra: failed }];
       expect(statuses(await send(url, failure, attempt('r3', 1)))).toEqual(['accepted', 'accepted']);
       const outcome = async () => (await get(url, '/v1/catalog/streams?kind=run')).json.items.find((s: any) => s.runId === 'r3')?.outcome;
       expect(await outcome()).toBe('failed');
@@ -136,6 +137,25 @@ for (const backend of BACKENDS) {
       expect(statuses(await send(url, [{ seq: 3, key: newKey(), kind: 'checkpoint', name: 'after', value: 1 }], attempt('r3', 1)))).toEqual(['checkpointed']);
       expect(await outcome()).toBe('failed');
       expect((await get(url, '/v1/catalog/streams?outcome=failed')).json.items.map((s: any) => s.runId)).toEqual(['r3']);
+    });
+
+    it("keeps the outcome a later attempt said when an earlier attempt's failure arrives after it (a dead row sent again)", async () => {
+      const server = await startServer({ backend });
+      const { url } = server;
+      const failure = (runId: string, attempt: number, willRetry: boolean) => {
+        const extra = { outcome: 'failed', workflow: STREAM.workflow, runId, task: null, attempt, willRetry, held: 0, error: { message: `attempt ${attempt}` } };
+        return { key: outcomeKey(STREAM.producer, extra, 'failed', attempt), kind: 'event', asset: 'oncebox.run_failed', extra };
+      };
+      const outcome = async () => (await get(url, '/v1/catalog/streams/p/r4')).json;
+      expect(statuses(await send(url, [{ seq: 1, ...failure('r4', 2, true) }, { seq: 2, ...failure('r4', 1, false) }], attempt('r4', 2)))).toEqual(['accepted', 'accepted']);
+      expect(await outcome()).toMatchObject({ outcome: 'running', willRetry: true });
+      // The same in two requests: the store keeps the later attempt's word.
+      expect(statuses(await send(url, [{ seq: 1, ...failure('r6', 2, true) }], attempt('r6', 2)))).toEqual(['accepted']);
+      expect(statuses(await send(url, [{ seq: 2, ...failure('r6', 1, false) }], attempt('r6', 2)))).toEqual(['accepted']);
+      expect((await get(url, '/v1/catalog/streams/p/r6')).json).toMatchObject({ outcome: 'running', willRetry: true });
+      // The other way round, attempt 1's word is overwritten by attempt 2's.
+      expect(statuses(await send(url, [{ seq: 1, ...failure('r5', 1, false) }, { seq: 2, ...failure('r5', 2, true) }], attempt('r5', 2)))).toEqual(['accepted', 'accepted']);
+      expect((await get(url, '/v1/catalog/streams/p/r5')).json).toMatchObject({ outcome: 'running', willRetry: true });
     });
 
     it('lists consumer groups with their lag, and the refusals with the fix of each', async () => {

@@ -55,7 +55,7 @@ const worker = onceboxWorker(
     const mischief = data.chaos?.[String(job.attemptsStarted)] ?? {};
     const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
     const from = progress.get()?.batch ?? 0;
-    log({ event: 'start', job: job.id, handout: job.attemptsStarted, attempt: box.run?.attempt, resumeFrom: from });
+    log({ event: 'start', job: job.id, handout: job.attemptsStarted, attempt: box.run?.attempt, resumeFrom: from, held: box.status().held, dir: args.dir });
     busy(mischief.stallAtStartMs);
     const left = data.batches - from;
     // The planned mischief after `committed` batches of this hand-out, or at its end when fewer are left.

@@ -4,7 +4,9 @@ import { createServer, type OnceboxServer, type ServerOptions } from '../../src/
 import type { StoredEvent } from '../../src/protocol/wire.js';
 import { PG_URL, testSchema } from './postgres.js';
 import { tempDir } from './temp.js';
-import { allEvents } from '../../scripts/events.js';
+import { allEvents, allRejections } from '../../scripts/events.js';
+import { isLifecycleAsset } from '../../src/protocol/lifecycle.js';
+import type { Rejection } from '../../src/protocol/catalog.js';
 
 export type Backend = 'sqlite' | 'postgres';
 
@@ -13,6 +15,11 @@ export interface RunningServer {
   url: string;
   dbPath: string;
   events(query?: { asset?: string }): Promise<StoredEvent[]>;
+  /**
+   * The lifecycle events (`oncebox.run_*`) the server refused. G25 allows none: a zombie's are fenced,
+   * not refused, and every other notice says what a terminal commit wrote.
+   */
+  refusedNotices(): Promise<Rejection[]>;
   close(): Promise<void>;
 }
 
@@ -34,11 +41,12 @@ export async function startServer(options: Partial<ServerOptions> & { port?: num
     url,
     dbPath,
     events: (query) => allEvents(url, query),
+    refusedNotices: async () => (await allRejections(url)).filter((rejection) => rejection.asset !== null && isLifecycleAsset(rejection.asset)),
     close: () => server.close(),
   };
 }
 
-export { allEvents };
+export { allEvents, allRejections };
 
 afterEach(async () => {
   for (const server of running.splice(0)) await server.close();

@@ -1,7 +1,7 @@
 import { Limits } from '../../protocol/limits.js';
 import type { ItemResult, StreamIdentity } from '../../protocol/wire.js';
 import { subjectOf, type CheckedItem, type InvalidItem } from '../item-check.js';
-import type { StoredRunOutcome } from '../tables.js';
+import type { RunOutcome } from '../tables.js';
 import { runOutcomeOf } from './run-outcome.js';
 import { causedEventKeys, causesNeeded, DEFAULT_LINEAGE_POLICY, placeInLineage, type CauseEvent, type LineagePolicy } from './lineage.js';
 import { capCheckpointNames, newEventIds, planIngest, refuseAttempt, updatesCheckpoints } from './plan.js';
@@ -31,7 +31,7 @@ export type IngestStep =
   | { op: 'claim'; claims: readonly KeyClaim[]; clock: IngestClock }
   /** Read the outcomes at these positions of the attempt, and the dedupe records of these keys. */
   | { op: 'read'; seqs: readonly number[]; keys: readonly string[] }
-  | { op: 'write'; writes: IngestWrites & { runOutcome: StoredRunOutcome | null }; clock: IngestClock }
+  | { op: 'write'; writes: IngestWrites & { runOutcome: RunOutcome | null }; clock: IngestClock }
   /** Count a request of an attempt below the epoch, refused as fenced (a zombie's), for the catalog. */
   | { op: 'fenced'; items: number; fencedBy: number; clock: IngestClock };
 
@@ -130,7 +130,7 @@ export function* ingestSteps(request: IngestRequest): IngestSteps {
   const { results, writes } = resolveIngest(plan, { claimed, ...read }, claims, { ts: clock.ts, lastSeqBefore, attempt: stream.attempt, epoch });
   const subjects = new Map(items.map((item) => [item.seq, subjectOf(item)]));
   const outcomes = writes.outcomes.map((outcome) => ({ ...outcome, subject: subjects.get(outcome.seq) }));
-  yield { op: 'write', writes: { ...writes, outcomes, runOutcome: runOutcomeOf(writes.events) }, clock };
+  yield { op: 'write', writes: { ...writes, outcomes, runOutcome: runOutcomeOf(writes.events, stream.attempt) }, clock };
   return results;
 }
 

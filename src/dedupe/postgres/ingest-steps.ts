@@ -141,7 +141,7 @@ export class PostgresIngestSteps {
     for (const checkpoint of writes.checkpoints) await runStatement(client, run.saveCheckpoint, { ...ofAttempt, ...checkpoint, ts: clock.ts });
     if (writes.lastSeq !== null) await runStatement(client, run.saveLastSeq, { ...ofAttempt, lastSeq: writes.lastSeq, ts: clock.ts });
     if (writes.epoch !== null) await runStatement(client, run.raiseEpoch, { ...ofAttempt, epoch: writes.epoch, ts: clock.ts });
-    if (writes.runOutcome !== null) await runStatement(client, run.saveRunOutcome, { ...ofAttempt, outcome: writes.runOutcome });
+    if (writes.runOutcome !== null) await runStatement(client, run.saveRunOutcome, { ...ofAttempt, outcome: writes.runOutcome.outcome, outcomeAttempt: writes.runOutcome.attempt });
     if (writes.duplicates.length > 0) {
       // In key order: two requests counting the same keys (one of them perhaps without the cursors' lock,
       // having claimed nothing) lock them in the same order.

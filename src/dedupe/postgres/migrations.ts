@@ -336,4 +336,14 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       CREATE UNIQUE INDEX stream_checkpoints_by_name ON stream_checkpoints (producer, run_id, task, md5(name));
     `,
   },
+  {
+    version: 15,
+    name: '015_outcome_attempt',
+    sql: `
+      -- The attempt whose lifecycle event set the run's outcome: a failure of an earlier attempt, delivered
+      -- later (taken over by a retry on the same file, or sent again from a dead row), does not overwrite
+      -- what a later attempt said of the run.
+      ALTER TABLE streams ADD COLUMN outcome_attempt integer NOT NULL DEFAULT 0;
+    `,
+  },
 ];

@@ -127,7 +127,7 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     slot: 'bigint',
     partitions: 'text[]',
   });
-  const runOutcome = pgParams<OfStream & { outcome: StoredRunOutcome }>({ ...STREAM_TYPES, outcome: 'text' });
+  const runOutcome = pgParams<OfStream & { outcome: StoredRunOutcome; outcomeAttempt: number }>({ ...STREAM_TYPES, outcome: 'text', outcomeAttempt: 'integer' });
   const fence = pgParams<OfAttempt & { fencedBy: number; items: number; ts: string }>({ ...ATTEMPT_TYPES, fencedBy: 'integer', items: 'integer', ts: 'text' });
   const checkpoint = pgParams<OfAttempt & { name: string; value: string; seq: number; revision: number; ts: string }>({
     ...ATTEMPT_TYPES,
@@ -322,10 +322,12 @@ export function ingestStatements(db: Kysely<PgSchema>) {
       runOutcome,
       db
         .updateTable('streams')
-        .set({ outcome: runOutcome.outcome })
+        .set({ outcome: runOutcome.outcome, outcome_attempt: runOutcome.outcomeAttempt })
         .where((eb) => eb.and(where(runOutcome)))
         // A success is final: a late failure of an older attempt does not undo it.
         .where((eb) => eb.or([eb('outcome', 'is', null), eb('outcome', '<>', sql.lit('succeeded'))]))
+        // Nor does an earlier attempt's failure undo what a later attempt said.
+        .where('outcome_attempt', '<=', runOutcome.outcomeAttempt)
         .compile(),
     ),
     recordFence: pgStatement(

@@ -292,4 +292,14 @@ export const serverSqliteMigrations: readonly Migration[] = [
       CREATE UNIQUE INDEX events_by_key ON events (producer, run_slot, filed_partition, key) WHERE created_at IS NOT NULL;
     `,
   },
+  {
+    version: 14,
+    name: '014_outcome_attempt',
+    sql: `
+      -- The attempt whose lifecycle event set the run's outcome: a failure of an earlier attempt, delivered
+      -- later (taken over by a retry on the same file, or sent again from a dead row), does not overwrite
+      -- what a later attempt said of the run.
+      ALTER TABLE streams ADD COLUMN outcome_attempt INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];

@@ -35,7 +35,7 @@ export function serverStatements(db: Database.Database) {
     seq: params<OfAttempt & { lastSeq: number; ts: string }>(),
     count: params<OfAttempt & { n: number }>(),
     assetCount: params<{ asset: string; n: number }>(),
-    outcome: params<OfStream & { outcome: StoredRunOutcome }>(),
+    outcome: params<OfStream & { outcome: StoredRunOutcome; outcomeAttempt: number }>(),
     fence: params<OfAttempt & { fencedBy: number; items: number; ts: string }>(),
     epoch: params<OfAttempt & { ts: string }>(),
     touch: params<OfStream & { ts: string }>(),
@@ -109,10 +109,12 @@ export function serverStatements(db: Database.Database) {
       p.outcome,
       q
         .updateTable('streams')
-        .set({ outcome: p.outcome.outcome })
+        .set({ outcome: p.outcome.outcome, outcome_attempt: p.outcome.outcomeAttempt })
         .where((eb) => eb.and({ producer: p.outcome.producer, run_id: p.outcome.runId, task: p.outcome.task }))
         // A success is final: a late failure of an older attempt does not undo it.
-        .where((eb) => eb.or([eb('outcome', 'is', null), eb('outcome', '<>', sql.lit('succeeded'))])),
+        .where((eb) => eb.or([eb('outcome', 'is', null), eb('outcome', '<>', sql.lit('succeeded'))]))
+        // Nor does an earlier attempt's failure undo what a later attempt said.
+        .where('outcome_attempt', '<=', p.outcome.outcomeAttempt),
     ),
     recordFence: prepare(
       db,

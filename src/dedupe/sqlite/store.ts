@@ -226,7 +226,7 @@ export class SqliteDedupeStore implements DedupeStore {
         for (const checkpoint of writes.checkpoints) s.saveCheckpoint.run({ ...ofAttempt, ...checkpoint, ts: clock.ts });
         if (writes.lastSeq !== null) s.saveLastSeq.run({ ...ofAttempt, lastSeq: writes.lastSeq, ts: clock.ts });
         if (writes.epoch !== null) s.saveEpoch.run({ ...ofAttempt, attempt: writes.epoch, ts: clock.ts });
-        if (writes.runOutcome !== null) s.saveRunOutcome.run({ ...ofAttempt, outcome: writes.runOutcome });
+        if (writes.runOutcome !== null) s.saveRunOutcome.run({ ...ofAttempt, outcome: writes.runOutcome.outcome, outcomeAttempt: writes.runOutcome.attempt });
         if (writes.duplicates.length > 0) {
           for (const { key } of writes.duplicates) {
             // Counted where the key is: at one of its places (a claim never files it at both), or kept.

@@ -5,12 +5,12 @@ import { describeFirstIssue, emissionPayloadSchema } from '../../protocol/emissi
 import { CommitEndedError, EmissionValidationError, OnceboxError } from '../../protocol/errors.js';
 import type { TraceContext } from '../../protocol/trace.js';
 import type { Receipt } from '../../protocol/wire.js';
-import { LifecycleAsset, type LifecycleExtra } from '../../protocol/lifecycle.js';
+import { LifecycleAsset, MAX_FAILURE_CODE, MAX_FAILURE_MESSAGE, outcomeKey, type LifecycleExtra } from '../../protocol/lifecycle.js';
+import { toPlainText } from '../../protocol/text.js';
 import type { OutboxFile } from '../file/outbox-file.js';
 import { runKeyOf, wireTask, type RunContext } from '../run.js';
 import { Emission, type EmissionCause, type EmissionInput, type PendingEmission } from './emission.js';
 import { HELD_CHECKPOINT, heldMirror } from './held-mirror.js';
-import { outcomeKey } from './keys.js';
 import { RowWriter } from './row-writer.js';
 
 const EMISSION_FIELDS = ['partitionKey', 'partitionDate', 'extra', 'key', 'on'];
@@ -19,11 +19,15 @@ const userKeySchema = z.string().min(1, { error: 'must not be empty' }).max(200,
 /** @internal What a terminal commit records: the attempt's outcome, and for a failure its reason. */
 export type Terminal = { outcome: 'succeeded' } | { outcome: 'failed'; error: { message: string; code?: string }; willRetry: boolean };
 
-/** @internal Why an attempt failed, as its failure event carries it: the message, and the code of an oncebox error. */
+/**
+ * @internal Why an attempt failed, as its failure event carries it: the message, and the error's code.
+ * Whatever the error holds, the failure is recorded: both are cut to what the server takes, and made
+ * plain text (a NUL or half an emoji in a message must not make `box.fail` throw, and the failure lost).
+ */
 export function describeFailure(error: unknown): { message: string; code?: string } {
-  const message = (error instanceof Error ? error.message : String(error)).slice(0, 1000);
+  const message = toPlainText(error instanceof Error ? error.message : String(error), MAX_FAILURE_MESSAGE);
   const code = error instanceof OnceboxError ? error.code : (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? { message, code } : { message };
+  return typeof code === 'string' ? { message, code: toPlainText(code, MAX_FAILURE_CODE) } : { message };
 }
 
 /** @internal Everything the outbox hands a commit. */

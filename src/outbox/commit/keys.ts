@@ -1,21 +1,7 @@
-import { parse as parseUuid, v5 as uuidv5 } from 'uuid';
+import { uuidOf } from '../../protocol/keys.js';
 import { wireTask } from '../run.js';
 
-/**
- * The namespace of every oncebox key. Fixed forever: changing it would give every re-run new keys, and
- * the server would take a re-run's emissions for new events.
- */
-export const ONCEBOX_KEY_NAMESPACE = '6f3b2a8e-4c1d-5e9f-8a7b-0c2d4e6f8a1b';
-/** Parsed once: the key is derived for every emission of every commit. */
-const NAMESPACE_BYTES = parseUuid(ONCEBOX_KEY_NAMESPACE);
-
-/**
- * The UUIDv5 of a list of strings, numbers and nulls, named by its JSON text. A flat list of primitives
- * has one JSON form, so JSON.stringify is canonical here.
- */
-function uuidOf(parts: readonly (string | number | null)[]): string {
-  return uuidv5(Buffer.from(JSON.stringify(parts)), NAMESPACE_BYTES);
-}
+export { ONCEBOX_KEY_NAMESPACE } from '../../protocol/keys.js';
 
 /** What identifies one logical emission, independently of when or where it was committed. */
 export interface EmissionIdentity {
@@ -75,19 +61,6 @@ export function causedKey(identity: {
 }): string {
   const { producer, cause, asset, partitionKey, occurrence } = identity;
   return uuidOf(['oncebox/v1/caused', producer, cause.eventId, cause.scope, asset, partitionKey, occurrence]);
-}
-
-/**
- * The key of a run's lifecycle event: a success once per run (any attempt's success is the same event),
- * a failure, or a fence, once per attempt.
- */
-export function outcomeKey(
-  producer: string,
-  run: { workflow: string; runId: string; task?: string | undefined },
-  outcome: 'succeeded' | 'failed' | 'fenced',
-  attempt: number,
-): string {
-  return uuidOf(['oncebox/v1/outcome', producer, run.workflow, run.runId, wireTask(run.task), outcome, outcome === 'succeeded' ? null : attempt]);
 }
 
 /**

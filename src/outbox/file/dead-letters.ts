@@ -1,4 +1,5 @@
-import { DeadLetterError, ProducerErrorCode } from '../../protocol/errors.js';
+import { DeadLetterError, ProducerErrorCode, RejectionCode } from '../../protocol/errors.js';
+import { isWellFormedNotice } from '../../protocol/lifecycle.js';
 import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
 import { deathOf, nextSeq } from './rows.js';
 import type { OutboxFile } from './outbox-file.js';
@@ -84,12 +85,17 @@ export class DeadLetters {
   }
 
   /**
-   * Sends dead rows again, in one transaction. Asked for by id, every row must be one that can go again
-   * (else nothing changes, and the error says why for each); asked for all, the ones that cannot are
-   * left dead and returned with the reason.
+   * Sends dead rows again, in one transaction. Asked for by id, every row must be one that can go again,
+   * else nothing changes and the ones that cannot are returned with the reason; asked for all, the ones
+   * that cannot are left dead and returned with the reason, and the rest go.
    */
   retry(selection: Selection, note = ''): { retried: RetriedLetter[]; skipped: { id: number; why: string }[] } {
-    return this.retryTransaction.immediate(selection, note);
+    try {
+      return this.retryTransaction.immediate(selection, note);
+    } catch (error) {
+      if (error instanceof NothingRetried) return { retried: [], skipped: error.skipped };
+      throw error;
+    }
   }
 
   /** Removes dead rows from the outbox for good, keeping each whole in the file's record of actions. */
@@ -126,16 +132,22 @@ export class DeadLetters {
       this.recordAction(row, 'retried', note);
       retried.push({ id: row.id, key: row.key, newId: moved.id, attempt, seq });
     }
-    if (selection !== 'all' && skipped.length > 0) {
-      throw new DeadLetterError(skipped, `${this.file.path}: cannot send again: ${skipped.map((s) => `row ${s.id}: ${s.why}`).join('; ')}`);
-    }
+    // Rows asked for by id go all together or not at all: the transaction is rolled back.
+    if (selection !== 'all' && skipped.length > 0) throw new NothingRetried(skipped);
     return { retried, skipped };
   }
 
   private whyNotRetry(row: OutboxRow): string | undefined {
     if (row.kind !== 'event') return 'only emissions can be sent again; a checkpoint update is superseded by the next one';
-    if (row.dead_code === 'key_conflict') {
+    if (row.dead_code === RejectionCode.KeyConflict) {
       return 'the server holds another payload under its key; sending it again would conflict again. Emit the event anew with another key';
+    }
+    // A lifecycle notice refused as invalid though it says what a terminal commit writes was taken over by
+    // a retry and refused by a 0.1.0 server, which checked its attempt against the delivering one's: the
+    // server takes it now. Any other invalid item would be refused again for its content.
+    const producer = this.file.meta.read('producer');
+    if (row.dead_code === RejectionCode.InvalidItem && !(producer !== undefined && isWellFormedNotice(producer, row))) {
+      return `the server refuses its content, and would again: fix the emission in the job and emit it anew (a new key), then drop this row on the record: oncebox dead discard ${this.file.path} --id ${row.id}`;
     }
     const run = { runId: row.run_id, task: row.task };
     if (row.dead_code === ProducerErrorCode.Fenced || this.file.runs.isFencedHere(run)) {
@@ -163,6 +175,13 @@ export class DeadLetters {
       note,
       row: JSON.stringify(row),
     });
+  }
+}
+
+/** Rolls back a retry by id of which some row cannot go again. */
+class NothingRetried extends Error {
+  constructor(readonly skipped: { id: number; why: string }[]) {
+    super('nothing sent again');
   }
 }
 

@@ -81,8 +81,8 @@ export class OutboxFile {
       this.db.close();
       throw error instanceof SchemaTooNewError ? error : new OutboxFileError(path, error);
     }
-    this.runs = new RunAttempts(this.db, this.terminal, this.rows);
     this.meta = new FileMeta(this.db);
+    this.runs = new RunAttempts(this.db, this.terminal, this.rows, this.meta);
   }
 
   /** Rows (emissions and checkpoint updates) waiting to be delivered. */

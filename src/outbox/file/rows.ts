@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
-import { ProducerErrorCode } from '../../protocol/errors.js';
+import { ProducerErrorCode, RejectionCode } from '../../protocol/errors.js';
+import { LifecycleAsset } from '../../protocol/lifecycle.js';
 import { params, prepare, prepareConstant, queryBuilder } from '../../sqlite/statements.js';
 import type { KeyScope, NewRow, OfAttempt, OutboxRow, OutboxSchema, RowKind, RowState, SentRow } from './schema.js';
 import type { RunKey } from '../run.js';
@@ -8,6 +9,8 @@ import type { RunKey } from '../run.js';
 // Rows found by each key index: their own scope, and the rows from before scopes existed.
 const PARTITION_SCOPES = [sql.lit<KeyScope>('partition'), sql.lit<KeyScope>('legacy')];
 const FILE_SCOPES = [sql.lit<KeyScope>('file'), sql.lit<KeyScope>('legacy')];
+// A run's lifecycle notices: facts about the attempts they name, which no resume does again.
+const NOTICES = [sql.lit(LifecycleAsset.Succeeded), sql.lit(LifecycleAsset.Failed), sql.lit(LifecycleAsset.Fenced)];
 
 /**
  * The outbox table's statements: writing, reading, marking and parking rows, prepared once per file.
@@ -154,23 +157,41 @@ export function rowStatements(db: Database.Database) {
         .where((eb) => eb.and(ofAttempt))
         .returning('id'),
     ),
-    // In commit order: a newer attempt takes them over, renumbered in this order.
+    // In commit order: a newer attempt takes them over, renumbered in this order. Pending rows, rows parked
+    // because the server fenced their attempt, and lifecycle notices that a 0.1.0 server refused as invalid
+    // once a retry had taken them over (it checked the notice's attempt against the delivering one's): the
+    // server takes them now.
     undeliveredOfOlderAttempts: prepare(
       db,
       attempt,
       q
         .selectFrom('outbox')
-        .select('id')
+        .select(['id', 'state', 'dead_code', 'asset', 'key', 'extra'])
         .where((eb) => eb.and(ofRun))
         .where('attempt', '<', attempt.attempt)
         .where((eb) =>
-          eb.or([eb('state', '=', sql.lit('pending')), eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit(ProducerErrorCode.Fenced))])]),
+          eb.or([
+            eb('state', '=', sql.lit('pending')),
+            eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit(ProducerErrorCode.Fenced))]),
+            eb.and([eb('state', '=', sql.lit('dead')), eb('dead_code', '=', sql.lit(RejectionCode.InvalidItem)), eb('asset', 'in', NOTICES)]),
+          ]),
         )
         .orderBy('id'),
     ),
     // An attempt's rows not delivered, forgotten when it adopts a newer attempt's progress from the server
-    // (resume.ts): that attempt resumed from before them, so their work is done again from there.
-    dropUndelivered: prepare(db, attempt, q.deleteFrom('outbox').where((eb) => eb.and(ofAttempt)).where('state', '<>', sql.lit('delivered'))),
+    // (resume.ts): that attempt resumed from before them, so their work is done again from there. Lifecycle
+    // notices stay: no resume does again the failure or fence of an earlier attempt they record.
+    dropUndelivered: prepare(
+      db,
+      attempt,
+      q
+        .deleteFrom('outbox')
+        .where((eb) => eb.and(ofAttempt))
+        .where('state', '<>', sql.lit('delivered'))
+        .where((eb) => eb.or([eb('kind', '<>', sql.lit<RowKind>('event')), eb('asset', 'not in', NOTICES)])),
+    ),
+    // An attempt's pending rows in stream order: renumbered from 1 after a resume dropped the others.
+    pendingOfAttempt: prepare(db, attempt, q.selectFrom('outbox').select('id').where((eb) => eb.and(ofAttempt)).where('state', '=', sql.lit('pending')).orderBy('seq')),
     // An older attempt's row taken over where it stands, keeping its place in the file's commit order.
     takeOver: prepare(db, p.move, q.updateTable('outbox').set(pendingAgainAs).where('id', '=', p.move.id)),
     // A dead row sent again (`oncebox dead retry`) moves to the end of the file: the relay sends pending rows by id.

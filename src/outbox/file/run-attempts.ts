@@ -1,9 +1,11 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
-import { FencedError, ProducerErrorCode } from '../../protocol/errors.js';
+import { FencedError, ProducerErrorCode, RejectionCode } from '../../protocol/errors.js';
+import { isWellFormedNotice } from '../../protocol/lifecycle.js';
 import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
 import type { OfAttempt, OutboxSchema } from './schema.js';
 import type { TerminalStatements } from './terminal-statements.js';
+import type { FileMeta } from './meta.js';
 import { nextSeq, type RowStatements } from './rows.js';
 import { runKeyOf, wireTask, type Fence, type RunKey } from '../run.js';
 
@@ -48,11 +50,13 @@ export class RunAttempts {
   /**
    * @param rows the outbox table's statements: a newer attempt takes older attempts' rows over, and a
    *   fence parks the fenced attempt's rows.
+   * @param meta the file's metadata: the producer it belongs to, which a lifecycle notice's key derives from.
    */
   constructor(
     private readonly db: Database.Database,
     private readonly terminal: Pick<TerminalStatements, 'holdDiscardedAgain'>,
     private readonly rows: RowStatements,
+    private readonly meta: Pick<FileMeta, 'read'>,
   ) {
     this.statements = runStatements(db);
   }
@@ -124,7 +128,12 @@ export class RunAttempts {
         // failure discarded is held again for the success this attempt may make.
         this.terminal.holdDiscardedAgain.run({ ...run });
         let seq = nextSeq(this.rows, { ...run, attempt });
-        const rows = this.rows.undeliveredOfOlderAttempts.all({ ...run, attempt });
+        // A notice a 0.1.0 server refused goes again only when it says what a terminal commit writes: one
+        // refused for its content would be refused again, at every attempt that opens the file.
+        const producer = this.meta.read('producer');
+        const rows = this.rows.undeliveredOfOlderAttempts
+          .all({ ...run, attempt })
+          .filter((row) => row.dead_code !== RejectionCode.InvalidItem || (producer !== undefined && isWellFormedNotice(producer, row)));
         for (const { id } of rows) this.rows.takeOver.run({ id, attempt, seq: seq++ });
         return { lastWriter, adopted: rows.length };
       })
