@@ -16,8 +16,9 @@ import { PG_URL, pgHttpFloor, pgIngest, pgIngestGrowth, pgRawInsert, pgSmallRequ
 import { median, postgresMissing } from './support.js';
 import { testingScenariosPerMinute } from './testing-bench.js';
 import { waitersBench } from './waiters-bench.js';
+import { catalogReadersBench } from './catalog-bench.js';
 
-const SECTIONS = ['airflow', 'waiters', 'testing', 'growth', 'pages', 'pg'] as const;
+const SECTIONS = ['airflow', 'waiters', 'catalog', 'testing', 'growth', 'pages', 'pg'] as const;
 const USAGE = `usage: npm run bench [-- --json] [-- --quick] [-- --only ${SECTIONS.join('|')}] [-- --require-peers]
 
   --json            print the figures as one JSON object on the last line too
@@ -103,6 +104,38 @@ async function waitersSection(): Promise<Record<string, number>> {
 
 if (values.only === 'waiters') {
   const figures = await waitersSection();
+  if (values.json) console.log(JSON.stringify({ node: process.version, quick: values.quick, ...figures }));
+  process.exit(0);
+}
+
+/** Publishing with 20 catalog readers looping over every consumer group's lag, against publishing alone, on both stores. */
+async function catalogSection(): Promise<Record<string, number>> {
+  const figures: Record<string, number> = {};
+  for (const store of ['sqlite', 'postgres'] as const) {
+    const run = await catalogReadersBench(store, {
+      readers: 20,
+      events: values.quick ? 20_000 : 100_000,
+      groups: 200,
+      publishes: values.quick ? 300 : 1000,
+      rounds: values.quick ? 2 : 3,
+    });
+    const p50 = run.readP50 / run.aloneP50;
+    const p99 = run.readP99 / run.aloneP99;
+    console.log(
+      `publish with 20 catalog readers looping over 200 groups' lag (${store}): p50 ${run.readP50.toFixed(2)} ms (alone ${run.aloneP50.toFixed(2)}), ratio ${ratio(p50)}; ` +
+        `p99 ${run.readP99.toFixed(2)} ms (alone ${run.aloneP99.toFixed(2)}), ratio ${ratio(p99)} (targets <= 1.5); the readers got ${run.readsPerS.toFixed(1)} pages/s`,
+    );
+    figures[`catalog_publish_p50_ratio_${store}`] = Number(p50.toFixed(3));
+    figures[`catalog_publish_p99_ratio_${store}`] = Number(p99.toFixed(3));
+    figures[`catalog_publish_p50_ms_${store}`] = Number(run.readP50.toFixed(3));
+    figures[`catalog_publish_p99_ms_${store}`] = Number(run.readP99.toFixed(3));
+    figures[`catalog_reader_pages_per_s_${store}`] = Number(run.readsPerS.toFixed(1));
+  }
+  return figures;
+}
+
+if (values.only === 'catalog') {
+  const figures = await catalogSection();
   if (values.json) console.log(JSON.stringify({ node: process.version, quick: values.quick, ...figures }));
   process.exit(0);
 }
@@ -302,6 +335,7 @@ console.log(`PostgreSQL ingest as the store grows: ${fmt(atSmall)} events/s at 1
 const pageFigures = await pagesSection();
 const growthFigures = await growthSection();
 const waiterFigures = await waitersSection();
+const catalogFigures = await catalogSection();
 const airflowFigures = await airflowSection();
 const testingFigures = await testingSection();
 
@@ -361,6 +395,7 @@ if (values.json) {
       ...pageFigures,
       ...growthFigures,
       ...waiterFigures,
+      ...catalogFigures,
       ...airflowFigures,
       ...testingFigures,
     }),

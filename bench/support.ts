@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { request, type Agent } from 'node:http';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -121,5 +122,29 @@ export async function postgresMissing(url: string): Promise<string | null> {
     return (error as Error).message;
   } finally {
     await client.end().catch(() => {});
+  }
+}
+
+/** One request on `agent`'s sockets; resolves with the status once the answer is read. */
+export function httpCall(agent: Agent, url: string, method: string, path: string, body?: string, signal?: AbortSignal): Promise<number> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = request({ agent, host: hostname, port, method, path, signal, headers: body === undefined ? {} : { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Drops a server's PostgreSQL schema once a bench is done with it. */
+export async function dropSchema(url: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await client.end();
   }
 }

@@ -2,9 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setMaxListeners } from 'node:events';
-import { Agent, request } from 'node:http';
-import pg from 'pg';
-import { benchDir, median, spawnServer, type ServerProcess } from './support.js';
+import { Agent } from 'node:http';
+import { benchDir, httpCall, median, spawnServer, dropSchema, type ServerProcess } from './support.js';
 
 const PG_URL = process.env.ONCEBOX_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -31,7 +30,7 @@ export async function waitersBench(store: 'sqlite' | 'postgres', waiters: number
     seq++;
     const body = JSON.stringify({ stream, items: [{ seq, key: randomUUID(), kind: 'event', asset: 'busy', partitionKey: `p-${seq}` }] });
     const started = performance.now();
-    const status = await call(publisher, server.url, 'POST', '/v1/emissions', body);
+    const status = await httpCall(publisher, server.url, 'POST', '/v1/emissions', body);
     if (status !== 200) throw new Error(`publish answered ${status}`);
     return performance.now() - started;
   };
@@ -60,12 +59,7 @@ export async function waitersBench(store: 'sqlite' | 'postgres', waiters: number
     readers.destroy();
     publisher.destroy();
     await server.stop();
-    if (store === 'postgres') {
-      const client = new pg.Client({ connectionString: PG_URL });
-      await client.connect();
-      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await client.end();
-    }
+    if (store === 'postgres') await dropSchema(PG_URL, schema);
   }
 }
 
@@ -79,7 +73,7 @@ async function holdWaiters(server: ServerProcess, dispatcher: Agent, count: numb
     while (!stop.signal.aborted) {
       try {
         waitingNow++;
-        await call(dispatcher, server.url, 'GET', '/v1/events?asset=quiet&after=0&wait=30', undefined, stop.signal);
+        await httpCall(dispatcher, server.url, 'GET', '/v1/events?asset=quiet&after=0&wait=30', undefined, stop.signal);
       } catch {
         // Released.
       } finally {
@@ -96,17 +90,4 @@ async function holdWaiters(server: ServerProcess, dispatcher: Agent, count: numb
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return { release: () => stop.abort(), done, waitingNow: () => waitingNow };
-}
-
-/** One request on `agent`'s sockets; resolves with the status once the answer is read. */
-function call(agent: Agent, url: string, method: string, path: string, body?: string, signal?: AbortSignal): Promise<number> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const req = request({ agent, host: hostname, port, method, path, signal, headers: body === undefined ? {} : { 'content-type': 'application/json' } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
 }

@@ -56,6 +56,13 @@ export function wholeNumber(text: string): number {
   return value;
 }
 
+/** A count that may be 0 (off, for a cap). */
+export function countFrom0(text: string): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value)) throw new InvalidArgumentError(`must be a whole number, 0 or more (got ${text})`);
+  return value;
+}
+
 /** A port: 0 (any free one) to 65535. */
 export function port(text: string): number {
   const value = Number(text);

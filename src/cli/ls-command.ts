@@ -91,7 +91,7 @@ const LISTINGS = {
     row: (group) => [
       group.producer === group.group ? group.group : `${group.producer}/${group.group}`,
       group.cursor,
-      `${group.lag}${group.lagCapped ? '+' : ''}`,
+      group.lag === null ? '-' : `${group.lag}${group.lagCapped ? '+' : ''}`,
       group.epoch,
       when(group.lastFetchAt),
       group.assets?.join(',') ?? '(not named)',

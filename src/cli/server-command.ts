@@ -5,7 +5,7 @@ import { logDestination } from '../client/logger.js';
 import { TOKEN_VARIABLE } from '../client/token.js';
 import { isPostgresUrl } from '../dedupe/open-store.js';
 import { createServer, DEFAULT_MAX_CONNECTIONS, type ServerOptions } from '../dedupe/server.js';
-import { days, Exit, exitsWith, port, proxyAddresses, rateLimit, readTokenFile, untilSignal, UsageError, wholeNumber } from './arguments.js';
+import { countFrom0, days, Exit, exitsWith, port, proxyAddresses, rateLimit, readTokenFile, untilSignal, UsageError, wholeNumber } from './arguments.js';
 
 /** Where the server's admin token may come from when no --token-file is given. */
 export const ADMIN_TOKEN_VARIABLE = 'ONCEBOX_ADMIN_TOKEN';
@@ -27,6 +27,8 @@ interface ServerFlags {
   headersTimeoutMs?: number;
   keepAliveTimeoutMs?: number;
   maxConnections?: number;
+  maxConnectionsPerAddress?: number;
+  unauthenticatedTimeoutMs?: number;
   maxWaiters?: number;
   maxWaitersPerToken?: number;
   maxAttemptStep?: number;
@@ -62,6 +64,8 @@ export function serverCommand(program: Command): Command {
     .option('--headers-timeout-ms <ms>', 'longest time a client may take to send its headers (default: 10000)', wholeNumber)
     .option('--keep-alive-timeout-ms <ms>', 'how long an idle keep-alive connection stays open (default: 5000)', wholeNumber)
     .option('--max-connections <n>', 'connections open at once (default: 512)', wholeNumber)
+    .option('--max-connections-per-address <n>', 'connections one source address may hold at once; 0 for no cap, behind a proxy (default: 128)', countFrom0)
+    .option('--unauthenticated-timeout-ms <ms>', 'how long a connection may stay open before a request on it presents a live token (default: 5000)', wholeNumber)
     .option('--max-waiters <n>', 'waiting reads (long-polls) held at once (default: half of --max-connections)', wholeNumber)
     .option('--max-waiters-per-token <n>', 'waiting reads one token may hold (default: 32)', wholeNumber)
     .option('--max-attempt-step <n>', "how far above a run's highest attempt a new one may be (default: 1000)", wholeNumber)
@@ -101,6 +105,8 @@ async function serve(flags: ServerFlags): Promise<number> {
     headersTimeoutMs: flags.headersTimeoutMs,
     keepAliveTimeoutMs: flags.keepAliveTimeoutMs,
     maxConnections: flags.maxConnections,
+    maxConnectionsPerAddress: flags.maxConnectionsPerAddress,
+    unauthenticatedTimeoutMs: flags.unauthenticatedTimeoutMs,
     maxWaiters: flags.maxWaiters,
     maxWaitersPerToken: flags.maxWaitersPerToken,
     maxAttemptStep: flags.maxAttemptStep,

@@ -181,11 +181,14 @@ export class Consumer {
         if (events.length === 0) await this.box.learnFenceFromServer();
         const units = handler && options.batch ? [events] : events.map((event) => [event]);
         for (const unit of units) {
+          // An abort stops after the event (or batch) in hand: the rest of the page waits for the next run.
+          if (signal?.aborted) break;
           if (unit.length === 0) continue;
           processed += await this.consume(unit, handler, options.batch === true);
         }
-        // Events of other assets after the last one of ours: the cursor moves past them too.
-        if (next > this.cursor) this.advanceCursor(next);
+        // Events of other assets after the last one of ours: the cursor moves past them too, unless an
+        // abort left some of ours undelivered.
+        if (next > this.cursor && !signal?.aborted) this.advanceCursor(next);
       }
     } catch (error) {
       // A fenced consumer's relay lets go of the file at once: on a shared file, the replacement's relay

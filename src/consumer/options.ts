@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { loggerSchema, type OutboxLogger } from '../client/logger.js';
 import { serversSchema } from '../client/server-urls.js';
 import { assetNameSchema } from '../protocol/emission.js';
+import { Limits } from '../protocol/limits.js';
 import type { Same } from '../protocol/same-type.js';
 import { nameSchema } from '../protocol/wire.js';
 
@@ -10,7 +11,12 @@ export const consumerOptionsSchema = z.strictObject({
   path: z.string().min(1),
   server: serversSchema,
   group: nameSchema,
-  assets: z.array(assetNameSchema).min(1, { error: 'must list at least one asset to consume' }),
+  assets: z
+    .array(assetNameSchema)
+    .min(1, { error: 'must list at least one asset to consume' })
+    .refine((assets) => new Set(assets).size <= Limits.maxGroupAssets, {
+      error: `must list at most ${Limits.maxGroupAssets} assets: the server counts a group's lag over each; split the work between groups`,
+    }),
   producer: nameSchema.optional(),
   token: z.string().min(1).optional(),
   readToken: z.string().min(1).optional(),
@@ -34,7 +40,7 @@ export interface ConsumerOptions {
   server: string | string[];
   /** The consumer group: one cursor, one stream on the server, one live consumer at a time (the others are fenced). */
   group: string;
-  /** The assets to consume, in cursor order across them. */
+  /** The assets to consume, in cursor order across them: at most 100 (the server counts the group's lag over each). */
   assets: string[];
   /** The producer name of the group's emissions and cursor mirror. @defaultValue the group */
   producer?: string | undefined;

@@ -2,6 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ProblemCode } from '../protocol/errors.js';
 import { problem, sendProblem } from './problem.js';
+import { markAuthenticated } from './connections.js';
 import { ADMIN_GRANT, describeGrant, hashToken, mayReadEvents, tokenId, type TokenGrant, type TokenRegistry } from './tokens.js';
 
 /**
@@ -111,6 +112,7 @@ export function useAuth(app: FastifyInstance, auth: Authenticator, limit?: () =>
     if (access === 'public') return;
     if (!(await auth.isRequired())) {
       request.grant = ADMIN_GRANT;
+      markAuthenticated(request.raw.socket);
       return;
     }
     const barredUntil = barred.get(request.ip);
@@ -133,6 +135,7 @@ export function useAuth(app: FastifyInstance, auth: Authenticator, limit?: () =>
     }
     request.grant = grant;
     request.principal = `token:${tokenId(token) ?? 'server'}`;
+    markAuthenticated(request.raw.socket);
     if (!routeAllows(access, grant)) {
       return sendProblem(reply, forbidden(`this token may ${describeGrant(grant)}; ${ACCESS_NEEDS[access]}`));
     }

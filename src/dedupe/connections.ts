@@ -12,6 +12,21 @@ export interface ConnectionLimits {
   headersTimeoutMs: number;
   keepAliveTimeoutMs: number;
   maxConnections: number;
+  /** Connections one source address may hold at once; 0 for no cap (behind a proxy that connects from one address). */
+  maxConnectionsPerAddress: number;
+  /** How long a connection may stay open before one of its requests presents a live token. */
+  unauthenticatedTimeoutMs: number;
+}
+
+/** The connections one of whose requests presented a live token (or needed none). */
+const authenticated = new WeakSet<Socket>();
+
+/**
+ * @internal Notes that a request on this socket presented a live token: the connection is no longer
+ * held to the unauthenticated time limit.
+ */
+export function markAuthenticated(socket: Socket): void {
+  authenticated.add(socket);
 }
 
 /** Node's own refusals, by the code of the parse or timeout error behind them. */
@@ -56,6 +71,7 @@ export function limitedServer(handler: RequestListener, limits: ConnectionLimits
     handler,
   );
   server.maxConnections = limits.maxConnections;
+  guardConnections(server, limits);
   // Node hands these to listeners of their own, never to the routes; unheard, CONNECT would be a socket
   // closed without an answer, and a strange Expect a 417 without a body.
   server.on('connect', (request: IncomingMessage, socket: Duplex) =>
@@ -67,4 +83,34 @@ export function limitedServer(handler: RequestListener, limits: ConnectionLimits
     response.end(body);
   });
   return server;
+}
+
+/**
+ * Keeps one source from holding the server's connections: past `maxConnectionsPerAddress` of its own, a
+ * connection is answered 503 and closed at once; and a connection none of whose requests has presented a
+ * live token within `unauthenticatedTimeoutMs` (a request sent half, headers or body trickled, a socket
+ * opened and left) is closed then. A publisher's connection presents its token with its first request,
+ * so half-sent requests without one, however many, leave the others' connections served.
+ */
+function guardConnections(server: Server, limits: ConnectionLimits): void {
+  const open = new Map<string, number>();
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? '';
+    const held = (open.get(address) ?? 0) + 1;
+    open.set(address, held);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left <= 0) open.delete(address);
+      else open.set(address, left);
+    });
+    if (limits.maxConnectionsPerAddress > 0 && held > limits.maxConnectionsPerAddress) {
+      answerOnSocket(socket, 503, ProblemCode.Overloaded, `this address holds ${limits.maxConnectionsPerAddress} connections to the server already; reuse them (keep-alive) or close some`);
+      return;
+    }
+    const timer = setTimeout(() => {
+      if (!authenticated.has(socket)) answerOnSocket(socket, 408, ProblemCode.RequestTimeout, `no request on this connection presented a live token within ${limits.unauthenticatedTimeoutMs} ms`);
+    }, limits.unauthenticatedTimeoutMs);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
+  });
 }

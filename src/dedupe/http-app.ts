@@ -5,6 +5,7 @@ import { Limits } from '../protocol/limits.js';
 import { echo } from '../protocol/text.js';
 import { packageVersion } from '../protocol/version.js';
 import { useAuth, type UnauthorizedLimit } from './auth.js';
+import { CatalogBusyError } from './catalog/database.js';
 import { answerClientError, limitedServer } from './connections.js';
 import type { HttpAppOptions, RateLimit } from './http-options.js';
 import { useJsonBodyParser } from './json-body.js';
@@ -130,6 +131,10 @@ function setErrorAnswers(app: FastifyInstance, bodyLimit: number): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof NewStreamsExhausted) reply.header('retry-after', String(error.retryAfterS));
     if (error instanceof RequestProblem) return sendProblem(reply, error.problem);
+    if (error instanceof CatalogBusyError) {
+      reply.header('retry-after', '1');
+      return sendProblem(reply, problem(503, ProblemCode.Overloaded, error.message));
+    }
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       return sendProblem(
         reply,

@@ -1,5 +1,7 @@
 import { canonicalJson, NonJsonValue, payloadFingerprint } from '../protocol/canonical-json.js';
-import { describeFirstIssue, emissionPayloadSchema, type EmissionPayload } from '../protocol/emission.js';
+import { z } from 'zod';
+import { CONSUMER_ASSETS_CHECKPOINT } from '../protocol/catalog.js';
+import { assetNameSchema, describeFirstIssue, emissionPayloadSchema, type EmissionPayload } from '../protocol/emission.js';
 import { RejectionCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
 import { traceContextSchema, type TraceContext } from '../protocol/trace.js';
@@ -138,8 +140,17 @@ function checkCheckpoint(
   if (Buffer.byteLength(value) > Limits.maxExtraBytes) {
     return invalid(`${where}.value`, `${where}.value: must be at most ${Limits.maxExtraBytes} bytes as JSON; keep checkpoints small`);
   }
+  if (parsed.data.name === CONSUMER_ASSETS_CHECKPOINT) {
+    const assets = groupAssetsSchema.safeParse(parsed.data.value);
+    if (!assets.success) return invalid(`${where}.value`, `${where}.value: a consumer group's ${CONSUMER_ASSETS_CHECKPOINT} is its list of asset names, at most ${Limits.maxGroupAssets} of them`);
+    // Kept as its distinct names in order: the catalog counts the group's lag once per asset.
+    value = canonicalJson([...new Set(assets.data)].sort());
+  }
   return { valid: true, kind: 'checkpoint', ...placed, name: parsed.data.name, value, revision: parsed.data.revision ?? 0 };
 }
+
+/** A consumer group's asset list: names, at most the most a group may count (duplicates are not counted twice). */
+const groupAssetsSchema = z.array(assetNameSchema).refine((names) => new Set(names).size <= Limits.maxGroupAssets);
 
 /**
  * An event the request's token may not publish (its asset is not in the token's list) is refused on its

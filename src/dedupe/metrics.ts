@@ -5,6 +5,8 @@ import type { CompactionResult, StoreSizes } from './store.js';
 
 /** The most consumer groups the lag gauge has a series for: a label per group must not grow without bound. */
 export const MAX_LAG_SERIES = 1000;
+/** How often the lag gauge's figures are counted again, at most: a scrape reads the last count. */
+export const LAG_METRICS_EVERY_MS = 15_000;
 
 const SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
@@ -70,13 +72,13 @@ export class ServerMetrics {
     if (consumers) {
       new Gauge({
         name: 'oncebox_consumer_lag_events',
-        help: `Events of a consumer group's assets after its cursor, per group (the first ${MAX_LAG_SERIES} groups by name; counted up to ${LAG_COUNT_CAP}).`,
+        help: `Events of a consumer group's assets after its cursor, per group (the first ${MAX_LAG_SERIES} groups by name; counted up to ${LAG_COUNT_CAP}, at most every ${LAG_METRICS_EVERY_MS / 1000} s).`,
         labelNames: ['producer', 'group'],
         registers,
         async collect() {
           // Groups that went away leave no stale series behind.
           this.reset();
-          for (const group of await consumers()) this.set({ producer: group.producer, group: group.group }, group.lag);
+          for (const group of await consumers()) if (group.lag !== null) this.set({ producer: group.producer, group: group.group }, group.lag);
         },
       });
     }

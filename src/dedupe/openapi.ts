@@ -172,7 +172,7 @@ const refusals = {
   '408': problemResponse('The request took longer than requestTimeoutMs to arrive.'),
   '431': problemResponse('The request line and headers exceed what Node takes (16 KiB).'),
   '417': problemResponse('An Expect header other than 100-continue.'),
-  '503': problemResponse('The instance is shutting down, or holds as many waiting reads as it takes; retry on another instance or after Retry-After.'),
+  '503': problemResponse('The instance is shutting down, holds as many waiting reads as it takes, or (a catalog read) ran past its time limit; retry on another instance or after Retry-After.'),
 };
 
 /** What a route that reads a body may answer besides: the body's size and type. */

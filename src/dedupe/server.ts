@@ -9,7 +9,9 @@ import type { Same } from '../protocol/same-type.js';
 import { Authenticator } from './auth.js';
 import { loadOtel } from '../protocol/trace.js';
 import { buildHttpApp } from './http-app.js';
-import { MAX_LAG_SERIES, ServerMetrics } from './metrics.js';
+import { LAG_METRICS_EVERY_MS, MAX_LAG_SERIES, ServerMetrics } from './metrics.js';
+import { CachedFigure } from './cached-figure.js';
+import type { ConsumerGroup } from '../protocol/catalog.js';
 import { openDedupeStore } from './open-store.js';
 import { DEFAULT_MAX_LINEAGE_DEPTH, LINEAGE_KEPT } from './ingest/lineage.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type RetentionPolicy } from './store.js';
@@ -17,6 +19,8 @@ import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** @internal Connections open at once unless told otherwise; the CLI's warnings compare against it. */
 export const DEFAULT_MAX_CONNECTIONS = 512;
+/** Connections one source address may hold at once, by default: a quarter of the server's. */
+export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 128;
 
 /** Validates ServerOptions: each option is documented once, there; `Same` below ties the two. */
 const serverOptionsSchema = z.strictObject({
@@ -47,6 +51,8 @@ const serverOptionsSchema = z.strictObject({
   headersTimeoutMs: z.number().int().min(100).default(10_000),
   keepAliveTimeoutMs: z.number().int().min(100).default(5_000),
   maxConnections: z.number().int().min(1).default(DEFAULT_MAX_CONNECTIONS),
+  maxConnectionsPerAddress: z.number().int().min(0).default(DEFAULT_MAX_CONNECTIONS_PER_ADDRESS),
+  unauthenticatedTimeoutMs: z.number().int().min(100).default(5_000),
   maxWaiters: z.number().int().min(1).optional(),
   maxWaitersPerToken: z.number().int().min(1).default(32),
   logger: z.union([z.boolean(), z.record(z.string(), z.unknown())]).default(!!process.env.ONCEBOX_DEBUG),
@@ -110,6 +116,18 @@ export interface ServerOptions {
   /** Connections open at once; one past the cap is closed at once. @defaultValue 512 */
   maxConnections?: number | undefined;
   /**
+   * Connections one source address may hold at once; one past it is answered 503 and closed, so that one
+   * client cannot take the connections of others. 0 for no cap: behind a proxy that connects from one
+   * address. @defaultValue 128
+   */
+  maxConnectionsPerAddress?: number | undefined;
+  /**
+   * How long a connection may stay open before one of its requests presents a live token (a request with
+   * none is answered at once): half-sent requests without one are closed then (408), and hold no
+   * publisher's connection for longer. @defaultValue 5000
+   */
+  unauthenticatedTimeoutMs?: number | undefined;
+  /**
    * Waiting reads (`GET /v1/events?wait=`) this instance holds at once (`503 overloaded` beyond), so that
    * idle readers leave connections for publishers. @defaultValue half of maxConnections
    */
@@ -156,6 +174,11 @@ export interface OnceboxServer {
   compact(): Promise<CompactionResult>;
 }
 
+/**
+ * Opens the store, registers the assets, builds the HTTP app and starts compaction. It is long because
+ * it wires the server once, in order: the store, the metrics, the HTTP app, the compaction and the
+ * listener, each a few lines; split, the order they must start and stop in would part.
+ */
 export async function createServer(options: ServerOptions): Promise<OnceboxServer> {
   const resolved = resolveOptions(serverOptionsSchema, options, 'createServer');
   const store = await openDedupeStore({
@@ -163,10 +186,21 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
     lineage: { maxDepth: resolved.lineage.maxDepth, cycles: new Map(Object.entries(resolved.lineage.cycles)) },
   });
   for (const asset of resolved.assets) await store.registerAsset(asset);
+  // Every group's lag, page by page: computed at most every LAG_METRICS_EVERY_MS however often scraped.
+  const lags = new CachedFigure(async () => {
+    const groups: ConsumerGroup[] = [];
+    let after: string | undefined;
+    do {
+      const page = await store.catalog.consumers({ limit: MAX_LAG_SERIES, ...(after === undefined ? {} : { after }) }, { assets: null, producers: '*' });
+      groups.push(...page.items);
+      after = page.next ?? undefined;
+    } while (after !== undefined && groups.length < MAX_LAG_SERIES);
+    return groups.slice(0, MAX_LAG_SERIES);
+  }, LAG_METRICS_EVERY_MS);
   const metrics = new ServerMetrics(resolved.metricsRegistry, {
     sizes: () => store.sizes(),
     waiting: () => store.stored.waiting,
-    consumers: async () => (await store.catalog.consumers({ limit: MAX_LAG_SERIES }, { assets: null, producers: '*' })).items,
+    consumers: async () => (await lags.get()) ?? [],
   });
   const app = buildHttpApp({
     store,
@@ -184,6 +218,8 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
       headersTimeoutMs: Math.min(resolved.headersTimeoutMs, resolved.requestTimeoutMs),
       keepAliveTimeoutMs: resolved.keepAliveTimeoutMs,
       maxConnections: resolved.maxConnections,
+      maxConnectionsPerAddress: resolved.maxConnectionsPerAddress,
+      unauthenticatedTimeoutMs: resolved.unauthenticatedTimeoutMs,
     },
     newStreamsPerMinute: resolved.newStreamsPerMinute,
     longPolls: { maxWaiters: resolved.maxWaiters ?? Math.max(1, Math.floor(resolved.maxConnections / 2)), maxWaitersPerToken: resolved.maxWaitersPerToken },

@@ -90,7 +90,14 @@ export interface SharedTables {
     duplicates: ColumnDefault<number>;
   };
   stream_fences: { producer: string; run_id: string; task: string; attempt: number; fenced_by: number; items: number; last_at: string };
-  asset_rollup: { asset: string; events: ColumnDefault<number>; partitions: ColumnDefault<number>; duplicates: ColumnDefault<number> };
+  /**
+   * Per asset, counted by the catalog's rollup up to `rollup_position.up_to`: events stored (lowered by
+   * retention), distinct partitions, duplicates absorbed (raised by the ingest), and the ordinal of its
+   * newest event (every event counted once, in cursor order, never lowered).
+   */
+  asset_rollup: { asset: string; events: ColumnDefault<number>; partitions: ColumnDefault<number>; duplicates: ColumnDefault<number>; ordinal: ColumnDefault<number> };
+  /** Every MARK_EVERY-th event of an asset by ordinal, with its cursor: where a lag count starts. */
+  asset_marks: { asset: string; cursor: number; ordinal: number };
   rollup_position: { id: number; up_to: number };
   stream_outcomes: {
     producer: string;
@@ -107,6 +114,8 @@ export interface SharedTables {
     asset: ColumnDefault<string | null>;
     partition_key: ColumnDefault<string | null>;
   };
+  /** Refusals that hold no position: `sequence_reused` (another key holds it) and `attempt_too_high` (a request refused whole). */
+  stream_refusals: SharedTables['stream_outcomes'];
   stream_checkpoints: {
     producer: string;
     run_id: string;

@@ -14,8 +14,14 @@ export const CONSUMER_CURSOR_CHECKPOINT = 'oncebox.cursor';
 /** The checkpoint that names the assets a group consumes, for its lag. */
 export const CONSUMER_ASSETS_CHECKPOINT = 'oncebox.assets';
 
-/** The most items one catalog page holds. */
+/** The most items a catalog page may be asked for (`limit`). */
 export const CATALOG_MAX_LIMIT = 1000;
+/** The most items a catalog page holds, whatever its `limit`: `next` goes on from there. */
+export const CATALOG_PAGE_ROWS = 200;
+/** The most consumer groups a page holds (each costs a count per asset). */
+export const CONSUMER_PAGE_ROWS = 50;
+/** Characters of a checkpoint's JSON a list of streams shows; a longer value is cut, and whole on the stream's page. */
+export const CHECKPOINT_PREVIEW_CHARS = 1000;
 /** How far a consumer group's lag is counted; past it the count stops and `lagCapped` says so. */
 export const LAG_COUNT_CAP = 1_000_000;
 
@@ -31,7 +37,13 @@ const pageQuery = {
     .regex(/^[A-Za-z0-9_-]*$/, { error: 'must be a page cursor as the server gave it (base64url)' })
     .optional()
     .describe("The previous page's `next`, to go on from; left out for the first page. Opaque: pass it back as it came."),
-  limit: z.coerce.number().int().min(1).max(CATALOG_MAX_LIMIT).default(100),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(CATALOG_MAX_LIMIT)
+    .default(100)
+    .describe(`The most items to answer: at most ${CATALOG_PAGE_ROWS} are (${CONSUMER_PAGE_ROWS} consumer groups), fewer when the page would pass 1 MiB; follow \`next\` for the rest.`),
 };
 
 /** A page of a list: `next` goes back as `after` for the following page, null on the last. */
@@ -125,7 +137,10 @@ export const streamSummarySchema = z.object({
   attempts: z.array(attemptSummarySchema),
   fencedAttempts: z.array(z.number().int()).describe('Attempts below the epoch that delivered, or tried to.'),
   duplicates: count,
-  checkpoints: z.record(z.string(), z.unknown()).describe('The mirrored checkpoints, by name.'),
+  checkpoints: z
+    .record(z.string(), z.unknown())
+    .describe(`The mirrored checkpoints, by name. In a list, a value longer than ${CHECKPOINT_PREVIEW_CHARS} characters as JSON is its JSON cut there and ended with …, and named in cutCheckpoints.`),
+  cutCheckpoints: z.array(z.string()).describe("The checkpoints this answer shows cut; the stream's own page (GET /v1/catalog/streams/{producer}/{runId}) has them whole."),
   outcome: streamOutcomeSchema.describe("From the run's lifecycle events: running until box.complete() or a final box.fail()."),
   willRetry: z.boolean().describe('An attempt failed with a retry to come (the outcome stays running).'),
   lastDeliveryAt: timestamp,
@@ -180,8 +195,10 @@ export const consumerGroupSchema = z.object({
   epoch: z.number().int(),
   cursor: count.describe('The last event the group consumed, as its cursor mirror holds it.'),
   assets: z.array(z.string()).nullable().describe('The assets it consumes; null for a consumer of a version that did not say.'),
-  newestCursor: count.nullable().describe("The newest event of those assets (of those the reader's token reads events of)."),
-  lag: count.describe("Events of its assets after its cursor (counted over the assets the reader's token reads events of)."),
+  newestCursor: count.nullable().describe("The newest event of those assets (of those the reader's token reads events of); null when it reads none."),
+  lag: count
+    .nullable()
+    .describe("Events of its assets after its cursor, counted over the assets the reader's token reads events of; null when it reads none of them, or the group names more assets than a group may."),
   lagCapped: z.boolean().describe(`The lag was counted up to ${LAG_COUNT_CAP} and stopped.`),
   lastFetchAt: timestamp.nullable().describe('When it last read events (recorded at most every few seconds).'),
   lastDeliveryAt: timestamp.describe('When its cursor mirror or emissions last reached the server.'),

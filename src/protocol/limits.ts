@@ -16,6 +16,11 @@ export const Limits = {
    * stream's state answers stays small, and one value per name is all a resume reads.
    */
   maxCheckpointNames: 64,
+  /**
+   * Assets one consumer group consumes (its `oncebox.assets` checkpoint): the server counts a group's lag
+   * over each, so a longer list is refused where it is written, by the consumer at open and by the server.
+   */
+  maxGroupAssets: 100,
   /** Bytes of one request body. Must fit maxBatchItems items of ordinary size. */
   maxBodyBytes: 8 * 1024 * 1024,
 } as const;

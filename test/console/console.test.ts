@@ -1,12 +1,15 @@
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AssetSummary, ConsumerGroup, Overview, Page as ListPage, PartitionPage, Rejection, StreamDetail } from '../../src/protocol/catalog.js';
+import { CATALOG_PAGE_ROWS, type AssetSummary, type ConsumerGroup, type Overview, type Page as ListPage, type PartitionPage, type Rejection, type StreamDetail } from '../../src/protocol/catalog.js';
 import type { EventPage } from '../../src/protocol/wire.js';
 import { buildConsole, chromiumAvailable, chromiumSkipReason, launchChromium, signIn } from '../support/chromium.js';
 import { buildConsoleScene, publishPartitions, type ConsoleScene } from '../support/console-scene.js';
 import { createServer, type OnceboxServer } from '../../src/dedupe/index.js';
 import { tempDir } from '../support/temp.js';
+import { Limits } from '../../src/protocol/limits.js';
+import { openOutbox } from '../../src/outbox/index.js';
+import { openConsumer } from '../../src/consumer/index.js';
 
 /**
  * The web console in a real browser (Debian's Chromium), against a real server holding real events made
@@ -86,7 +89,7 @@ describe.skipIf(!chromiumAvailable)(`the web console${chromiumSkipReason}`, () =
     const overview = await api<Overview>('v1/catalog');
     await expect(page.getByTestId('tile-assets').textContent()).resolves.toBe(String(overview.assets.items.length));
     await expect(page.getByTestId('tile-running').textContent()).resolves.toBe(String(overview.running.items.length));
-    await expect(page.getByTestId('tile-lagging').textContent()).resolves.toBe(String(overview.consumers.items.filter((group) => group.lag > 0).length));
+    await expect(page.getByTestId('tile-lagging').textContent()).resolves.toBe(String(overview.consumers.items.filter((group) => (group.lag ?? 0) > 0).length));
     await expect(page.getByTestId('tile-rejections').textContent()).resolves.toBe(String(overview.rejections.lastDay));
     expect(overview.rejections.lastDay).toBe(1);
 
@@ -243,7 +246,7 @@ describe.skipIf(!chromiumAvailable)(`the web console${chromiumSkipReason}`, () =
     await grid.locator('[data-partition="p-09999"]').waitFor({ timeout: 30_000 });
     expect(await rendered()).toBeLessThan(60);
     const pages = requests.slice(before).filter((request) => new URL(request.url()).pathname === '/v1/catalog/assets/daily_partitions/partitions');
-    expect(pages.length).toBeLessThanOrEqual(11);
+    expect(pages.length).toBeLessThanOrEqual(10_000 / CATALOG_PAGE_ROWS + 1);
     const rowIndex = await grid.locator('[data-partition="p-09999"]').getAttribute('aria-rowindex');
     expect(rowIndex).toBe('10000');
 
@@ -276,6 +279,17 @@ describe.skipIf(!chromiumAvailable)(`the web console${chromiumSkipReason}`, () =
     }
   });
 
+  it('moves from one run to another with one request for the new view, never the new run with the old run\'s task', async () => {
+    await open(`/streams/${scene.run.producer}/${scene.run.runId}?task=${scene.run.task}`, /^Run /);
+    const before = requests.length;
+    // The consumer group's stream has no task: a request that kept ?task=ingest would be a 404 for it.
+    await page.evaluate(`location.hash = '#/streams/summariser/summariser'`);
+    await page.getByRole('heading', { level: 1, name: /^Consumer group / }).waitFor();
+    await page.locator('main .loading').waitFor({ state: 'detached' });
+    const made = requests.slice(before).map((request) => new URL(request.url())).filter((url) => url.pathname.startsWith('/v1/catalog/streams/'));
+    expect(made.map((url) => `${url.pathname}${url.search}`)).toEqual(['/v1/catalog/streams/summariser/summariser']);
+  });
+
   it('shows Not found for a link with a malformed escape, and goes on working', async () => {
     await open('/assets/%E0%A4%A', 'Not found');
     await open('/streams/%ZZ/x', 'Not found');
@@ -292,3 +306,93 @@ describe.skipIf(!chromiumAvailable)(`the web console${chromiumSkipReason}`, () =
     await expect(page.getByTestId('live').textContent()).resolves.toBe('live');
   });
 });
+
+/**
+ * The longest names, keys and messages the server takes, and text that would turn the page's direction
+ * around (an unclosed U+202E), in every field a view shows: no view is wider than the window, each long
+ * value is cut with an ellipsis and whole in its title, and the console's own words around a value read
+ * the right way round.
+ */
+describe.skipIf(!chromiumAvailable)(`the web console with the longest legal values${chromiumSkipReason}`, () => {
+  let server: OnceboxServer;
+  let url: string;
+  let browser: Browser;
+  let token: string;
+  const RTL = '\u202E';
+  const asset = `a${'b'.repeat(Limits.maxAssetNameLength - 1)}`;
+  const producer = `p${'r'.repeat(Limits.maxNameLength - 1)}`;
+  const runId = `${RTL}run${'n'.repeat(Limits.maxNameLength - 4)}`;
+  const task = `t${'k'.repeat(Limits.maxNameLength - 1)}`;
+  const partitionKey = `${RTL}${'k'.repeat(Limits.maxPartitionKeyLength - 1)}`;
+
+  beforeAll(async () => {
+    await buildConsole();
+    const dir = tempDir();
+    server = await createServer({ db: join(dir, 'server.db'), assets: [asset], logger: false });
+    url = await server.listen({ port: 0 });
+    const admin = (await server.store.tokens.create({ scope: 'admin' })).token;
+    token = (await server.store.tokens.create({ scope: 'read', reads: ['events', 'streams'] })).token;
+    const box = await openOutbox({ path: join(dir, 'job.db'), server: url, token: admin, producer, run: { workflow: 'w', runId, task, attempt: 1 }, logger: { info() {}, warn() {}, error() {} } });
+    await box.commit((tx) => tx.emit(box.asset(asset), { partitionKey, extra: { note: `${RTL}${'x'.repeat(3000)}` } })).receipt();
+    // An asset nobody registered, refused: the rejection shows the longest name again.
+    await box
+      .commit((tx) => tx.emit(box.asset(`z${'y'.repeat(Limits.maxAssetNameLength - 1)}`), { partitionKey }))
+      .receipt()
+      .catch(() => undefined);
+    const consumer = await openConsumer({ path: join(dir, 'group.db'), server: url, token: admin, group: `g${'g'.repeat(Limits.maxNameLength - 1)}`, assets: [asset], waitSeconds: 0.2, logger: { info() {}, warn() {}, error() {} } });
+    const stop = new AbortController();
+    await consumer.run(() => stop.abort(), { signal: stop.signal });
+    await consumer.close();
+    await box.fail(new Error(`${RTL}${'m'.repeat(999)}`)).event?.receipt();
+    await box.close();
+    browser = await launchChromium();
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  it('keeps every view within the window, cuts each long value with the whole in its title, and isolates text that turns direction', async () => {
+    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+    await signIn(page, url, token);
+    const run = `/streams/${encodeURIComponent(producer)}/${encodeURIComponent(runId)}?task=${encodeURIComponent(task)}`;
+    const views = ['/', '/assets', `/assets/${encodeURIComponent(asset)}`, '/streams', run, '/consumers', '/rejections', '/events/1'];
+    for (const view of views) {
+      await page.goto(`${url}/console/#${view}`);
+      await page.locator('main h1').waitFor();
+      await page.locator('main .loading').waitFor({ state: 'detached' });
+      const shown = await page.evaluate(`(() => {
+        const texts = [...document.querySelectorAll('main bdi.text')];
+        const reversed = [...document.querySelectorAll('main *')].filter((element) =>
+          [...element.childNodes].some((node) => node.nodeType === 3 && node.textContent.includes('${RTL}')) &&
+          !(element.closest('bdi') || element.closest('pre')));
+        return {
+          width: document.documentElement.scrollWidth,
+          texts: texts.length,
+          untitled: texts.filter((element) => element.getAttribute('title') !== element.textContent).length,
+          notIsolated: texts.filter((element) => getComputedStyle(element).unicodeBidi !== 'isolate').length,
+          unclosed: reversed.map((element) => element.tagName),
+        };
+      })()`);
+      expect({ view, ...(shown as object) }).toEqual({ view, width: 1280, texts: expect.any(Number), untitled: 0, notIsolated: 0, unclosed: [] });
+      expect((shown as { texts: number }).texts, view).toBeGreaterThan(0);
+    }
+    // The console's own words after a value that turns direction: "… ago" reads as written, after the value.
+    await page.goto(`${url}/console/#/rejections`);
+    await page.locator('main .rejections li').first().waitFor();
+    const line = await page.locator('main .rejections li p').first().evaluate((element: any) => {
+      // Its first character drawn left of its last: read left to right, not turned around by the key before it.
+      const text = element.querySelector('time').firstChild;
+      const at = (offset: number) => {
+        const range = element.ownerDocument.createRange();
+        range.setStart(text, offset);
+        range.setEnd(text, offset + 1);
+        return range.getBoundingClientRect().left;
+      };
+      return { leftToRight: at(0) < at(text.length - 1), time: text.textContent };
+    });
+    expect(line).toEqual({ leftToRight: true, time: expect.stringMatching(/ ago$/) });
+  });
+});
+

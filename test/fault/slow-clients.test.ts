@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -84,5 +85,42 @@ describe('clients that try to hold the server', () => {
     expect((await held[0]!.closed).text).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
     // Its place is free again.
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
+  });
+
+  it('serves a publisher beside 600 half-sent requests from one address: that address holds at most its share, each only until it has shown no token for a while', { timeout: 60_000 }, async () => {
+    const token = 'a-job-token-of-this-test';
+    const { url } = await startServer({ token, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000, unauthenticatedTimeoutMs: 1000 });
+    // Headers never finished: no token arrives on any of them.
+    const halfSent = await Promise.all(
+      Array.from({ length: 600 }, async () => {
+        const held = await open(url);
+        held.socket.write('POST /v1/emissions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n');
+        return held;
+      }),
+    );
+    // Past the address's share, each is answered 503 and closed at once: the address holds at most 128.
+    let closedSoFar = 0;
+    const closed = halfSent.map((held) => held.closed.then((result) => (closedSoFar++, result)));
+    while (600 - closedSoFar > 128) await sleep(20);
+    // A job on another address publishes meanwhile, with its token.
+    const { hostname, port } = new URL(url);
+    const body = JSON.stringify({ stream: { producer: 'p', workflow: 'w', runId: 'r', task: null, attempt: 1 }, items: [{ seq: 1, key: '00000000-0000-4000-8000-00000000cafe', kind: 'event', asset: 'batch_ready', partitionKey: 'x' }] });
+    const published = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(
+        { host: hostname, port, localAddress: '127.0.0.2', method: 'POST', path: '/v1/emissions', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+    expect(published).toBe(200);
+    // The address's share is closed once it has shown no token for a second (not after the 60 s header timeout).
+    // (Each 503 frees a place the next half-sent request takes, until its second is up.)
+    const answers = (await Promise.all(closed)).map((result) => result.text.slice(0, 12));
+    expect(answers.filter((status) => status !== 'HTTP/1.1 503' && status !== 'HTTP/1.1 408')).toEqual([]);
+    expect(answers.filter((status) => status === 'HTTP/1.1 503').length).toBeGreaterThanOrEqual(600 - 2 * 128);
   });
 });

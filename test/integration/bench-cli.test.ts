@@ -23,12 +23,12 @@ describe('npm run bench, misused', () => {
   it('prints its options and sections with --help', () => {
     const { code, out } = bench(['--help']);
     expect(code).toBe(0);
-    expect(out).toMatch(/^usage: npm run bench .*--only airflow\|waiters\|testing\|growth\|pages\|pg/m);
+    expect(out).toMatch(/^usage: npm run bench .*--only airflow\|waiters\|catalog\|testing\|growth\|pages\|pg/m);
     expect(out).toContain('ONCEBOX_TEST_PG');
   });
 
   it.each([
-    [['--only', 'bogus'], /^bench: --only bogus: no such section; use one of airflow, waiters, testing, growth, pages, pg$/m],
+    [['--only', 'bogus'], /^bench: --only bogus: no such section; use one of airflow, waiters, catalog, testing, growth, pages, pg$/m],
     [['--only'], /^bench: Option '--only <value>' argument missing/m],
     [['--fast'], /^bench: Unknown option '--fast'/m],
   ])('refuses %j at once, with its usage and no stack trace', (args, message) => {

@@ -40,6 +40,34 @@ function counts(consumer: Consumer): Record<string, number> {
 describe('a consumer', () => {
   let server: RunningServer;
 
+  it('stops after the event in hand when its signal aborts, not after the rest of the page, and resumes with the next', async () => {
+    server = await startServer({ assets: ['orders_ready'] });
+    const dir = tempDir();
+    const partitions = Array.from({ length: 60 }, (_, i) => `p-${String(i).padStart(2, '0')}`);
+    await publish(server.url, dir, 'orders_ready', partitions);
+    const path = join(dir, 'consumer.db');
+    const consumer = await openConsumer({ path, server: server.url, group: 'aborter', assets: ['orders_ready'], logger: quiet, waitSeconds: 0.2, batchSize: 100 });
+    const stop = new AbortController();
+    const seen: string[] = [];
+    const result = await consumer.run(
+      (event, ctx) => {
+        seen.push(event.partitionKey!);
+        ctx.commit(() => undefined);
+        if (seen.length === 5) stop.abort();
+      },
+      { signal: stop.signal },
+    );
+    expect(result.processed).toBe(5);
+    expect(seen).toEqual(partitions.slice(0, 5));
+    expect(consumer.cursor).toBe(5);
+    // The next run goes on from the sixth.
+    const next: string[] = [];
+    const rest = await runUntil((signal) => consumer.run((event, ctx) => void (next.push(event.partitionKey!), ctx.commit(() => undefined)), { signal }), () => consumer.cursor >= 60);
+    expect(rest).toEqual({ processed: 55 });
+    expect(next).toEqual(partitions.slice(5));
+    await consumer.close();
+  });
+
   it('applies each event once with its cursor, and emits derived events the server keeps once', async () => {
     server = await startServer({ assets: ['orders_ready', 'orders_summarised'] });
     const dir = tempDir();
@@ -69,6 +97,17 @@ describe('a consumer', () => {
     ]);
     const sources = await server.events({ asset: 'orders_ready' });
     expect(summaries.map((e) => e.causedBy)).toEqual(sources.map((e) => e.eventId));
+  });
+
+  it('refuses at open a group of more assets than the server counts a lag over, naming the option and the bound', async () => {
+    server = await startServer({ assets: ['orders_ready'] });
+    const assets = Array.from({ length: 101 }, (_, i) => `asset_${i}`);
+    await expect(openConsumer({ path: join(tempDir(), 'wide.db'), server: server.url, group: 'wide', assets, logger: quiet })).rejects.toThrow(
+      expect.objectContaining({ code: 'invalid_option', message: expect.stringContaining('assets: must list at most 100 assets') }),
+    );
+    // The same name listed twice is one asset.
+    const twice = await openConsumer({ path: join(tempDir(), 'twice.db'), server: server.url, group: 'twice', assets: Array.from({ length: 150 }, () => 'orders_ready'), logger: quiet });
+    await twice.close();
   });
 
   it('refuses, with feedback_loop, an emission of the asset and partition it consumed', async () => {

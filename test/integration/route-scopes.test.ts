@@ -138,6 +138,25 @@ describe('the route scope matrix', () => {
     }
   });
 
+  it("lets no caller but the group's own (and admin) note another group's fetch by naming it in a read of events", async () => {
+    const running = await startServer({ assets: ['victim_asset', 'other_asset'] });
+    const tokens: Record<string, string> = {};
+    for (const [name, request] of Object.entries(CALLERS)) tokens[name] = (await running.server.store.tokens.create(request)).token;
+    const group = { producer: 'victim', workflow: 'oncebox.consumer', runId: 'victim-group', task: null, attempt: 1 };
+    const seeded = await rawRequest(running.url, 'POST', '/v1/emissions', JSON.stringify({ stream: group, items: [{ seq: 1, key: newKey(), kind: 'checkpoint', name: 'oncebox.cursor', value: 0 }] }), {
+      authorization: `Bearer ${tokens.victim}`,
+      'content-type': 'application/json',
+    });
+    expect(seeded.status).toBe(200);
+    const lastFetch = async () => (await rawRequest(running.url, 'GET', '/v1/catalog/consumers', undefined, { authorization: `Bearer ${tokens.admin}` })).json.items[0].lastFetchAt;
+    for (const caller of ['reader', 'consumer', 'otherConsumer', 'mallory'] as const) {
+      await rawRequest(running.url, 'GET', '/v1/events?after=0&group=victim-group&groupProducer=victim', undefined, { authorization: `Bearer ${tokens[caller]}` });
+      expect({ caller, lastFetch: await lastFetch() }).toEqual({ caller, lastFetch: null });
+    }
+    await rawRequest(running.url, 'GET', '/v1/events?after=0&asset=victim_asset&group=victim-group&groupProducer=victim', undefined, { authorization: `Bearer ${tokens.admin}` });
+    expect(await lastFetch()).toEqual(expect.any(String));
+  });
+
   for (const backend of BACKENDS) {
     it.skipIf(backend === 'postgres' && !pgAvailable)(
       `refuses every caller outside a route's scope on every route, and leaves the victim as it was: ${backend}${backend === 'postgres' ? pgSkipReason : ''}`,

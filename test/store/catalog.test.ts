@@ -158,6 +158,33 @@ for (const backend of BACKENDS) {
       expect((await get(url, '/v1/catalog/streams/p/r5')).json).toMatchObject({ outcome: 'running', willRetry: true });
     });
 
+    it('lists every refusal a relay parks: sequence_reused and attempt_too_high too, once each however often sent', async () => {
+      const server = await startServer({ backend });
+      const { url } = server;
+      const taken = item(1, newKey(), { partitionKey: 'first' });
+      expect(statuses(await send(url, [taken], attempt('r7', 1)))).toEqual(['accepted']);
+      // Another key at the taken position, sent twice (the relay retries a lost answer): one refusal.
+      const reused = item(1, newKey(), { partitionKey: 'second' });
+      for (let i = 0; i < 2; i++) expect(statuses(await send(url, [reused], attempt('r7', 1)))).toEqual(['rejected']);
+      // A request of an attempt far past the run's: refused whole, no position taken.
+      const far = item(1, newKey(), { partitionKey: 'far' });
+      expect(statuses(await send(url, [far], attempt('r8', 5000)))).toEqual(['rejected']);
+      const listed = (await get(url, '/v1/catalog/rejections')).json.items;
+      expect(listed.map((r: any) => [r.runId, r.code, r.partitionKey, r.seq])).toEqual(
+        expect.arrayContaining([
+          ['r7', 'sequence_reused', 'second', 1],
+          ['r8', 'attempt_too_high', 'far', 1],
+        ]),
+      );
+      expect(listed).toHaveLength(2);
+      expect((await get(url, '/v1/catalog/rejections?code=sequence_reused')).json.items.map((r: any) => r.key)).toEqual([reused.key]);
+      expect((await get(url, '/v1/catalog/rejections?code=attempt_too_high')).json.items.map((r: any) => r.key)).toEqual([far.key]);
+      expect((await get(url, '/v1/catalog/streams/p/r7')).json.rejections.map((r: any) => r.code)).toEqual(['sequence_reused']);
+      expect((await get(url, '/v1/catalog')).json.rejections.lastDay).toBe(2);
+      // Paged one at a time, each once.
+      expect((await allPages<any>(url, '/v1/catalog/rejections', 1)).map((r: any) => r.key).sort()).toEqual([reused.key, far.key].sort());
+    });
+
     it('lists consumer groups with their lag, and the refusals with the fix of each', async () => {
       const server = await startServer({ backend });
       await history(server);
@@ -227,8 +254,17 @@ for (const backend of BACKENDS) {
       expect((await get(server.url, '/v1/catalog/rejections', otherAssets)).json.items).toEqual([]);
       // The group consumes batch_ready, whose events this token may not read: no count of them leaks.
       const [group] = (await get(server.url, '/v1/catalog/consumers', otherAssets)).json.items;
-      expect(group).toMatchObject({ group: 'summariser', lag: 0, newestCursor: null });
+      expect(group).toMatchObject({ group: 'summariser', lag: null, newestCursor: null });
       expect((await get(server.url, '/v1/catalog/consumers', admin)).json.items[0].lag).toBeGreaterThan(0);
+      // A token that reads streams and no events (its asset list names batch_ready, but it reads none of
+      // their events) is shown the group, never a count over its assets: the lag moved with the cursor
+      // would tell the cursor of every event it may not read.
+      const streamsOnly = (await store.tokens.create({ scope: 'read', reads: ['streams'], assets: ['batch_ready'], producers: 'summ*' })).token;
+      expect((await get(server.url, '/v1/catalog/consumers', streamsOnly)).json.items[0]).toMatchObject({ group: 'summariser', assets: ['batch_ready'], lag: null, newestCursor: null });
+      expect((await get(server.url, '/v1/catalog', otherAssets)).json.consumers.items[0]).toMatchObject({ lag: null, newestCursor: null });
+      // A token that reads events changes no group's state by naming it: only the group's consumer notes its fetch.
+      await get(server.url, '/v1/events?after=0&group=summariser&groupProducer=summariser', eventsOnly);
+      expect((await get(server.url, '/v1/catalog/consumers', admin)).json.items[0].lastFetchAt).toBeNull();
       expect((await get(server.url, '/v1/catalog/streams/p/r2', otherAssets)).status).toBe(403);
       expect((await get(server.url, '/v1/catalog/streams', eventsOnly)).status).toBe(403);
       expect((await get(server.url, '/v1/catalog', eventsOnly)).status).toBe(403);

@@ -3,6 +3,7 @@ import type { AssetSummary, ConsumerGroup, Rejection, StreamSummary } from '../.
 import { streamPath } from '../api.js';
 import { ago, count, streamName } from '../format.js';
 import { Badge } from './status.js';
+import { Text } from './text.js';
 
 /** The tables the overview and the list pages share: one row per item, every name a link. */
 
@@ -24,7 +25,9 @@ export function AssetTable({ assets, caption }: { assets: AssetSummary[]; captio
         {assets.map((asset) => (
           <tr key={asset.name} data-asset={asset.name}>
             <th scope="row">
-              <Link href={`/assets/${encodeURIComponent(asset.name)}`}>{asset.name}</Link>
+              <Link href={`/assets/${encodeURIComponent(asset.name)}`}>
+                <Text value={asset.name} />
+              </Link>
               {asset.registered ? null : <span class="muted"> (lifecycle)</span>}
             </th>
             <td class="num">{count(asset.events)}</td>
@@ -34,7 +37,7 @@ export function AssetTable({ assets, caption }: { assets: AssetSummary[]; captio
             <td>
               {asset.lastEvent ? (
                 <Link href={streamPath(asset.lastEvent)}>
-                  {streamName(asset.lastEvent)} · attempt {asset.lastEvent.attempt}
+                  <Text value={streamName(asset.lastEvent)} /> · attempt {asset.lastEvent.attempt}
                 </Link>
               ) : (
                 '–'
@@ -71,7 +74,9 @@ export function StreamTable({ streams, caption }: { streams: StreamSummary[]; ca
         {streams.map((stream) => (
           <tr key={streamName(stream)} data-stream={streamName(stream)}>
             <th scope="row">
-              <Link href={streamPath(stream)}>{streamName(stream)}</Link>
+              <Link href={streamPath(stream)}>
+                <Text value={streamName(stream)} />
+              </Link>
             </th>
             <td>{stream.kind}</td>
             <td>{outcomeBadge(stream)}</td>
@@ -108,17 +113,23 @@ export function ConsumerTable({ groups, caption }: { groups: ConsumerGroup[]; ca
           <tr key={`${group.producer}/${group.group}`} data-group={group.group}>
             <th scope="row">
               <Link href={streamPath({ producer: group.producer, runId: group.group, task: null })}>
-                {group.producer === group.group ? group.group : `${group.producer}/${group.group}`}
+                <Text value={group.producer === group.group ? group.group : `${group.producer}/${group.group}`} />
               </Link>
             </th>
             <td class="num" data-testid="lag">
-              {group.lag > 0 ? <Badge kind="lagging">{`${count(group.lag)}${group.lagCapped ? '+' : ''}`}</Badge> : '0'}
+              {group.lag === null ? (
+                <span class="muted" title="Counted only over the assets your token reads events of: it reads none of this group's.">–</span>
+              ) : group.lag > 0 ? (
+                <Badge kind="lagging">{`${count(group.lag)}${group.lagCapped ? '+' : ''}`}</Badge>
+              ) : (
+                '0'
+              )}
             </td>
             <td class="num">{group.cursor}</td>
             <td class="num">{group.newestCursor ?? '–'}</td>
             <td class="num">{group.epoch}</td>
             <td>{group.lastFetchAt ? <time dateTime={group.lastFetchAt}>{ago(group.lastFetchAt)}</time> : 'never'}</td>
-            <td>{group.assets?.join(', ') ?? 'not named (older consumer)'}</td>
+            <td>{group.assets === null ? 'not named (older consumer)' : <Text value={group.assets.join(', ')} />}</td>
           </tr>
         ))}
       </tbody>
@@ -133,19 +144,29 @@ export function RejectionList({ rejections }: { rejections: Rejection[] }) {
         <li key={`${streamName(rejection)}#${rejection.attempt}.${rejection.seq}`} data-code={rejection.code}>
           <p>
             <Badge kind="failed">{rejection.code}</Badge>{' '}
-            <Link href={streamPath(rejection)}>{streamName(rejection)}</Link> · attempt {rejection.attempt} · seq {rejection.seq}
+            <Link href={streamPath(rejection)}>
+              <Text value={streamName(rejection)} />
+            </Link>{' '}
+            · attempt {rejection.attempt} · seq {rejection.seq}
             {rejection.asset ? (
               <>
                 {' '}
-                · {rejection.asset}
-                {rejection.partitionKey === null ? '' : ` / ${rejection.partitionKey}`}
+                · <Text value={rejection.asset} />
+                {rejection.partitionKey === null ? null : (
+                  <>
+                    {' / '}
+                    <Text value={rejection.partitionKey} />
+                  </>
+                )}
               </>
             ) : null}{' '}
             · <time dateTime={rejection.at}>{ago(rejection.at)}</time>
           </p>
-          <p class="detail">{rejection.detail}</p>
+          <p class="detail">
+            <Text value={rejection.detail} wrap />
+          </p>
           <p class="fix">
-            <strong>Fix:</strong> {rejection.fix}
+            <strong>Fix:</strong> <Text value={rejection.fix} wrap />
           </p>
         </li>
       ))}

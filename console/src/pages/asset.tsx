@@ -7,9 +7,14 @@ import { ago, count, streamName } from '../format.js';
 import { useLive } from '../live.js';
 import { useSession } from '../session.js';
 import { useVirtualRows } from '../use-virtual-rows.js';
+import { Text } from '../components/text.js';
 
-/** Partitions per request: a screenful of rows needs at most one page, a scroll to the end a few. */
-const PAGE = 1000;
+/**
+ * Partitions per request: a screenful of rows needs one page, a scroll to the end a few. The most the
+ * server answers to a page (CATALOG_PAGE_ROWS; a constant of its own, to keep the protocol's schemas out
+ * of the console's bundle).
+ */
+const PAGE = 200;
 const ROW_HEIGHT = 36;
 
 interface Loaded {
@@ -107,7 +112,10 @@ export function AssetPage({ name }: { name: string }) {
   return (
     <>
       <h1>
-        Asset <span class="name">{name}</span>
+        Asset{' '}
+        <span class="name">
+          <Text value={name} />
+        </span>
       </h1>
       <LoadState loading={asset === undefined && error === undefined} error={error} />
       {asset ? (
@@ -182,7 +190,7 @@ function PartitionRow({ asset, partition }: { asset: string; partition: Partitio
   return (
     <>
       <span role="cell" class="key">
-        {partition.partitionKey}
+        <Text value={partition.partitionKey} />
       </span>
       <span role="cell">
         <Badge kind={partition.state}>{partition.state}</Badge>
@@ -203,7 +211,7 @@ function PartitionRow({ asset, partition }: { asset: string; partition: Partitio
       </span>
       <span role="cell">
         <Link href={streamPath(event)}>
-          {streamName(event)} · {event.attempt}
+          <Text value={streamName(event)} /> · {event.attempt}
         </Link>
       </span>
     </>

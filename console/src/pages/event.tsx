@@ -4,6 +4,7 @@ import { streamPath, withQuery } from '../api.js';
 import { LoadState } from '../components/status.js';
 import { streamName } from '../format.js';
 import { useApi } from '../use-api.js';
+import { Text } from '../components/text.js';
 
 /** One stored event, whole, as GET /v1/events returns it. */
 export function EventPageView({ cursor }: { cursor: number }) {
@@ -18,10 +19,16 @@ export function EventPageView({ cursor }: { cursor: number }) {
       {event ? (
         <>
           <p>
-            {event.asset}
-            {event.partitionKey === null ? '' : ` / ${event.partitionKey}`}, produced by{' '}
+            <Text value={event.asset} />
+            {event.partitionKey === null ? null : (
+              <>
+                {' / '}
+                <Text value={event.partitionKey} />
+              </>
+            )}
+            , produced by{' '}
             <Link href={streamPath(event)}>
-              {streamName(event)} · attempt {event.attempt}
+              <Text value={streamName(event)} /> · attempt {event.attempt}
             </Link>
             .
           </p>

@@ -27,7 +27,7 @@ export function OverviewPage() {
             </li>
             <li>
               <Link href="/consumers">
-                <strong data-testid="tile-lagging">{count(data.consumers.items.filter((group) => group.lag > 0).length)}</strong> consumer groups behind
+                <strong data-testid="tile-lagging">{count(data.consumers.items.filter((group) => (group.lag ?? 0) > 0).length)}</strong> consumer groups behind
               </Link>
             </li>
             <li>

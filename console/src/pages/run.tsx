@@ -6,6 +6,7 @@ import { LoadState } from '../components/status.js';
 import { outcomeBadge, RejectionList } from '../components/tables.js';
 import { ago, count, streamName } from '../format.js';
 import { useApi } from '../use-api.js';
+import { Text } from '../components/text.js';
 
 /**
  * One run (or consumer group): its attempts over time and which fenced which, the retries absorbed, its
@@ -17,7 +18,10 @@ export function RunPage({ producer, runId }: { producer: string; runId: string }
   return (
     <>
       <h1>
-        {data?.kind === 'consumer' ? 'Consumer group' : 'Run'} <span class="name">{streamName({ producer, runId, task: task ?? null })}</span>
+        {data?.kind === 'consumer' ? 'Consumer group' : 'Run'}{' '}
+        <span class="name">
+          <Text value={streamName({ producer, runId, task: task ?? null })} />
+        </span>
       </h1>
       <LoadState loading={loading} error={error} />
       {data ? (
@@ -136,7 +140,7 @@ function Lifecycle({ events }: { events: StoredEvent[] }) {
             {extra.outcome === 'failed' ? (
               <span>
                 {' '}
-                · {extra.error?.message} · {extra.held ?? 0} held emissions {extra.willRetry ? 'kept for the retry' : 'discarded (failed for good)'}
+                · <Text value={extra.error?.message ?? ''} wrap /> · {extra.held ?? 0} held emissions {extra.willRetry ? 'kept for the retry' : 'discarded (failed for good)'}
               </span>
             ) : null}
             {extra.outcome === 'fenced' ? <span> · superseded by attempt {extra.fencedBy}</span> : null}

@@ -1,9 +1,8 @@
 import { sql, type ExpressionBuilder } from 'kysely';
 import { z } from 'zod';
 import {
-  CONSUMER_ASSETS_CHECKPOINT,
-  CONSUMER_CURSOR_CHECKPOINT,
-  LAG_COUNT_CAP,
+  CATALOG_PAGE_ROWS,
+  CHECKPOINT_PREVIEW_CHARS,
   type AssetSummary,
   type ConsumerGroup,
   type EventRef,
@@ -20,29 +19,20 @@ import type { RejectionCode } from '../../protocol/errors.js';
 import { LifecycleAsset } from '../../protocol/lifecycle.js';
 import { streamOf, toStoredEvent, type EventRow, type StoredRunOutcome } from '../tables.js';
 import type { CatalogDatabase, CatalogSchema } from './database.js';
-import { decodePageCursor, encodePageCursor, nameKey } from './page-cursor.js';
+import { consumerGroups } from './consumer-groups.js';
+import type { CatalogScope, PageQuery } from './scope.js';
+import { boundedPage } from './page.js';
+import { decodePageCursor, nameKey } from './page-cursor.js';
 import { advanceRollup } from './rollup.js';
-import { attemptsOf, EVENT_REF_COLUMNS, isConsumer, producerScope, refusals, startsWith, toEventRef, toRejection } from './rows.js';
+import { attemptsOf, EVENT_REF_COLUMNS, isConsumer, mergeRefusals, producerScope, REFUSAL_TABLES, refusalKey, refusalsIn, startsWith, toEventRef, toRejection } from './rows.js';
 
-/** What the reader's token lets it see: the catalog is no more public than the events and streams. */
-export interface CatalogScope {
-  /** The assets it may read; null for every asset. */
-  assets: readonly string[] | null;
-  /** The producers whose streams it may read: a name, a prefix ending in `*`, or `*`. */
-  producers: string;
-}
-
-export interface PageQuery {
-  after?: string | undefined;
-  limit: number;
-}
+export type { CatalogScope, PageQuery } from './scope.js';
 
 type StreamKey = { producer: string; run_id: string; task: string };
 
 const LIFECYCLE_ASSETS = [LifecycleAsset.Succeeded, LifecycleAsset.Failed, LifecycleAsset.Fenced];
 const streamKey = z.tuple([z.string(), z.string(), z.string(), z.string()]);
-const groupKey = z.tuple([z.string(), z.string()]);
-const rejectionKey = z.tuple([z.number(), z.string(), z.string(), z.string(), z.number(), z.number()]);
+const rejectionKey = z.tuple([z.number(), z.string(), z.string(), z.string(), z.number(), z.number(), z.string()]);
 
 /**
  * The catalog's reads, over either store: assets with their counts, an asset's partitions, streams with
@@ -62,18 +52,17 @@ export class Catalog {
   async assets(query: PageQuery & { prefix?: string | undefined }, scope: CatalogScope): Promise<Page<AssetSummary>> {
     await this.ready();
     const after = decodePageCursor(query.after, nameKey)?.[0];
+    const limit = Math.min(query.limit, CATALOG_PAGE_ROWS);
     const { q } = this.db;
     let names = q
       .selectFrom((eb) => eb.selectFrom('assets').select('name').union(eb.selectFrom('asset_rollup').select('asset as name')).as('known'))
       .select('name')
-      .orderBy('name')
-      .limit(query.limit + 1);
+      .orderBy('name');
     if (after !== undefined) names = names.where('name', '>', after);
     if (query.prefix) names = names.where(startsWith('name', query.prefix));
     if (scope.assets !== null) names = names.where('name', 'in', scope.assets.length === 0 ? [''] : [...scope.assets]);
-    const rows = await this.db.all(names);
-    const page = rows.slice(0, query.limit).map((row) => row.name);
-    return { items: await this.summaries(page), next: rows.length > query.limit ? encodePageCursor([page.at(-1)!]) : null };
+    const rows = await this.db.all(names.limit(limit + 1));
+    return boundedPage(rows, limit, await this.summaries(rows.slice(0, limit).map((row) => row.name)), (row) => [row.name]);
   }
 
   /** One asset's partitions in key order, each with its newest event; undefined when the asset is unknown. */
@@ -82,6 +71,7 @@ export class Catalog {
     const [summary] = await this.summaries([asset]);
     if (!summary || (!summary.registered && summary.events === 0)) return undefined;
     const after = decodePageCursor(query.after, nameKey)?.[0];
+    const limit = Math.min(query.limit, CATALOG_PAGE_ROWS);
     const { q } = this.db;
     // An event row is its own dedupe record (on both stores) and counts the retries it absorbed.
     let groups = q
@@ -93,11 +83,11 @@ export class Catalog {
       .where('e.cursor', 'is not', null)
       .groupBy('e.partition_key')
       .orderBy('e.partition_key')
-      .limit(query.limit + 1);
+      .limit(limit + 1);
     if (after !== undefined) groups = groups.where('e.partition_key', '>', after);
     if (query.prefix) groups = groups.where(startsWith('e.partition_key', query.prefix));
     const rows = await this.db.all(groups);
-    const shown = rows.slice(0, query.limit);
+    const shown = rows.slice(0, limit);
     const newest = await this.eventsAt(shown.map((row) => Number(row.cursor)));
     const items = shown.map((row): PartitionSummary => {
       const event = newest.get(Number(row.cursor))!;
@@ -112,7 +102,7 @@ export class Catalog {
         event: event.ref,
       };
     });
-    return { asset: summary, items, next: rows.length > query.limit ? encodePageCursor([shown.at(-1)!.partition_key!]) : null };
+    return { asset: summary, ...boundedPage(rows, limit, items, (row) => [row.partition_key!]) };
   }
 
   async streams(
@@ -120,6 +110,7 @@ export class Catalog {
     scope: CatalogScope,
   ): Promise<Page<StreamSummary>> {
     const after = decodePageCursor(query.after, streamKey);
+    const limit = Math.min(query.limit, CATALOG_PAGE_ROWS);
     const { q } = this.db;
     let select = q
       .selectFrom('streams as s')
@@ -128,7 +119,7 @@ export class Catalog {
       .orderBy('s.producer', 'desc')
       .orderBy('s.run_id', 'desc')
       .orderBy('s.task', 'desc')
-      .limit(query.limit + 1);
+      .limit(limit + 1);
     select = select.where(producerScope('s.producer', scope.producers));
     if (query.producer !== undefined) select = select.where('s.producer', '=', query.producer);
     if (query.runId !== undefined) select = select.where('s.run_id', '=', query.runId);
@@ -139,10 +130,9 @@ export class Catalog {
       select = select.where((eb) => eb(eb.refTuple('s.updated_at', 's.producer', 's.run_id', 's.task'), '<', eb.tuple(...after)));
     }
     const rows = await this.db.all(select);
-    const shown = rows.slice(0, query.limit);
-    const items = await this.summariesOfStreams(shown);
-    const last = shown.at(-1);
-    return { items, next: rows.length > query.limit && last ? encodePageCursor([last.updated_at, last.producer, last.run_id, last.task]) : null };
+    // A list shows each checkpoint's value cut to a preview; the stream's own page has them whole.
+    const items = await this.summariesOfStreams(rows.slice(0, limit), CHECKPOINT_PREVIEW_CHARS);
+    return boundedPage(rows, limit, items, (row) => [row.updated_at, row.producer, row.run_id, row.task]);
   }
 
   /** One stream whole: its summary, its lifecycle events and its newest refusals; undefined when unknown. */
@@ -170,7 +160,9 @@ export class Catalog {
           .where('cursor', 'is not', null)
           .orderBy('cursor'),
       ),
-      this.db.all(refusals(q).where('producer', '=', producer).where('run_id', '=', runId).where('task', '=', key.task).limit(50)),
+      Promise.all(REFUSAL_TABLES.map((table) => this.db.all(refusalsIn(q, table).where('producer', '=', producer).where('run_id', '=', runId).where('task', '=', key.task).limit(50)))).then(
+        (lists) => mergeRefusals(lists).slice(0, 50),
+      ),
     ]);
     return {
       ...summary!,
@@ -180,48 +172,9 @@ export class Catalog {
   }
 
   async consumers(query: PageQuery & { producer?: string | undefined }, scope: CatalogScope): Promise<Page<ConsumerGroup>> {
-    const after = decodePageCursor(query.after, groupKey);
-    const { q } = this.db;
-    let select = q
-      .selectFrom('stream_checkpoints as c')
-      .innerJoin('streams as s', (join) => join.onRef('s.producer', '=', 'c.producer').onRef('s.run_id', '=', 'c.run_id').onRef('s.task', '=', 'c.task'))
-      .leftJoin('stream_checkpoints as a', (join) =>
-        join.onRef('a.producer', '=', 'c.producer').onRef('a.run_id', '=', 'c.run_id').onRef('a.task', '=', 'c.task').on('a.name', '=', CONSUMER_ASSETS_CHECKPOINT),
-      )
-      .select(['c.producer', 'c.run_id', 'c.value as cursor', 'a.value as assets', 's.epoch', 's.updated_at', 's.fetched_at'])
-      .where('c.name', '=', CONSUMER_CURSOR_CHECKPOINT)
-      .where('c.task', '=', '')
-      .where(producerScope('c.producer', scope.producers))
-      .orderBy('c.producer')
-      .orderBy('c.run_id')
-      .limit(query.limit + 1);
-    if (query.producer !== undefined) select = select.where('c.producer', '=', query.producer);
-    if (after) select = select.where((eb) => eb(eb.refTuple('c.producer', 'c.run_id'), '>', eb.tuple(...after)));
-    const rows = await this.db.all(select);
-    const shown = rows.slice(0, query.limit);
-    const items = await Promise.all(
-      shown.map(async (row): Promise<ConsumerGroup> => {
-        const cursor = Number(JSON.parse(row.cursor));
-        const assets = row.assets === null ? null : (JSON.parse(row.assets) as string[]);
-        // Counted only over the assets the reader may read events of: the lag is a count of events.
-        const counted = scope.assets === null ? assets : (assets ?? scope.assets).filter((asset) => scope.assets!.includes(asset));
-        const { newest, lag, capped } = await this.lag(counted, cursor);
-        return {
-          producer: row.producer,
-          group: row.run_id,
-          epoch: row.epoch,
-          cursor,
-          assets,
-          newestCursor: newest,
-          lag,
-          lagCapped: capped,
-          lastFetchAt: row.fetched_at,
-          lastDeliveryAt: row.updated_at,
-        };
-      }),
-    );
-    const last = shown.at(-1);
-    return { items, next: rows.length > query.limit && last ? encodePageCursor([last.producer, last.run_id]) : null };
+    // The counts, ordinals and marks up to the newest event: the lag is counted from them.
+    await this.ready();
+    return consumerGroups(this.db, query, scope);
   }
 
   async rejections(
@@ -229,20 +182,21 @@ export class Catalog {
     scope: CatalogScope,
   ): Promise<Page<Rejection>> {
     const after = decodePageCursor(query.after, rejectionKey);
-    let select = refusals(this.db.q).where(producerScope('producer', scope.producers)).limit(query.limit + 1);
-    if (query.producer !== undefined) select = select.where('producer', '=', query.producer);
-    if (query.runId !== undefined) select = select.where('run_id', '=', query.runId);
-    if (query.code !== undefined) select = select.where('code', '=', query.code);
-    if (query.since !== undefined) select = select.where('created_at', '>=', Date.parse(/(Z|[+-]\d\d:\d\d)$/i.test(query.since) ? query.since : `${query.since}Z`));
-    // Six columns: more than kysely's typed tuples take.
-    if (after) select = select.where(sql<boolean>`(created_at, producer, run_id, task, attempt, seq) < (${sql.join(after)})`);
-    const rows = await this.db.all(select);
-    const shown = rows.slice(0, query.limit);
-    const last = shown.at(-1);
-    return {
-      items: shown.map(toRejection),
-      next: rows.length > query.limit && last ? encodePageCursor([Number(last.created_at), last.producer, last.run_id, last.task, last.attempt, Number(last.seq)]) : null,
-    };
+    const limit = Math.min(query.limit, CATALOG_PAGE_ROWS);
+    const lists = await Promise.all(
+      REFUSAL_TABLES.map((table) => {
+        let select = refusalsIn(this.db.q, table).where(producerScope('producer', scope.producers)).limit(limit + 1);
+        if (query.producer !== undefined) select = select.where('producer', '=', query.producer);
+        if (query.runId !== undefined) select = select.where('run_id', '=', query.runId);
+        if (query.code !== undefined) select = select.where('code', '=', query.code);
+        if (query.since !== undefined) select = select.where('created_at', '>=', Date.parse(/(Z|[+-]\d\d:\d\d)$/i.test(query.since) ? query.since : `${query.since}Z`));
+        // Seven columns: more than kysely's typed tuples take.
+        if (after) select = select.where(sql<boolean>`(created_at, producer, run_id, task, attempt, seq, key) < (${sql.join(after)})`);
+        return this.db.all(select);
+      }),
+    );
+    const rows = mergeRefusals(lists).slice(0, limit + 1);
+    return boundedPage(rows, limit, rows.slice(0, limit).map(toRejection), refusalKey);
   }
 
   /** What the console's first page shows, in one answer. */
@@ -254,14 +208,18 @@ export class Catalog {
       this.streams({ limit: 20, kind: 'run', outcome: 'running' }, scope),
       this.consumers({ limit: 50 }, scope),
       this.rejections({ limit: 10 }, scope),
-      this.db.all(
-        this.db.q
-          .selectFrom('stream_outcomes')
-          .select((eb) => eb.fn.countAll().as('n'))
-          .where('status', '<>', 'checkpointed')
-          .where('created_at', '>=', dayAgo)
-          .where(producerScope('producer', scope.producers)),
-      ),
+      Promise.all(
+        REFUSAL_TABLES.map((table) =>
+          this.db.all(
+            this.db.q
+              .selectFrom(table)
+              .select((eb) => eb.fn.countAll().as('n'))
+              .where('status', '<>', 'checkpointed')
+              .where('created_at', '>=', dayAgo)
+              .where(producerScope('producer', scope.producers)),
+          ),
+        ),
+      ).then((counts) => [{ n: counts.reduce((sum, [row]) => sum + Number(row?.n ?? 0), 0) }]),
       this.newest(scope.assets),
     ]);
     return {
@@ -325,8 +283,13 @@ export class Catalog {
     return new Map(rows.map((row) => [Number(row.cursor), { ref: toEventRef(row), partitionDate: row.partition_date }]));
   }
 
+  /**
+   * Each stream's summary; with `preview`, a checkpoint value longer than that many characters of JSON is
+   * read only so far (the rest never leaves the database) and shown cut, named in `cutCheckpoints`.
+   */
   private async summariesOfStreams(
     rows: readonly (StreamKey & { epoch: number; updated_at: string; outcome: StoredRunOutcome | null; consumer: unknown })[],
+    preview?: number,
   ): Promise<StreamSummary[]> {
     if (rows.length === 0) return [];
     const { q } = this.db;
@@ -335,7 +298,14 @@ export class Catalog {
     const [seqs, fences, checkpoints] = await Promise.all([
       this.db.all(q.selectFrom('stream_seqs').selectAll().where(ofStreams).orderBy('attempt')),
       this.db.all(q.selectFrom('stream_fences').selectAll().where(ofStreams).orderBy('attempt')),
-      this.db.all(q.selectFrom('stream_checkpoints').select(['producer', 'run_id', 'task', 'name', 'value']).where(ofStreams).orderBy('name')),
+      this.db.all(
+        q
+          .selectFrom('stream_checkpoints')
+          .select(['producer', 'run_id', 'task', 'name'])
+          .select(preview === undefined ? sql<string>`value`.as('value') : sql<string>`substr(value, 1, ${preview + 1})`.as('value'))
+          .where(ofStreams)
+          .orderBy('name'),
+      ),
     ]);
     const of = (row: StreamKey) => JSON.stringify([row.producer, row.run_id, row.task]);
     const group = <Row extends StreamKey>(list: readonly Row[]) => {
@@ -343,6 +313,8 @@ export class Catalog {
       for (const row of list) grouped.set(of(row), [...(grouped.get(of(row)) ?? []), row]);
       return grouped;
     };
+    // Both databases count characters (code points), not UTF-16 units.
+    const isCut = (value: string) => preview !== undefined && value.length > preview && [...value].length > preview;
     const seqsOf = group(seqs);
     const fencesOf = group(fences);
     const checkpointsOf = group(checkpoints);
@@ -359,7 +331,10 @@ export class Catalog {
         fencedAttempts: attempts.filter((attempt) => attempt.attempt < row.epoch).map((attempt) => attempt.attempt),
         duplicates: attempts.reduce((sum, attempt) => sum + attempt.duplicates, 0),
         // Built from entries, not by assignment: a checkpoint named __proto__ is an entry like any other.
-        checkpoints: Object.fromEntries((checkpointsOf.get(of(row)) ?? []).map((checkpoint) => [checkpoint.name, JSON.parse(checkpoint.value)])),
+        checkpoints: Object.fromEntries(
+          (checkpointsOf.get(of(row)) ?? []).map((checkpoint) => [checkpoint.name, isCut(checkpoint.value) ? `${[...checkpoint.value].slice(0, preview).join('')}…` : JSON.parse(checkpoint.value)]),
+        ),
+        cutCheckpoints: (checkpointsOf.get(of(row)) ?? []).filter((checkpoint) => isCut(checkpoint.value)).map((checkpoint) => checkpoint.name),
         outcome: row.outcome === 'succeeded' || row.outcome === 'failed' ? row.outcome : 'running',
         willRetry: row.outcome === 'retrying',
         lastDeliveryAt: row.updated_at,
@@ -375,17 +350,5 @@ export class Catalog {
     const newest = await Promise.all((assets ?? [null]).map((asset) => this.db.all(asset === null ? select : select.where('asset', '=', asset))));
     const cursors = newest.flat().map((row) => Number(row.cursor));
     return cursors.length === 0 ? null : Math.max(...cursors);
-  }
-
-  /** Newest event of the assets, and how many lie past `cursor` (counted up to LAG_COUNT_CAP). */
-  private async lag(assets: readonly string[] | null, cursor: number): Promise<{ newest: number | null; lag: number; capped: boolean }> {
-    const { q } = this.db;
-    const pastOf = (asset: string | null) => {
-      const past = q.selectFrom('events').select(sql.lit(1).as('one')).where('cursor', '>', cursor).limit(LAG_COUNT_CAP + 1);
-      return this.db.all(q.selectFrom((asset === null ? past : past.where('asset', '=', asset)).as('past')).select((eb) => eb.fn.countAll().as('n')));
-    };
-    const [newest, counts] = await Promise.all([this.newest(assets), Promise.all((assets ?? [null]).map(pastOf))]);
-    const lag = counts.reduce((sum, [row]) => sum + Number(row?.n ?? 0), 0);
-    return { newest, lag: Math.min(lag, LAG_COUNT_CAP), capped: lag > LAG_COUNT_CAP };
   }
 }

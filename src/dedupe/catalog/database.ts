@@ -1,4 +1,5 @@
 import type { Compilable, Kysely } from 'kysely';
+import { OnceboxError, ProblemCode } from '../../protocol/errors.js';
 import type { EventRow, SharedTables } from '../tables.js';
 
 /** The tables the catalog reads, as both stores have them. */
@@ -33,4 +34,17 @@ export async function runSteps<Result>(steps: CatalogSteps<Result>, run: (query:
   let next = steps.next();
   while (!next.done) next = steps.next(await run(next.value));
   return next.value;
+}
+
+/** Longest one catalog read may run before it is stopped and the reader told to come back. */
+export const CATALOG_READ_TIMEOUT_MS = 10_000;
+
+/**
+ * A catalog read ran past its time and was stopped: the catalog is busy (many readers of its costliest
+ * lists at once). The reader is answered 503 with Retry-After; nothing a publisher does waits for it.
+ */
+export class CatalogBusyError extends OnceboxError {
+  constructor(message = `a catalog read ran past ${CATALOG_READ_TIMEOUT_MS / 1000} s and was stopped: the catalog is busy; retry it in a moment`) {
+    super(ProblemCode.Overloaded, message);
+  }
 }

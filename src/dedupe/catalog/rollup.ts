@@ -3,15 +3,22 @@ import { countsByAsset } from '../tables.js';
 import type { CatalogDatabase, CatalogSteps } from './database.js';
 
 /**
- * Per-asset counts (events, distinct partitions) without a cost to the ingest: the counts cover the
- * events up to `rollup_position.up_to`, and each read of the catalog first counts the events after it,
- * a slice of cursors at a time. Compaction lowers the counts for the events it removes below `up_to`.
+ * Per-asset counts (events, distinct partitions, ordinals and their marks) without a cost to the ingest:
+ * the counts cover the events up to `rollup_position.up_to`, and each read of the catalog first counts the
+ * events after it, a slice of cursors at a time. Compaction lowers the counts for the events it removes below `up_to`.
  * Both take the position's row lock (PostgreSQL), so that an instance's compaction and another's
  * rollup never count the same slice differently.
  */
 
 /** Events counted per transaction, so that a long backlog never holds writers up for long. */
 const SLICE = 50_000;
+/**
+ * Every how many events of an asset one is marked with its ordinal: a consumer group's lag counts at most
+ * this many index entries per asset, from the mark at or before its cursor (catalog.ts, `lag`).
+ */
+export const MARK_EVERY = 64;
+/** Marks written per statement, well inside both databases' limits on parameters. */
+const MARKS_PER_INSERT = 500;
 
 function* lockedPosition(db: CatalogDatabase): CatalogSteps<number> {
   const query = db.q.selectFrom('rollup_position').select('up_to').where('id', '=', 1);
@@ -53,16 +60,36 @@ function* advanceSlice(db: CatalogDatabase): CatalogSteps<boolean> {
     )
     .groupBy('e.asset')) as { asset: string; n: number }[];
   const fresh = new Map(partitions.map((row) => [row.asset, Number(row.n)]));
+  // The slice's events numbered per asset, after the ordinals counted so far: every MARK_EVERY-th marked.
+  const ordinal = sql<number>`coalesce(r.ordinal, 0) + s.rn`;
+  const marks = (yield q
+    .selectFrom((eb) =>
+      eb
+        .selectFrom('events')
+        .select(['asset', 'cursor', sql<number>`row_number() OVER (PARTITION BY asset ORDER BY cursor)`.as('rn')])
+        .where('cursor', '>', low)
+        .where('cursor', '<=', high)
+        .as('s'),
+    )
+    .leftJoin('asset_rollup as r', 'r.asset', 's.asset')
+    .select(['s.asset', 's.cursor', ordinal.as('ordinal')])
+    .where(sql<number>`(${ordinal}) % ${sql.lit(MARK_EVERY)}`, '=', 0)) as { asset: string; cursor: number; ordinal: number }[];
+  for (let at = 0; at < marks.length; at += MARKS_PER_INSERT) {
+    const rows = marks.slice(at, at + MARKS_PER_INSERT).map((mark) => ({ asset: mark.asset, cursor: Number(mark.cursor), ordinal: Number(mark.ordinal) }));
+    // A slice counted again (a transaction that failed after this) finds its marks there: the same ones.
+    yield q.insertInto('asset_marks').values(rows).onConflict((oc) => oc.columns(['asset', 'cursor']).doNothing());
+  }
   for (const row of [...events].sort((a, b) => (a.asset < b.asset ? -1 : 1))) {
     const n = Number(row.n);
     const p = fresh.get(row.asset) ?? 0;
     yield q
       .insertInto('asset_rollup')
-      .values({ asset: row.asset, events: n, partitions: p })
+      .values({ asset: row.asset, events: n, partitions: p, ordinal: n })
       .onConflict((oc) =>
         oc.column('asset').doUpdateSet((eb) => ({
           events: eb('asset_rollup.events', '+', eb.ref('excluded.events')),
           partitions: eb('asset_rollup.partitions', '+', eb.ref('excluded.partitions')),
+          ordinal: eb('asset_rollup.ordinal', '+', eb.ref('excluded.ordinal')),
         })),
       );
   }

@@ -49,10 +49,13 @@ export function isConsumer(eb: ExpressionBuilder<CatalogSchema & { s: CatalogSch
   );
 }
 
-/** The refusals (rejections and conflicts), newest first. */
-export function refusals(q: CatalogDatabase['q']) {
+/** Where refusals are kept: at their positions (with every other outcome), and beside them. */
+export const REFUSAL_TABLES = ['stream_outcomes', 'stream_refusals'] as const;
+
+/** One table's refusals (rejections and conflicts), newest first: each table is read in its own order, and the two merged. */
+export function refusalsIn(q: CatalogDatabase['q'], table: (typeof REFUSAL_TABLES)[number]) {
   return q
-    .selectFrom('stream_outcomes')
+    .selectFrom(table)
     .selectAll()
     .where('status', '<>', 'checkpointed')
     .orderBy('created_at', 'desc')
@@ -60,7 +63,23 @@ export function refusals(q: CatalogDatabase['q']) {
     .orderBy('run_id', 'desc')
     .orderBy('task', 'desc')
     .orderBy('attempt', 'desc')
-    .orderBy('seq', 'desc');
+    .orderBy('seq', 'desc')
+    .orderBy('key', 'desc');
+}
+
+/** A refusal's place in the list, newest first: its time, stream, attempt, position and key. */
+export function refusalKey(row: Selectable<CatalogSchema['stream_outcomes']>): [number, string, string, string, number, number, string] {
+  return [Number(row.created_at), row.producer, row.run_id, row.task, row.attempt, Number(row.seq), row.key];
+}
+
+/** The two tables' refusals as one list, newest first: each already in that order. */
+export function mergeRefusals<Row extends Selectable<CatalogSchema['stream_outcomes']>>(lists: readonly (readonly Row[])[]): Row[] {
+  const compare = (a: Row, b: Row) => {
+    const [x, y] = [refusalKey(a), refusalKey(b)];
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i]! < y[i]! ? 1 : -1;
+    return 0;
+  };
+  return lists.flat().sort(compare);
 }
 
 export function toRejection(row: Selectable<CatalogSchema['stream_outcomes']>): Rejection {

@@ -63,6 +63,11 @@ export interface NewEvent {
 export interface IngestWrites {
   events: NewEvent[];
   outcomes: PositionOutcome[];
+  /**
+   * Refusals that cannot be recorded at their position, which another item's outcome holds (an item at a
+   * position taken by another key: `sequence_reused`): kept apart, for the catalog's list of refusals.
+   */
+  unplaced: PositionOutcome[];
   /** The newest value of each checkpoint this request updated. */
   checkpoints: CheckpointWrite[];
   /**
@@ -124,6 +129,8 @@ export function readsNeeded(plan: IngestPlan, lastSeqBefore: number, claimed: Re
  * Turns what the store read into each item's answer and the writes to make. Items are answered in
  * request order, each seeing what the items before it did: an item sent twice in one request is
  * answered the second time as the first time, exactly as a retry in a later request would be.
+ * It is long because it is one walk over the placements, each kind answered and recorded where it is
+ * met; split, an item's answer and the write that makes it durable would part.
  */
 export function resolveIngest(
   plan: IngestPlan,
@@ -137,6 +144,7 @@ export function resolveIngest(
   const claimedIds = new Map(claims.filter((claim) => stored.claimed.has(claim.key)).map((claim) => [claim.key, claim.eventId]));
   const events: NewEvent[] = [];
   const recorded: PositionOutcome[] = [];
+  const unplaced: PositionOutcome[] = [];
   const revisions: CheckpointWrite[] = [];
   const checkpoints = new Map<string, CheckpointWrite>();
   const record = (seq: number, outcome: RecordedOutcome) => {
@@ -158,6 +166,9 @@ export function resolveIngest(
         const { item, seq, key } = placement;
         const outcome = outcomes.get(seq);
         const result = replayResult(item, seq, key, outcome, outcome ? undefined : records.get(key));
+        if (result.status === 'rejected' && result.code === RejectionCode.SequenceReused) {
+          unplaced.push({ seq, key, status: result.status, code: result.code, detail: result.detail, field: result.field ?? null });
+        }
         if (result.status === 'checkpointed' && item.kind === 'checkpoint' && item.revision > 0) {
           const revised = { name: item.name, value: item.value, seq, revision: item.revision };
           // A position this request took itself is written with its newest revision below; one taken before is revised in place.
@@ -193,6 +204,7 @@ export function resolveIngest(
   const writes: IngestWrites = {
     events,
     outcomes: recorded,
+    unplaced,
     checkpoints: [...checkpoints.values()],
     revisions,
     lastSeq: tookPositions ? plan.lastSeq : null,

@@ -5,7 +5,7 @@ import type { RunOutcome } from '../tables.js';
 import { runOutcomeOf } from './run-outcome.js';
 import { causedEventKeys, causesNeeded, DEFAULT_LINEAGE_POLICY, placeInLineage, type CauseEvent, type LineagePolicy } from './lineage.js';
 import { capCheckpointNames, newEventIds, planIngest, refuseAttempt, updatesCheckpoints } from './plan.js';
-import { keyClaims, readsNeeded, resolveIngest, type DedupeRecord, type IngestWrites, type KeyClaim, type RecordedOutcome } from './resolve.js';
+import { keyClaims, readsNeeded, resolveIngest, type DedupeRecord, type IngestWrites, type KeyClaim, type PositionOutcome, type RecordedOutcome } from './resolve.js';
 
 /** The time a request is stamped with: an ISO timestamp for receipts, milliseconds for retention. */
 export interface IngestClock {
@@ -33,7 +33,9 @@ export type IngestStep =
   | { op: 'read'; seqs: readonly number[]; keys: readonly string[] }
   | { op: 'write'; writes: IngestWrites & { runOutcome: RunOutcome | null }; clock: IngestClock }
   /** Count a request of an attempt below the epoch, refused as fenced (a zombie's), for the catalog. */
-  | { op: 'fenced'; items: number; fencedBy: number; clock: IngestClock };
+  | { op: 'fenced'; items: number; fencedBy: number; clock: IngestClock }
+  /** Keep refusals of a request refused whole, which take no position (`attempt_too_high`), for the catalog. */
+  | { op: 'unplaced'; refusals: readonly PositionOutcome[]; clock: IngestClock };
 
 /** What the store answers to each step. */
 export interface StepAnswers {
@@ -44,6 +46,7 @@ export interface StepAnswers {
   read: { outcomes: ReadonlyMap<number, RecordedOutcome>; records: ReadonlyMap<string, DedupeRecord> };
   write: void;
   fenced: void;
+  unplaced: void;
 }
 
 export type IngestSteps = Generator<IngestStep, ItemResult[], StepAnswers[keyof StepAnswers]>;
@@ -105,6 +108,7 @@ export function* ingestSteps(request: IngestRequest): IngestSteps {
   const refusal = refuseAttempt(items, stream.attempt, epoch, request.maxAttemptStep);
   if (refusal) {
     if (refusal[0]?.status === 'fenced') yield { op: 'fenced', items: items.length, fencedBy: epoch, clock };
+    else yield { op: 'unplaced', refusals: withSubjects(items, unplacedOutcomes(refusal)), clock };
     return refusal;
   }
   const placed = planIngest(items, lastSeqBefore, request.isRegistered);
@@ -128,10 +132,23 @@ export function* ingestSteps(request: IngestRequest): IngestSteps {
     // Stryker disable next-line ConditionalExpression: as above
     needed.seqs.length + needed.keys.length === 0 ? NOTHING_READ : ((yield { op: 'read', ...needed }) as StepAnswers['read']);
   const { results, writes } = resolveIngest(plan, { claimed, ...read }, claims, { ts: clock.ts, lastSeqBefore, attempt: stream.attempt, epoch });
-  const subjects = new Map(items.map((item) => [item.seq, subjectOf(item)]));
-  const outcomes = writes.outcomes.map((outcome) => ({ ...outcome, subject: subjects.get(outcome.seq) }));
-  yield { op: 'write', writes: { ...writes, outcomes, runOutcome: runOutcomeOf(writes.events, stream.attempt) }, clock };
+  const outcomes = withSubjects(items, writes.outcomes);
+  const unplaced = withSubjects(items, writes.unplaced);
+  yield { op: 'write', writes: { ...writes, outcomes, unplaced, runOutcome: runOutcomeOf(writes.events, stream.attempt) }, clock };
   return results;
+}
+
+/** Each outcome with what its item named (asset, partition), for the catalog's list of refusals. */
+function withSubjects(items: readonly (CheckedItem | InvalidItem)[], outcomes: readonly PositionOutcome[]): PositionOutcome[] {
+  const subjects = new Map(items.map((item) => [item.seq, subjectOf(item)]));
+  return outcomes.map((outcome) => ({ ...outcome, subject: subjects.get(outcome.seq) }));
+}
+
+/** The refusals of a request refused whole, as outcomes; an item without a readable position is left out. */
+function unplacedOutcomes(results: readonly ItemResult[]): PositionOutcome[] {
+  return results.flatMap((result): PositionOutcome[] =>
+    result.status === 'rejected' && result.seq !== null ? [{ seq: result.seq, key: result.key!, status: 'rejected', code: result.code, detail: result.detail, field: result.field ?? null }] : [],
+  );
 }
 
 /** A store's answer to each step; a method may return a promise only where the runner awaits. */

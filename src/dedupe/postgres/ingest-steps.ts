@@ -2,8 +2,8 @@ import type pg from 'pg';
 import type { StreamIdentity } from '../../protocol/wire.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { KeyPlaces } from '../key-places.js';
-import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
-import type { StepHandler } from '../ingest/steps.js';
+import type { DedupeRecord, PositionOutcome, RecordedOutcome } from '../ingest/resolve.js';
+import type { IngestClock, StepHandler } from '../ingest/steps.js';
 import { notifyPayload } from '../stored-assets.js';
 import { attemptOf, lineageColumns, toCauseEvent } from '../tables.js';
 import { runStatement } from './connection.js';
@@ -109,7 +109,31 @@ export class PostgresIngestSteps {
       fenced: async ({ items, fencedBy, clock }) => {
         await runStatement(client, run.recordFence, { ...ofAttempt, fencedBy, items, ts: clock.ts });
       },
+      unplaced: ({ refusals, clock }) => this.record(client, run.recordRefusals, stream, refusals, clock),
     };
+  }
+
+  /** Items' outcomes, into stream_outcomes (at their positions) or stream_refusals (beside them), in one statement. */
+  private async record(
+    client: pg.PoolClient,
+    statement: ReturnType<typeof ingestStatements>['recordOutcomes'],
+    stream: StreamIdentity,
+    outcomes: readonly PositionOutcome[],
+    clock: IngestClock,
+  ): Promise<void> {
+    if (outcomes.length === 0) return;
+    await runStatement(client, statement, {
+      ...attemptOf(stream),
+      seqs: outcomes.map((o) => o.seq),
+      keys: outcomes.map((o) => o.key),
+      statuses: outcomes.map((o) => o.status),
+      codes: outcomes.map((o) => o.code),
+      details: outcomes.map((o) => o.detail),
+      fields: outcomes.map((o) => o.field),
+      assets: outcomes.map((o) => o.subject?.asset ?? null),
+      partitionKeys: outcomes.map((o) => o.subject?.partitionKey ?? null),
+      createdAt: clock.ms,
+    });
   }
 
   /** Stores what the resolve step decided: the events' notification, outcomes, checkpoints, position, epoch. */
@@ -122,21 +146,9 @@ export class PostgresIngestSteps {
   ): Promise<void> {
     const run = this.statements;
     const ofAttempt = attemptOf(stream);
-    const { events, outcomes } = writes;
-    if (outcomes.length > 0) {
-      await runStatement(client, run.recordOutcomes, {
-        ...ofAttempt,
-        seqs: outcomes.map((o) => o.seq),
-        keys: outcomes.map((o) => o.key),
-        statuses: outcomes.map((o) => o.status),
-        codes: outcomes.map((o) => o.code),
-        details: outcomes.map((o) => o.detail),
-        fields: outcomes.map((o) => o.field),
-        assets: outcomes.map((o) => o.subject?.asset ?? null),
-        partitionKeys: outcomes.map((o) => o.subject?.partitionKey ?? null),
-        createdAt: clock.ms,
-      });
-    }
+    const { events } = writes;
+    await this.record(client, run.recordOutcomes, stream, writes.outcomes, clock);
+    await this.record(client, run.recordRefusals, stream, writes.unplaced, clock);
     for (const checkpoint of writes.revisions) await runStatement(client, run.reviseCheckpoint, { ...ofAttempt, ...checkpoint, ts: clock.ts });
     for (const checkpoint of writes.checkpoints) await runStatement(client, run.saveCheckpoint, { ...ofAttempt, ...checkpoint, ts: clock.ts });
     if (writes.lastSeq !== null) await runStatement(client, run.saveLastSeq, { ...ofAttempt, lastSeq: writes.lastSeq, ts: clock.ts });

@@ -346,4 +346,50 @@ export const serverPostgresMigrations: readonly PostgresMigration[] = [
       ALTER TABLE streams ADD COLUMN outcome_attempt integer NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 16,
+    name: '016_asset_marks',
+    sql: `
+      -- A consumer group's lag, the events of its assets after its cursor, in a few index probes whatever
+      -- the backlog: every event of an asset has an ordinal (the asset's events counted in cursor order,
+      -- never lowered by retention), kept as a running total beside the counts, and every 64th is marked
+      -- with its cursor. The rollup counts the events again from the first, to give them their ordinals:
+      -- the first catalog reads after this upgrade do that, a slice at a time.
+      ALTER TABLE asset_rollup ADD COLUMN ordinal bigint NOT NULL DEFAULT 0;
+      CREATE TABLE asset_marks (
+        asset TEXT NOT NULL,
+        cursor bigint NOT NULL,
+        ordinal bigint NOT NULL,
+        PRIMARY KEY (asset, cursor)
+      );
+      UPDATE asset_rollup SET events = 0, partitions = 0;
+      UPDATE rollup_position SET up_to = 0;
+    `,
+  },
+  {
+    version: 17,
+    name: '017_unplaced_refusals',
+    sql: `
+      -- Refusals that hold no position of their own, for the catalog's list: an item at a position another
+      -- key holds (sequence_reused), and the items of a request refused whole (attempt_too_high). Once per
+      -- item and code, however often it is sent again; removed with the refusals, after the dedupe retention.
+      CREATE TABLE stream_refusals (
+        producer text NOT NULL,
+        run_id text NOT NULL,
+        task text NOT NULL,
+        attempt integer NOT NULL,
+        seq bigint NOT NULL,
+        key text NOT NULL,
+        status text NOT NULL,
+        code text NOT NULL,
+        detail text NOT NULL,
+        field text,
+        asset text,
+        partition_key text,
+        created_at bigint NOT NULL,
+        PRIMARY KEY (producer, run_id, task, attempt, seq, key, code)
+      );
+      CREATE INDEX stream_refusals_by_age ON stream_refusals (created_at);
+    `,
+  },
 ];

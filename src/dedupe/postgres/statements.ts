@@ -120,6 +120,14 @@ export function ingestStatements(db: Kysely<PgSchema>) {
     partitionKeys: 'text[]',
     createdAt: 'bigint',
   });
+  // Items' recorded outcomes, at their positions or (stream_refusals) beside them.
+  const recordInto = (table: 'stream_outcomes' | 'stream_refusals') =>
+    sql`
+        INSERT INTO ${sql.table(table)} (producer, run_id, task, attempt, seq, key, status, code, detail, field, asset, partition_key, created_at)
+        SELECT ${outcomes.producer}, ${outcomes.runId}, ${outcomes.task}, ${outcomes.attempt}, o.*, ${outcomes.createdAt}
+        FROM unnest(${outcomes.seqs}, ${outcomes.keys}, ${outcomes.statuses}, ${outcomes.codes}, ${outcomes.details}, ${outcomes.fields},
+                    ${outcomes.assets}, ${outcomes.partitionKeys}) AS o
+        ON CONFLICT DO NOTHING`.compile(db);
   const duplicates = pgParams<OfAttempt & { keys: string[]; assets: string[]; slot: number; partitions: string[] }>({
     ...ATTEMPT_TYPES,
     keys: 'uuid[]',
@@ -232,16 +240,9 @@ export function ingestStatements(db: Kysely<PgSchema>) {
         ON CONFLICT (producer, run_slot, filed_partition, key) WHERE created_at IS NOT NULL DO NOTHING
         RETURNING key`.compile(db),
     ),
-    recordOutcomes: pgStatement(
-      'recordOutcomes',
-      outcomes,
-      sql`
-        INSERT INTO stream_outcomes (producer, run_id, task, attempt, seq, key, status, code, detail, field, asset, partition_key, created_at)
-        SELECT ${outcomes.producer}, ${outcomes.runId}, ${outcomes.task}, ${outcomes.attempt}, o.*, ${outcomes.createdAt}
-        FROM unnest(${outcomes.seqs}, ${outcomes.keys}, ${outcomes.statuses}, ${outcomes.codes}, ${outcomes.details}, ${outcomes.fields},
-                    ${outcomes.assets}, ${outcomes.partitionKeys}) AS o
-        ON CONFLICT DO NOTHING`.compile(db),
-    ),
+    recordOutcomes: pgStatement('recordOutcomes', outcomes, recordInto('stream_outcomes')),
+    // A refusal that holds no position: once per item and code, however often it is sent again.
+    recordRefusals: pgStatement('recordRefusals', outcomes, recordInto('stream_refusals')),
     saveCheckpoint: pgStatement(
       'saveCheckpoint',
       checkpoint,

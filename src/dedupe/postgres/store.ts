@@ -16,7 +16,7 @@ import { serverPostgresMigrations } from './migrations.js';
 import { PostgresIngestSteps } from './ingest-steps.js';
 import { PostgresIngestGroups } from './ingest-groups.js';
 import { Catalog } from '../catalog/catalog.js';
-import type { CatalogSchema } from '../catalog/database.js';
+import { CATALOG_READ_TIMEOUT_MS, type CatalogSchema } from '../catalog/database.js';
 import { PostgresCatalogDatabase } from '../catalog/postgres-database.js';
 import { forgetRemoved, type RemovedEvent } from '../catalog/rollup.js';
 import { ingestStatements, type PgSchema } from './statements.js';
@@ -35,6 +35,9 @@ export interface PostgresStoreOptions {
   /** How deep consumers' chains of emissions may go, and which assets may cycle. @defaultValue depth 16, no cycles */
   lineage?: LineagePolicy;
 }
+
+/** Connections of an instance's pool for the catalog, beside its pool for publishing. */
+export const CATALOG_CONNECTIONS = 2;
 
 /**
  * The dedupe store on PostgreSQL, for several stateless server instances over one database.
@@ -69,6 +72,7 @@ export class PostgresDedupeStore implements DedupeStore {
 
   private constructor(
     private readonly pool: pg.Pool,
+    private readonly catalogPool: pg.Pool,
     readonly schema: string,
     now: (() => Date) | undefined,
     private readonly policy: IngestPolicy,
@@ -83,28 +87,40 @@ export class PostgresDedupeStore implements DedupeStore {
     );
     this.now = now ?? (() => new Date());
     this.tokens = new TokenRegistry(new Kysely({ dialect: new PostgresDialect({ pool }) }), this.now);
-    this.catalogDb = new PostgresCatalogDatabase(pool, this.db as unknown as Kysely<CatalogSchema>);
+    this.catalogDb = new PostgresCatalogDatabase(catalogPool, this.db as unknown as Kysely<CatalogSchema>);
     this.catalog = new Catalog(this.catalogDb, this.now);
   }
 
   /** Connects, migrates the schema (safely beside other instances doing the same) and loads the assets. */
   static async open(options: PostgresStoreOptions): Promise<PostgresDedupeStore> {
     const schema = options.schema ?? 'oncebox';
+    const searchPath = `-c search_path=${startupOptionValue(`"${schema.replaceAll('"', '""')}"`)}`;
     const pool = createPool({
       connectionString: options.connectionString,
       // Stryker disable next-line LogicalOperator: pg's own default pool size is 10 too
       max: options.poolSize ?? 10,
-      options: `-c search_path=${startupOptionValue(`"${schema.replaceAll('"', '""')}"`)}`,
+      options: searchPath,
+      // Named in pg_stat_activity, so that an operator tells publishing from the catalog's reads.
+      application_name: `oncebox ${schema}`.slice(0, 63),
+    });
+    // The catalog's reads on connections of their own, few and with a time limit: however many readers
+    // loop over the costliest list, they wait for each other, never for a publisher's connection.
+    const catalogPool = createPool({
+      connectionString: options.connectionString,
+      max: CATALOG_CONNECTIONS,
+      options: `${searchPath} -c statement_timeout=${CATALOG_READ_TIMEOUT_MS}`,
+      application_name: `oncebox catalog ${schema}`.slice(0, 63),
     });
     try {
       await migratePostgres(pool, schema, serverPostgresMigrations);
-      const store = new PostgresDedupeStore(pool, schema, options.now, ingestPolicy(options));
+      const store = new PostgresDedupeStore(pool, catalogPool, schema, options.now, ingestPolicy(options));
       await store.loadAssets();
       await store.listen(options.connectionString);
       return store;
       // Stryker disable next-line BlockStatement: a pool left open leaks connections, which no test observes
     } catch (error) {
       await pool.end();
+      await catalogPool.end();
       throw error;
     }
   }
@@ -242,12 +258,15 @@ export class PostgresDedupeStore implements DedupeStore {
         return rowCount ?? 0;
       }),
     );
-    const outcomes = await deleteInBatches(policy.batchSize, async () => {
-      const result = await sql`
-        DELETE FROM stream_outcomes WHERE ctid IN (
-          SELECT ctid FROM stream_outcomes WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
-      return Number(result.numAffectedRows ?? 0);
-    });
+    let outcomes = 0;
+    for (const table of ['stream_outcomes', 'stream_refusals']) {
+      outcomes += await deleteInBatches(policy.batchSize, async () => {
+        const result = await sql`
+          DELETE FROM ${sql.table(table)} WHERE ctid IN (
+            SELECT ctid FROM ${sql.table(table)} WHERE created_at < ${now - policy.dedupeRetentionMs}::bigint LIMIT ${policy.batchSize}::integer)`.execute(this.db);
+        return Number(result.numAffectedRows ?? 0);
+      });
+    }
     let events = 0;
     if (policy.eventRetentionMs !== null) {
       const cutoff = new Date(now - policy.eventRetentionMs).toISOString();
@@ -311,6 +330,7 @@ export class PostgresDedupeStore implements DedupeStore {
     await this.listener?.end().catch(() => undefined);
     this.listener = undefined;
     await this.db.destroy();
+    await this.catalogPool.end().catch(() => undefined);
   }
 }
 

@@ -15,10 +15,11 @@ import { echo, nameList } from '../../protocol/text.js';
 import { streamParamsSchema } from '../../protocol/wire.js';
 import { forbidden } from '../auth.js';
 import type { CatalogScope } from '../catalog/catalog.js';
+import { CatalogGate } from '../catalog/gate.js';
 import type { HttpAppOptions } from '../http-options.js';
 import { invalidInput, problem, RequestProblem, sendProblem } from '../problem.js';
 import { malformedQueryNumber } from '../query-numbers.js';
-import { producerAllowed, readableAssets } from '../tokens.js';
+import { mayReadEvents, producerAllowed, readableAssets } from '../tokens.js';
 
 /**
  * The catalog (`GET /v1/catalog/…`): what the server holds, listed for people and the console. Each list
@@ -28,14 +29,16 @@ import { producerAllowed, readableAssets } from '../tokens.js';
  */
 export function addCatalogRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   const { catalog } = options.store;
+  // The catalog's reads take turns, and a share of the time: publishers have the rest (gate.ts).
+  const gate = new CatalogGate();
 
   app.get('/v1/catalog', { config: { access: 'catalog' } }, async (request) => {
     parsed(request.query, overviewQuerySchema);
-    return catalog.overview(scopeOf(request));
+    return gate.run(() => catalog.overview(scopeOf(request)));
   });
 
   app.get('/v1/catalog/assets', { config: { access: 'events' } }, async (request) =>
-    catalog.assets(parsed(request.query, assetQuerySchema, ['limit']), scopeOf(request)),
+    gate.run(() => catalog.assets(parsed(request.query, assetQuerySchema, ['limit']), scopeOf(request))),
   );
 
   app.get('/v1/catalog/assets/:asset/partitions', { config: { access: 'events' } }, async (request, reply) => {
@@ -45,13 +48,13 @@ export function addCatalogRoutes(app: FastifyInstance, options: HttpAppOptions):
     if (readable !== null && !readable.includes(asset)) {
       return sendProblem(reply, forbidden(`asset: this token reads only the events of ${nameList(readable)}`, 'asset'));
     }
-    const page = await catalog.partitions(asset, query);
+    const page = await gate.run(() => catalog.partitions(asset, query));
     if (!page) return notFound(reply, `no asset ${echo(asset)} is registered or has events on this server`);
     return page;
   });
 
   app.get('/v1/catalog/streams', { config: { access: 'streams' } }, async (request) =>
-    catalog.streams(parsed(request.query, streamListQuerySchema, ['limit']), scopeOf(request)),
+    gate.run(() => catalog.streams(parsed(request.query, streamListQuerySchema, ['limit']), scopeOf(request))),
   );
 
   app.get('/v1/catalog/streams/:producer/:runId', { config: { access: 'streams' } }, async (request, reply) => {
@@ -60,23 +63,26 @@ export function addCatalogRoutes(app: FastifyInstance, options: HttpAppOptions):
     if (!producerAllowed(request.grant, producer)) {
       return sendProblem(reply, forbidden(`producer: this token reads only the streams of producers matching "${echo(request.grant.producers)}"`, 'producer'));
     }
-    const detail = await catalog.stream(producer, runId, task ?? null);
+    const detail = await gate.run(() => catalog.stream(producer, runId, task ?? null));
     if (!detail) return notFound(reply, `no stream ${echo(producer)}/${echo(runId)}${task === undefined ? '' : ` task ${echo(task)}`} on this server`);
     return detail;
   });
 
   app.get('/v1/catalog/consumers', { config: { access: 'streams' } }, async (request) =>
-    catalog.consumers(parsed(request.query, consumerQuerySchema, ['limit']), scopeOf(request)),
+    gate.run(() => catalog.consumers(parsed(request.query, consumerQuerySchema, ['limit']), scopeOf(request))),
   );
 
   app.get('/v1/catalog/rejections', { config: { access: 'streams' } }, async (request) =>
-    catalog.rejections(parsed(request.query, rejectionQuerySchema, ['limit']), scopeOf(request)),
+    gate.run(() => catalog.rejections(parsed(request.query, rejectionQuerySchema, ['limit']), scopeOf(request))),
   );
 }
 
-/** What the request's token may see of the catalog. */
+/**
+ * What the request's token may see of the catalog. Counts over events (a group's lag, an asset's events)
+ * only for assets it reads the events of: none for a token that reads no events, whatever its asset list.
+ */
 function scopeOf(request: FastifyRequest): CatalogScope {
-  return { assets: readableAssets(request.grant), producers: request.grant.producers };
+  return { assets: mayReadEvents(request.grant) ? readableAssets(request.grant) : [], producers: request.grant.producers };
 }
 
 /** A query or path parsed by its schema, or a 400 naming the first thing wrong. */

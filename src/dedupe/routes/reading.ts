@@ -23,7 +23,10 @@ export function addReadingRoutes(app: FastifyInstance, options: HttpAppOptions, 
       return sendProblem(reply, invalidInput(parsed.error, { input: request.query, knownKeys: ['asset', 'after', 'limit', 'wait', 'group', 'groupProducer'] }));
     }
     const { asset, group, groupProducer, ...read } = parsed.data;
-    if (group !== undefined && producerAllowed(request.grant, groupProducer ?? group)) await fetchNotes.note(groupProducer ?? group, group);
+    // Only the group's own consumer notes its fetch: a token that may publish as the group's producer (or
+    // admin). A read token reads, and changes no group's state, whatever group it names.
+    const mayActAsGroup = request.grant.scope === 'admin' || (request.grant.scope === 'publish' && producerAllowed(request.grant, groupProducer ?? group ?? ''));
+    if (group !== undefined && mayActAsGroup) await fetchNotes.note(groupProducer ?? group, group);
     const readable = readableAssets(request.grant);
     if (readable !== null && asset !== undefined && !readable.includes(asset)) {
       return sendProblem(reply, forbidden(`asset: this token reads only the events of ${nameList(readable)}`, 'asset'));

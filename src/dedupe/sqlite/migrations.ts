@@ -302,4 +302,50 @@ export const serverSqliteMigrations: readonly Migration[] = [
       ALTER TABLE streams ADD COLUMN outcome_attempt INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 15,
+    name: '015_asset_marks',
+    sql: `
+      -- A consumer group's lag, the events of its assets after its cursor, in a few index probes whatever
+      -- the backlog: every event of an asset has an ordinal (the asset's events counted in cursor order,
+      -- never lowered by retention), kept as a running total beside the counts, and every 64th is marked
+      -- with its cursor. The rollup counts the events again from the first, to give them their ordinals:
+      -- the first catalog reads after this upgrade do that, a slice at a time.
+      ALTER TABLE asset_rollup ADD COLUMN ordinal INTEGER NOT NULL DEFAULT 0;
+      CREATE TABLE asset_marks (
+        asset TEXT NOT NULL,
+        cursor INTEGER NOT NULL,
+        ordinal INTEGER NOT NULL,
+        PRIMARY KEY (asset, cursor)
+      ) WITHOUT ROWID;
+      UPDATE asset_rollup SET events = 0, partitions = 0;
+      UPDATE rollup_position SET up_to = 0;
+    `,
+  },
+  {
+    version: 16,
+    name: '016_unplaced_refusals',
+    sql: `
+      -- Refusals that hold no position of their own, for the catalog's list: an item at a position another
+      -- key holds (sequence_reused), and the items of a request refused whole (attempt_too_high). Once per
+      -- item and code, however often it is sent again; removed with the refusals, after the dedupe retention.
+      CREATE TABLE stream_refusals (
+        producer TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        task TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        status TEXT NOT NULL,
+        code TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        field TEXT,
+        asset TEXT,
+        partition_key TEXT,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (producer, run_id, task, attempt, seq, key, code)
+      ) WITHOUT ROWID;
+      CREATE INDEX stream_refusals_by_age ON stream_refusals (created_at);
+    `,
+  },
 ];

@@ -63,6 +63,27 @@ export function serverStatements(db: Database.Database) {
     compactStamped: params<{ cutoff: string; limit: number }>(),
   };
 
+  // An item's recorded outcome, at its position or (stream_refusals) beside it.
+  const recordInto = (table: 'stream_outcomes' | 'stream_refusals') =>
+    q
+      .insertInto(table)
+      .values({
+        producer: p.recorded.producer,
+        run_id: p.recorded.runId,
+        task: p.recorded.task,
+        attempt: p.recorded.attempt,
+        seq: p.recorded.seq,
+        key: p.recorded.key,
+        status: p.recorded.status,
+        code: p.recorded.code,
+        detail: p.recorded.detail,
+        field: p.recorded.field,
+        created_at: p.recorded.createdAt,
+        asset: p.recorded.asset,
+        partition_key: p.recorded.partitionKey,
+      })
+      .onConflict((oc) => oc.doNothing());
+
   return {
     lastSeq: prepare(db, attempt, q.selectFrom('stream_seqs').select('last_seq').where((eb) => eb.and(ofAttempt))),
     saveLastSeq: prepare(
@@ -183,28 +204,9 @@ export function serverStatements(db: Database.Database) {
       p.cursor,
       q.selectFrom('events').select(['event_id', 'asset', 'partition_key', 'depth', 'lineage']).where('cursor', '=', p.cursor.cursor),
     ),
-    insertOutcome: prepare(
-      db,
-      p.recorded,
-      q
-        .insertInto('stream_outcomes')
-        .values({
-          producer: p.recorded.producer,
-          run_id: p.recorded.runId,
-          task: p.recorded.task,
-          attempt: p.recorded.attempt,
-          seq: p.recorded.seq,
-          key: p.recorded.key,
-          status: p.recorded.status,
-          code: p.recorded.code,
-          detail: p.recorded.detail,
-          field: p.recorded.field,
-          created_at: p.recorded.createdAt,
-          asset: p.recorded.asset,
-          partition_key: p.recorded.partitionKey,
-        })
-        .onConflict((oc) => oc.doNothing()),
-    ),
+    insertOutcome: prepare(db, p.recorded, recordInto('stream_outcomes')),
+    // A refusal that holds no position: once per item and code, however often it is sent again.
+    insertRefusal: prepare(db, p.recorded, recordInto('stream_refusals')),
     findOutcome: prepare(
       db,
       p.position,
@@ -277,6 +279,11 @@ export function serverStatements(db: Database.Database) {
                 SELECT producer, run_id, task, attempt, seq FROM stream_outcomes WHERE created_at < ${p.compactCreated.cutoff} LIMIT ${p.compactCreated.limit})`.compile(q),
       },
     ),
+    compactRefusals: prepare(db, p.compactCreated, {
+      compile: () =>
+        sql`DELETE FROM stream_refusals WHERE (producer, run_id, task, attempt, seq, key, code) IN (
+              SELECT producer, run_id, task, attempt, seq, key, code FROM stream_refusals WHERE created_at < ${p.compactCreated.cutoff} LIMIT ${p.compactCreated.limit})`.compile(q),
+    }),
     oldEvents: prepare(
       db,
       p.compactStamped,

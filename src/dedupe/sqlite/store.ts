@@ -5,8 +5,8 @@ import type { EventPage, ItemResult, StreamIdentity, StreamState } from '../../p
 import { migrateSqlite } from '../../sqlite/migrate.js';
 import { openSqlite, type Durability } from '../../sqlite/open.js';
 import { queryBuilder, type Prepared } from '../../sqlite/statements.js';
-import type { DedupeRecord, RecordedOutcome } from '../ingest/resolve.js';
-import { ingestPolicy, ingestSteps, runIngestSync, TRUSTED_SCOPE, type IngestPolicy, type IngestScope, type StepHandler } from '../ingest/steps.js';
+import type { DedupeRecord, PositionOutcome, RecordedOutcome } from '../ingest/resolve.js';
+import { ingestPolicy, ingestSteps, runIngestSync, TRUSTED_SCOPE, type IngestClock, type IngestPolicy, type IngestScope, type StepHandler } from '../ingest/steps.js';
 import type { CheckedItem, InvalidItem } from '../item-check.js';
 import { type CompactionResult, type DedupeStore, type EventQuery, type RetentionPolicy, type StoreSizes } from '../store.js';
 import { attemptOf, countsByAsset, deleteInBatches, streamOf, toCauseEvent, toStoredEvent } from '../tables.js';
@@ -160,7 +160,11 @@ export class SqliteDedupeStore implements DedupeStore {
     answerGroup(group, outcomes);
   }
 
-  /** The reads and writes of one request's ingest, all inside its savepoint of the group's IMMEDIATE transaction. */
+  /**
+   * The reads and writes of one request's ingest, all inside its savepoint of the group's IMMEDIATE
+   * transaction. It is long because it is a list, one handler per step the ingest asks for, each read on
+   * its own; split, the steps of one request would scatter.
+   */
   private stepHandler(stream: StreamIdentity, items: readonly (CheckedItem | InvalidItem)[]): StepHandler<false> {
     const s = this.statements;
     const ofAttempt = attemptOf(stream);
@@ -168,6 +172,11 @@ export class SqliteDedupeStore implements DedupeStore {
     const places = new KeyPlaces(stream, items);
     // A key's record inside the window, wherever it may be filed: with its run's partition, or per producer.
     const findRecord = (key: string) => firstFound(places.of(key), (place) => s.findFiled.get({ producer, key, ...place }));
+    const recordUnplaced = (refusals: readonly PositionOutcome[], clock: IngestClock) => {
+      for (const { subject, ...refusal } of refusals) {
+        s.insertRefusal.run({ ...ofAttempt, ...refusal, createdAt: clock.ms, asset: subject?.asset ?? null, partitionKey: subject?.partitionKey ?? null });
+      }
+    };
     return {
       position: ({ clock }) => {
         const epoch = s.epoch.get(ofAttempt)?.epoch;
@@ -222,6 +231,7 @@ export class SqliteDedupeStore implements DedupeStore {
         for (const { subject, ...outcome } of writes.outcomes) {
           s.insertOutcome.run({ ...ofAttempt, ...outcome, createdAt: clock.ms, asset: subject?.asset ?? null, partitionKey: subject?.partitionKey ?? null });
         }
+        recordUnplaced(writes.unplaced, clock);
         for (const checkpoint of writes.revisions) s.reviseCheckpoint.run({ ...ofAttempt, ...checkpoint, ts: clock.ts });
         for (const checkpoint of writes.checkpoints) s.saveCheckpoint.run({ ...ofAttempt, ...checkpoint, ts: clock.ts });
         if (writes.lastSeq !== null) s.saveLastSeq.run({ ...ofAttempt, lastSeq: writes.lastSeq, ts: clock.ts });
@@ -239,6 +249,7 @@ export class SqliteDedupeStore implements DedupeStore {
       fenced: ({ items, fencedBy, clock }) => {
         s.recordFence.run({ ...ofAttempt, fencedBy, items, ts: clock.ts });
       },
+      unplaced: ({ refusals, clock }) => recordUnplaced(refusals, clock),
     };
   }
 
@@ -302,7 +313,7 @@ export class SqliteDedupeStore implements DedupeStore {
       deleteInBatches(limit, () => statement.run({ cutoff, limit }).changes);
     // First the keys past the dedupe window: an event removed below keeps a record only inside it.
     const dedupeRecords = (await drain(this.statements.compactDedupe, now - policy.dedupeRetentionMs)) + (await drain(this.statements.releaseKeys, now - policy.dedupeRetentionMs));
-    const outcomes = await drain(this.statements.compactOutcomes, now - policy.dedupeRetentionMs);
+    const outcomes = (await drain(this.statements.compactOutcomes, now - policy.dedupeRetentionMs)) + (await drain(this.statements.compactRefusals, now - policy.dedupeRetentionMs));
     const eventCutoff = policy.eventRetentionMs === null ? null : new Date(now - policy.eventRetentionMs).toISOString();
     const events = eventCutoff === null ? 0 : await deleteInBatches(limit, () => this.compactEvents.immediate(eventCutoff, limit));
     const idleBefore = new Date(now - policy.streamRetentionMs).toISOString();
@@ -312,6 +323,7 @@ export class SqliteDedupeStore implements DedupeStore {
 
   async close(): Promise<void> {
     this.stored.close();
+    await this.catalogDb.close();
     this.db.close(); // closing twice is harmless
   }
 }
