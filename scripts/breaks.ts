@@ -515,8 +515,8 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/dedupe/auth.ts',
-        find: "    if (access === 'public') return;",
-        replace: "    if (!request.url.startsWith('/v1/')) return;",
+        find: "    if (access === 'public') {\n      markAuthenticated(request.raw.socket);\n      return;\n    }",
+        replace: "    if (!request.url.startsWith('/v1/')) {\n      markAuthenticated(request.raw.socket);\n      return;\n    }",
       },
     ],
     caughtBy: [{ file: 'test/integration/auth.test.ts', name: '%761' }],
@@ -1771,6 +1771,63 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: catalogBounds, name: 'catalog bounds: sqlite.*counts every group' }],
   },
   {
+    what: "a group's cursor of any value taken (3.5 or -1e20: a 500 on PostgreSQL, a wrong lag on SQLite)",
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/item-check.ts', find: 'if (parsed.data.name === CONSUMER_CURSOR_CHECKPOINT && !isCursor(parsed.data.value)) {', replace: 'if (parsed.data.name === CONSUMER_CURSOR_CHECKPOINT && !isCursor(0)) {' }],
+    caughtBy: [{ file: catalogBounds, name: "keeps a group's asset list" }],
+  },
+  {
+    what: "retention removing events by their stamp alone (after a clock stepped back, a younger event goes before an older one, and a group's lag counts what is gone)",
+    guarantee: 'G15, G27',
+    edits: [
+      { file: sqliteStatements, find: 'WHERE cursor < coalesce((SELECT min(cursor) FROM head WHERE ts >= ${p.compactStamped.cutoff}), 9223372036854775807)`.compile(q),', replace: 'WHERE ts < ${p.compactStamped.cutoff}`.compile(q),' },
+    ],
+    caughtBy: [{ file: catalogBounds, name: 'catalog bounds: sqlite.*clock stepped back' }],
+  },
+  {
+    what: "a stream's summary listing every attempt (a run whose attempts jumped by thousands: an item of megabytes, built in quadratic time)",
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: "eb('attempt', '>', row.epoch - ATTEMPTS_LISTED)", replace: "eb('attempt', '>', 0)" }],
+    caughtBy: [{ file: catalogBounds, name: 'attempts jumped by thousands' }],
+  },
+  {
+    what: "a catalog page's bytes counted as UTF-16 units (three times the bound in CJK text)",
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/catalog/page.ts', find: '    bytes += Buffer.byteLength(JSON.stringify(item));', replace: '    bytes += JSON.stringify(item).length;' }],
+    caughtBy: [{ file: catalogBounds, name: 'answers a list in pages bounded' }],
+  },
+  {
+    what: "a page cursor's attempt taken past what a store keeps (a forged one a 500 on PostgreSQL)",
+    guarantee: 'G8, G27',
+    postgres: true,
+    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: 'z.number().int().min(0).max(2 ** 31 - 1)', replace: 'z.number()' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'catalog: postgres.*pages the refusals' }],
+  },
+  {
+    what: 'the refusals of both tables merged in code, in an order other than the database compares a page cursor in (refusals skipped when paging)',
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/catalog/rows.ts', find: "  return ordered.reduce((select, column) => select.orderBy(column, 'desc'), merged).limit(limit);", replace: "  return merged.limit(limit);" }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'pages the refusals in one order' }],
+  },
+  {
+    what: "one reader's catalog reads taking every waiting place (a token looping shuts the other tenants out)",
+    guarantee: 'G17, G27',
+    edits: [{ file: 'src/dedupe/catalog/gate.ts', find: '    if (mine.length >= CATALOG_QUEUE_PER_READER) return Promise.reject(new CatalogQueueFullError(true));', replace: '' }],
+    caughtBy: [{ file: 'test/unit/catalog-gate.test.ts', name: 'past its share' }],
+  },
+  {
+    what: 'the catalog taking waiting readers first come, first served (a reader with many reads waiting goes before another)',
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/catalog/gate.ts', find: '    if (mine.length > 0) this.rotation.push(reader);', replace: '    if (mine.length > 0) this.rotation.unshift(reader);' }],
+    caughtBy: [{ file: 'test/unit/catalog-gate.test.ts', name: 'takes readers in turn' }],
+  },
+  {
+    what: 'a connection that asks only for public routes (a health check) closed for showing no token',
+    guarantee: 'G17',
+    edits: [{ file: 'src/dedupe/auth.ts', find: "    if (access === 'public') {\n      markAuthenticated(request.raw.socket);\n      return;\n    }", replace: "    if (access === 'public') return;" }],
+    caughtBy: [{ file: 'test/fault/slow-clients.test.ts', name: 'only asks for public routes' }],
+  },
+  {
     what: "a group's asset list stored as the client sent it (a name a thousand times: a thousand counts a read)",
     guarantee: 'G27',
     edits: [{ file: 'src/dedupe/item-check.ts', find: '    value = canonicalJson([...new Set(assets.data)].sort());', replace: '    void assets;' }],
@@ -1797,7 +1854,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a catalog page not held to its bytes',
     guarantee: 'G27',
-    edits: [{ file: 'src/dedupe/catalog/page.ts', find: '    if (shown > 0 && bytes > PAGE_BYTES) break;', replace: '    if (shown > 0 && bytes < 0) break;' }],
+    edits: [{ file: 'src/dedupe/catalog/page.ts', find: '    if (shown > 0 && bytes > maxBytes) break;', replace: '    if (shown > 0 && bytes < 0) break;' }],
     caughtBy: [{ file: catalogBounds, name: 'answers a list in pages bounded' }],
   },
   {
@@ -2034,7 +2091,7 @@ export const BREAKS: Break[] = [
   {
     what: "a consumer group's lag counting events of assets the reader may not read",
     guarantee: 'G27, G17',
-    edits: [{ file: 'src/dedupe/catalog/consumer-groups.ts', find: '(assets ?? everyAsset).filter((asset) => scope.assets === null || scope.assets.includes(asset))', replace: '(assets ?? everyAsset).filter((asset) => scope.assets === null || true || scope.assets.includes(asset))' }],
+    edits: [{ file: 'src/dedupe/catalog/consumer-groups.ts', find: 'all.filter((asset) => scope.assets === null || scope.assets.includes(asset))', replace: 'all.filter((asset) => scope.assets === null || true || scope.assets.includes(asset))' }],
     caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'scopes every list' }],
   },
   {

@@ -109,7 +109,12 @@ export function useAuth(app: FastifyInstance, auth: Authenticator, limit?: () =>
   const barred = new Map<string, number>();
   app.addHook('onRequest', async (request, reply) => {
     const access: RouteAccess = request.is404 ? 'any' : (request.routeOptions.config.access ?? 'admin');
-    if (access === 'public') return;
+    // A request to a public route (a health check, the console's files) came whole: its connection is no
+    // half-sent one, and is not closed under it for showing no token.
+    if (access === 'public') {
+      markAuthenticated(request.raw.socket);
+      return;
+    }
     if (!(await auth.isRequired())) {
       request.grant = ADMIN_GRANT;
       markAuthenticated(request.raw.socket);

@@ -1,6 +1,7 @@
 import type { FastifyServerOptions } from 'fastify';
 import type { OtelApi } from '../protocol/trace.js';
 import type { Authenticator } from './auth.js';
+import type { CatalogGate } from './catalog/gate.js';
 import type { ConnectionLimits } from './connections.js';
 import type { LongPollLimits } from './long-polls.js';
 import type { ServerMetrics } from './metrics.js';
@@ -26,6 +27,8 @@ export interface HttpAppOptions {
   longPolls: LongPollLimits;
   /** New streams one token may open per minute. */
   newStreamsPerMinute: number;
+  /** Where the catalog's reads take turns (the routes' and the metrics'); one made for the app when not given. */
+  catalogGate?: CatalogGate | undefined;
 }
 
 export interface RateLimit {

@@ -1,6 +1,6 @@
 import { canonicalJson, NonJsonValue, payloadFingerprint } from '../protocol/canonical-json.js';
 import { z } from 'zod';
-import { CONSUMER_ASSETS_CHECKPOINT } from '../protocol/catalog.js';
+import { CONSUMER_ASSETS_CHECKPOINT, CONSUMER_CURSOR_CHECKPOINT } from '../protocol/catalog.js';
 import { assetNameSchema, describeFirstIssue, emissionPayloadSchema, type EmissionPayload } from '../protocol/emission.js';
 import { RejectionCode } from '../protocol/errors.js';
 import { Limits } from '../protocol/limits.js';
@@ -140,6 +140,10 @@ function checkCheckpoint(
   if (Buffer.byteLength(value) > Limits.maxExtraBytes) {
     return invalid(`${where}.value`, `${where}.value: must be at most ${Limits.maxExtraBytes} bytes as JSON; keep checkpoints small`);
   }
+  // A group's cursor is counted from by the catalog: a cursor, or nothing of it is stored.
+  if (parsed.data.name === CONSUMER_CURSOR_CHECKPOINT && !isCursor(parsed.data.value)) {
+    return invalid(`${where}.value`, `${where}.value: a consumer group's ${CONSUMER_CURSOR_CHECKPOINT} is the cursor of the last event it consumed, a whole number of 0 or more`);
+  }
   if (parsed.data.name === CONSUMER_ASSETS_CHECKPOINT) {
     const assets = groupAssetsSchema.safeParse(parsed.data.value);
     if (!assets.success) return invalid(`${where}.value`, `${where}.value: a consumer group's ${CONSUMER_ASSETS_CHECKPOINT} is its list of asset names, at most ${Limits.maxGroupAssets} of them`);
@@ -148,6 +152,8 @@ function checkCheckpoint(
   }
   return { valid: true, kind: 'checkpoint', ...placed, name: parsed.data.name, value, revision: parsed.data.revision ?? 0 };
 }
+
+const isCursor = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
 
 /** A consumer group's asset list: names, at most the most a group may count (duplicates are not counted twice). */
 const groupAssetsSchema = z.array(assetNameSchema).refine((names) => new Set(names).size <= Limits.maxGroupAssets);

@@ -11,6 +11,7 @@ import { loadOtel } from '../protocol/trace.js';
 import { buildHttpApp } from './http-app.js';
 import { LAG_METRICS_EVERY_MS, MAX_LAG_SERIES, ServerMetrics } from './metrics.js';
 import { CachedFigure } from './cached-figure.js';
+import { CatalogGate } from './catalog/gate.js';
 import type { ConsumerGroup } from '../protocol/catalog.js';
 import { openDedupeStore } from './open-store.js';
 import { DEFAULT_MAX_LINEAGE_DEPTH, LINEAGE_KEPT } from './ingest/lineage.js';
@@ -186,12 +187,14 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
     lineage: { maxDepth: resolved.lineage.maxDepth, cycles: new Map(Object.entries(resolved.lineage.cycles)) },
   });
   for (const asset of resolved.assets) await store.registerAsset(asset);
-  // Every group's lag, page by page: computed at most every LAG_METRICS_EVERY_MS however often scraped.
+  const catalogGate = new CatalogGate();
+  // Every group's lag, page by page: computed at most every LAG_METRICS_EVERY_MS however often scraped,
+  // each page taking its turn with the catalog's other readers.
   const lags = new CachedFigure(async () => {
     const groups: ConsumerGroup[] = [];
     let after: string | undefined;
     do {
-      const page = await store.catalog.consumers({ limit: MAX_LAG_SERIES, ...(after === undefined ? {} : { after }) }, { assets: null, producers: '*' });
+      const page = await catalogGate.run('metrics', () => store.catalog.consumers({ limit: MAX_LAG_SERIES, ...(after === undefined ? {} : { after }) }, { assets: null, producers: '*' }));
       groups.push(...page.items);
       after = page.next ?? undefined;
     } while (after !== undefined && groups.length < MAX_LAG_SERIES);
@@ -222,6 +225,7 @@ export async function createServer(options: ServerOptions): Promise<OnceboxServe
       unauthenticatedTimeoutMs: resolved.unauthenticatedTimeoutMs,
     },
     newStreamsPerMinute: resolved.newStreamsPerMinute,
+    catalogGate,
     longPolls: { maxWaiters: resolved.maxWaiters ?? Math.max(1, Math.floor(resolved.maxConnections / 2)), maxWaitersPerToken: resolved.maxWaitersPerToken },
   });
   const retention: RetentionPolicy = {

@@ -134,7 +134,8 @@ export const streamSummarySchema = z.object({
   kind: z.enum(['run', 'consumer']).describe('A consumer group keeps its cursor as the checkpoint oncebox.cursor.'),
   epoch: z.number().int().describe('The current attempt; every lower one is fenced.'),
   lastSeq: count.describe("The current attempt's last sequence number."),
-  attempts: z.array(attemptSummarySchema),
+  attempts: z.array(attemptSummarySchema).describe('The attempts that delivered or were fenced, of the latest 100 numbers up to the epoch.'),
+  attemptsCut: z.boolean().describe('Attempts more than 100 below the epoch delivered or were fenced too, and are not listed (a run whose attempts jumped).'),
   fencedAttempts: z.array(z.number().int()).describe('Attempts below the epoch that delivered, or tried to.'),
   duplicates: count,
   checkpoints: z
@@ -182,7 +183,7 @@ export const rejectionQuerySchema = z.strictObject({
 });
 
 export const streamDetailSchema = streamSummarySchema.extend({
-  lifecycle: z.array(storedEventSchema).describe("The run's lifecycle events (oncebox.run_*): successes, failures with their held emissions, fences."),
+  lifecycle: z.array(storedEventSchema).describe("The run's lifecycle events (oncebox.run_*): successes, failures with their held emissions, fences; the newest 200."),
   rejections: z.array(rejectionSchema).describe("The run's newest refusals (at most 50)."),
 });
 export type StreamDetail = z.infer<typeof streamDetailSchema>;

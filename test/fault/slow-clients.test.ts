@@ -87,6 +87,18 @@ describe('clients that try to hold the server', () => {
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
   });
 
+  it('keeps a connection that only asks for public routes (a health check) past the time a token would be due', async () => {
+    const { url } = await startServer({ token: 'a-job-token-of-this-test', unauthenticatedTimeoutMs: 300 });
+    const held = await open(url);
+    for (let i = 0; i < 8; i++) {
+      const before = held.socket.bytesRead;
+      held.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      while (held.socket.bytesRead === before && !held.socket.destroyed) await sleep(10);
+      await sleep(100);
+    }
+    expect(held.socket.destroyed).toBe(false);
+  });
+
   it('serves a publisher beside 600 half-sent requests from one address: that address holds at most its share, each only until it has shown no token for a while', { timeout: 60_000 }, async () => {
     const token = 'a-job-token-of-this-test';
     const { url } = await startServer({ token, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000, unauthenticatedTimeoutMs: 1000 });

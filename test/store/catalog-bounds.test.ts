@@ -75,6 +75,11 @@ for (const backend of BACKENDS) {
       expect(echo).toMatchObject({ group: 'echo', assets: ['batch_ready'] });
       // Kept so where it is written: what a fresh machine's consumer resumes from holds one name too.
       expect((await get(url, '/v1/streams/echo/echo')).json.checkpoints['oncebox.assets']).toEqual(['batch_ready']);
+      // A cursor is a whole number of 0 or more: anything else is refused, and no list counts from it.
+      for (const [i, cursor] of [3.5, -1, -1e20, 1e20, 'abc', {}, null].entries()) {
+        const answer = await send(url, stream('odd', 'odd'), [checkpoint(i + 1, 'oncebox.cursor', cursor)]);
+        expect({ cursor, result: answer.json.results[0] }).toMatchObject({ cursor, result: { status: 'rejected', code: 'invalid_item', field: 'items[0].value' } });
+      }
       const tooMany = Array.from({ length: Limits.maxGroupAssets + 1 }, (_, i) => `asset_${i}`);
       const refused = await send(url, stream('wide', 'wide'), [checkpoint(1, 'oncebox.assets', tooMany)]);
       expect(refused.json.results[0]).toMatchObject({ status: 'rejected', code: 'invalid_item', field: 'items[0].value' });
@@ -120,6 +125,37 @@ for (const backend of BACKENDS) {
       expect(await lags()).toEqual(expected(left));
     });
 
+    it("keeps a group's lag exact when a clock stepped back stamped a later event older: retention removes a prefix of the log", async () => {
+      let clock = Date.parse('2026-01-10T00:00:00Z');
+      const server = await startServer({ backend, assets: ASSETS, now: () => new Date(clock), eventRetentionMs: 10 * DAY, compactEveryMs: 0 });
+      await publish(server.url, 100);
+      // A clock stepped back five days: the next events are stamped older than the first.
+      clock -= 5 * DAY;
+      await publish(server.url, 50, 100);
+      clock += 5 * DAY + 6 * DAY;
+      for (const [name, cursor] of [['behind', 20], ['past-the-skew', 120]] as const) await group(server.url, name, ['batch_ready', 'run_done'], cursor);
+      // The first event is inside retention: nothing before it goes, and nothing after it either.
+      expect((await server.server.compact()).events).toBe(0);
+      const events = await server.events();
+      const lags = new Map((await get(server.url, '/v1/catalog/consumers')).json.items.map((row: any) => [row.group, row.lag]));
+      expect(lags).toEqual(new Map([['behind', recount(events, ['batch_ready', 'run_done'], 20)], ['past-the-skew', recount(events, ['batch_ready', 'run_done'], 120)]]));
+      // Once the first events are past retention too, they go, oldest first, with the older-stamped ones after them.
+      clock += 5 * DAY;
+      expect((await server.server.compact()).events).toBe(150);
+    });
+
+    it('lists a run whose attempts jumped by thousands in a bounded item, its duplicates all counted', async () => {
+      const { url } = await startServer({ backend, assets: ASSETS });
+      for (let attempt = 1; attempt <= 20_001; attempt += 1000) {
+        const answer = await send(url, stream('jumpy', 'jumpy', attempt), [{ seq: 1, key: '00000000-0000-4000-8000-00000000beef', kind: 'event', asset: 'audit', partitionKey: 'once' }]);
+        expect(answer.json.results[0].status).toMatch(/^(accepted|duplicate)$/);
+      }
+      const [item] = (await get(url, '/v1/catalog/streams?producer=jumpy')).json.items;
+      expect(item.attempts.map((attempt: any) => attempt.attempt)).toEqual([20_001]);
+      expect(item).toMatchObject({ epoch: 20_001, attemptsCut: true, duplicates: 20 });
+      expect((await get(url, '/v1/catalog/streams/jumpy/jumpy')).json).toMatchObject({ attemptsCut: true, duplicates: 20 });
+    });
+
     it('answers a list in pages bounded in rows and bytes, and shows a long checkpoint cut, whole on its stream’s page', { timeout: 120_000 }, async () => {
       const { url } = await startServer({ backend, assets: ASSETS });
       const big = { rows: 'x'.repeat(60_000) };
@@ -150,6 +186,14 @@ for (const backend of BACKENDS) {
       }
       const heavy = await get(url, '/v1/catalog/streams?producer=wide&limit=1000');
       expect(heavy.bytes).toBeLessThanOrEqual(1024 * 1024 + 64 * 1024);
+      // Bytes as sent (UTF-8), not characters: three bytes a character here.
+      const wide = { rows: '字'.repeat(2000) };
+      for (let i = 0; i < 40; i++) {
+        const items = Array.from({ length: 40 }, (_, c) => checkpoint(c + 1, `c-${c}`, wide));
+        expect((await send(url, stream('cjk', `cjk-${i}`), items)).status).toBe(200);
+      }
+      expect((await get(url, '/v1/catalog/streams?producer=cjk&limit=1000')).bytes).toBeLessThanOrEqual(1024 * 1024 + 192 * 1024);
+      expect(await allPages<any>(url, '/v1/catalog/streams?producer=cjk', 1000)).toHaveLength(40);
       expect(heavy.json.items.length).toBeLessThan(60);
       expect(heavy.json.next).not.toBeNull();
       expect(await allPages<any>(url, '/v1/catalog/streams?producer=wide', 1000)).toHaveLength(60);
@@ -184,13 +228,23 @@ describe('catalog reads beside publishing', () => {
 
   it.skipIf(!pgAvailable)(`publishes beside 40 catalog reads of the costliest list (PostgreSQL: the catalog has connections of its own)${pgSkipReason}`, { timeout: 120_000 }, async () => {
     const schema = testSchema();
-    const server = await startServer({ backend: 'postgres', assets: ASSETS, schema });
+    const server = await startServer({ backend: 'postgres', assets: ASSETS, schema, tokenCacheMs: 0 });
     await publish(server.url, 100_000);
+    // Forty readers, each with its own token, and a job with its own.
+    const readers = await Promise.all(Array.from({ length: 40 }, () => server.server.store.tokens.create({ scope: 'read', reads: ['events', 'streams'] })));
+    const job = (await server.server.store.tokens.create({ scope: 'publish', producers: 'late' })).token;
     const done: string[] = [];
-    const reads = Array.from({ length: 40 }, (_, i) =>
-      get(server.url, `/v1/catalog/assets/batch_ready/partitions?limit=200&prefix=p-${i % 10}`).then(() => done.push('catalog')),
+    const reads = readers.map(({ token }, i) =>
+      get(server.url, `/v1/catalog/assets/batch_ready/partitions?limit=200&prefix=p-${i % 10}`, token).then((answer) => {
+        expect({ status: answer.status, detail: answer.json.detail }).toEqual({ status: 200, detail: undefined });
+        done.push('catalog');
+      }),
     );
-    const published = send(server.url, stream('late', 'late'), [{ seq: 1, key: newKey(), kind: 'event', asset: 'audit', partitionKey: 'x' }]).then((answer) => {
+    const published = post(
+      `${server.url}/v1/emissions`,
+      JSON.stringify({ stream: stream('late', 'late'), items: [{ seq: 1, key: newKey(), kind: 'event', asset: 'audit', partitionKey: 'x' }] }),
+      { 'content-type': 'application/json', authorization: `Bearer ${job}` },
+    ).then((answer) => {
       expect(answer.json.results[0].status).toBe('accepted');
       done.push('publish');
     });

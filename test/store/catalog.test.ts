@@ -185,6 +185,23 @@ for (const backend of BACKENDS) {
       expect((await allPages<any>(url, '/v1/catalog/rejections', 1)).map((r: any) => r.key).sort()).toEqual([reused.key, far.key].sort());
     });
 
+    it('pages the refusals in one order, each once, however their names sort and however many share a time', async () => {
+      const at = new Date('2026-06-01T00:00:00Z');
+      const { url } = await startServer({ backend, now: () => at });
+      const keys: string[] = [];
+      for (const [i, runId] of ['r-ｚ', 'r-😀', 'r-ａ', 'r-💩', 'B', 'a', 'r-Z', 'r-z'].entries()) {
+        const key = newKey();
+        keys.push(key);
+        // Refusals of both kinds, so that the two tables' lists are merged: one at its position, one beside.
+        if (i % 2 === 0) expect(statuses(await send(url, [item(1, key, { asset: 'never_registered' })], attempt(runId, 1)))).toEqual(['rejected']);
+        else expect(statuses(await send(url, [item(1, key)], attempt(runId, 5000)))).toEqual(['rejected']);
+      }
+      for (const limit of [1, 2, 3]) expect((await allPages<any>(url, '/v1/catalog/rejections', limit)).map((r: any) => r.key).sort()).toEqual([...keys].sort());
+      // A forged page cursor past what a store keeps is refused as malformed, not a 5xx.
+      const forged = Buffer.from(JSON.stringify([0, 'p', 'r', '', 2 ** 31, 1, 'k', 'c'])).toString('base64url');
+      expect((await get(url, `/v1/catalog/rejections?after=${forged}`)).status).toBe(400);
+    });
+
     it('lists consumer groups with their lag, and the refusals with the fix of each', async () => {
       const server = await startServer({ backend });
       await history(server);

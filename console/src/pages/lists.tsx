@@ -5,6 +5,7 @@ import { Pager } from '../components/pager.js';
 import { LoadState } from '../components/status.js';
 import { AssetTable, ConsumerTable, RejectionList, StreamTable } from '../components/tables.js';
 import { useApi } from '../use-api.js';
+import { Text } from '../components/text.js';
 
 /** The full lists, a page per request; the page's `after` and filters live in the URL, so a view can be shared. */
 
@@ -36,7 +37,15 @@ export function StreamsPage() {
   const filtered = [query.kind, query.outcome, query.producer].filter((value) => value !== undefined).join(', ');
   return (
     <>
-      <h1>Runs{filtered === '' ? '' : ` (${filtered})`}</h1>
+      <h1>
+        Runs
+        {filtered === '' ? null : (
+          <>
+            {' ('}
+            <Text value={filtered} />)
+          </>
+        )}
+      </h1>
       <p class="muted">Every stream: a job's run (per task), or a consumer group. Newest delivery first.</p>
       <LoadState loading={loading} error={error} />
       {data ? (

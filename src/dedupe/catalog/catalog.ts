@@ -21,18 +21,24 @@ import { streamOf, toStoredEvent, type EventRow, type StoredRunOutcome } from '.
 import type { CatalogDatabase, CatalogSchema } from './database.js';
 import { consumerGroups } from './consumer-groups.js';
 import type { CatalogScope, PageQuery } from './scope.js';
-import { boundedPage } from './page.js';
+import { boundedPage, PAGE_BYTES } from './page.js';
 import { decodePageCursor, nameKey } from './page-cursor.js';
 import { advanceRollup } from './rollup.js';
-import { attemptsOf, EVENT_REF_COLUMNS, isConsumer, mergeRefusals, producerScope, REFUSAL_TABLES, refusalKey, refusalsIn, startsWith, toEventRef, toRejection } from './rows.js';
+import { attemptsOf, EVENT_REF_COLUMNS, isConsumer, producerScope, REFUSAL_TABLES, refusalKey, refusals, startsWith, toEventRef, toRejection } from './rows.js';
 
 export type { CatalogScope, PageQuery } from './scope.js';
 
 type StreamKey = { producer: string; run_id: string; task: string };
 
+/** The attempts a stream's summary lists: the latest this many numbers up to its epoch. */
+const ATTEMPTS_LISTED = 100;
+/** A run's lifecycle events its page shows, the newest. */
+const LIFECYCLE_LISTED = 200;
+
 const LIFECYCLE_ASSETS = [LifecycleAsset.Succeeded, LifecycleAsset.Failed, LifecycleAsset.Fenced];
 const streamKey = z.tuple([z.string(), z.string(), z.string(), z.string()]);
-const rejectionKey = z.tuple([z.number(), z.string(), z.string(), z.string(), z.number(), z.number(), z.string()]);
+// The attempt within what both stores keep it as (a 32-bit integer), so that a forged one is a 400.
+const rejectionKey = z.tuple([z.number(), z.string(), z.string(), z.string(), z.number().int().min(0).max(2 ** 31 - 1), z.number(), z.string(), z.string()]);
 
 /**
  * The catalog's reads, over either store: assets with their counts, an asset's partitions, streams with
@@ -46,7 +52,8 @@ export class Catalog {
   /** @internal Each store makes its own, over its database. */
   constructor(
     private readonly db: CatalogDatabase,
-    private readonly now: () => Date,
+    /** The store's clock: what a fetch note and the overview's day are stamped by. */
+    readonly now: () => Date,
   ) {}
 
   async assets(query: PageQuery & { prefix?: string | undefined }, scope: CatalogScope): Promise<Page<AssetSummary>> {
@@ -62,7 +69,7 @@ export class Catalog {
     if (query.prefix) names = names.where(startsWith('name', query.prefix));
     if (scope.assets !== null) names = names.where('name', 'in', scope.assets.length === 0 ? [''] : [...scope.assets]);
     const rows = await this.db.all(names.limit(limit + 1));
-    return boundedPage(rows, limit, await this.summaries(rows.slice(0, limit).map((row) => row.name)), (row) => [row.name]);
+    return boundedPage(rows, limit, await this.summaries(rows.slice(0, limit).map((row) => row.name)), (row) => [row.name], query.maxBytes);
   }
 
   /** One asset's partitions in key order, each with its newest event; undefined when the asset is unknown. */
@@ -102,7 +109,7 @@ export class Catalog {
         event: event.ref,
       };
     });
-    return { asset: summary, ...boundedPage(rows, limit, items, (row) => [row.partition_key!]) };
+    return { asset: summary, ...boundedPage(rows, limit, items, (row) => [row.partition_key!], query.maxBytes) };
   }
 
   async streams(
@@ -132,7 +139,7 @@ export class Catalog {
     const rows = await this.db.all(select);
     // A list shows each checkpoint's value cut to a preview; the stream's own page has them whole.
     const items = await this.summariesOfStreams(rows.slice(0, limit), CHECKPOINT_PREVIEW_CHARS);
-    return boundedPage(rows, limit, items, (row) => [row.updated_at, row.producer, row.run_id, row.task]);
+    return boundedPage(rows, limit, items, (row) => [row.updated_at, row.producer, row.run_id, row.task], query.maxBytes);
   }
 
   /** One stream whole: its summary, its lifecycle events and its newest refusals; undefined when unknown. */
@@ -156,17 +163,17 @@ export class Catalog {
           .selectAll()
           .where('producer', '=', producer)
           .where('run_id', '=', runId)
+          .where((eb) => (key.task === '' ? eb('task', 'is', null) : eb('task', '=', key.task)))
           .where('asset', 'in', LIFECYCLE_ASSETS)
           .where('cursor', 'is not', null)
-          .orderBy('cursor'),
+          .orderBy('cursor', 'desc')
+          .limit(LIFECYCLE_LISTED),
       ),
-      Promise.all(REFUSAL_TABLES.map((table) => this.db.all(refusalsIn(q, table).where('producer', '=', producer).where('run_id', '=', runId).where('task', '=', key.task).limit(50)))).then(
-        (lists) => mergeRefusals(lists).slice(0, 50),
-      ),
+      this.db.all(refusals(q, (select) => select.where('producer', '=', producer).where('run_id', '=', runId).where('task', '=', key.task), 50)),
     ]);
     return {
       ...summary!,
-      lifecycle: lifecycle.filter((row) => (row.task ?? '') === key.task).map((row) => toStoredEvent(row as EventRow)),
+      lifecycle: lifecycle.reverse().map((row) => toStoredEvent(row as EventRow)),
       rejections: rejections.map(toRejection),
     };
   }
@@ -183,20 +190,24 @@ export class Catalog {
   ): Promise<Page<Rejection>> {
     const after = decodePageCursor(query.after, rejectionKey);
     const limit = Math.min(query.limit, CATALOG_PAGE_ROWS);
-    const lists = await Promise.all(
-      REFUSAL_TABLES.map((table) => {
-        let select = refusalsIn(this.db.q, table).where(producerScope('producer', scope.producers)).limit(limit + 1);
-        if (query.producer !== undefined) select = select.where('producer', '=', query.producer);
-        if (query.runId !== undefined) select = select.where('run_id', '=', query.runId);
-        if (query.code !== undefined) select = select.where('code', '=', query.code);
-        if (query.since !== undefined) select = select.where('created_at', '>=', Date.parse(/(Z|[+-]\d\d:\d\d)$/i.test(query.since) ? query.since : `${query.since}Z`));
-        // Seven columns: more than kysely's typed tuples take.
-        if (after) select = select.where(sql<boolean>`(created_at, producer, run_id, task, attempt, seq, key) < (${sql.join(after)})`);
-        return this.db.all(select);
-      }),
+    const since = query.since === undefined ? undefined : Date.parse(/(Z|[+-]\d\d:\d\d)$/i.test(query.since) ? query.since : `${query.since}Z`);
+    const rows = await this.db.all(
+      refusals(
+        this.db.q,
+        (select) => {
+          let filtered = select.where(producerScope('producer', scope.producers));
+          if (query.producer !== undefined) filtered = filtered.where('producer', '=', query.producer);
+          if (query.runId !== undefined) filtered = filtered.where('run_id', '=', query.runId);
+          if (query.code !== undefined) filtered = filtered.where('code', '=', query.code);
+          if (since !== undefined) filtered = filtered.where('created_at', '>=', since);
+          // Eight columns: more than kysely's typed tuples take.
+          if (after) filtered = filtered.where(sql<boolean>`(created_at, producer, run_id, task, attempt, seq, key, code) < (${sql.join(after)})`);
+          return filtered;
+        },
+        limit + 1,
+      ),
     );
-    const rows = mergeRefusals(lists).slice(0, limit + 1);
-    return boundedPage(rows, limit, rows.slice(0, limit).map(toRejection), refusalKey);
+    return boundedPage(rows, limit, rows.slice(0, limit).map(toRejection), refusalKey, query.maxBytes);
   }
 
   /** What the console's first page shows, in one answer. */
@@ -204,10 +215,11 @@ export class Catalog {
     const at = this.now();
     const dayAgo = at.getTime() - 24 * 3600_000;
     const [assets, running, consumers, recent, [lastDay], newestCursor] = await Promise.all([
-      this.assets({ limit: 20 }, scope),
-      this.streams({ limit: 20, kind: 'run', outcome: 'running' }, scope),
-      this.consumers({ limit: 50 }, scope),
-      this.rejections({ limit: 10 }, scope),
+      // Four lists in one answer: a quarter of a page's bytes each.
+      this.assets({ limit: 20, maxBytes: PAGE_BYTES / 4 }, scope),
+      this.streams({ limit: 20, kind: 'run', outcome: 'running', maxBytes: PAGE_BYTES / 4 }, scope),
+      this.consumers({ limit: 50, maxBytes: PAGE_BYTES / 4 }, scope),
+      this.rejections({ limit: 10, maxBytes: PAGE_BYTES / 4 }, scope),
       Promise.all(
         REFUSAL_TABLES.map((table) =>
           this.db.all(
@@ -295,9 +307,22 @@ export class Catalog {
     const { q } = this.db;
     const ofStreams = (eb: ExpressionBuilder<CatalogSchema, 'stream_seqs' | 'stream_fences' | 'stream_checkpoints'>) =>
       eb.or(rows.map((row) => eb.and([eb('producer', '=', row.producer), eb('run_id', '=', row.run_id), eb('task', '=', row.task)])));
-    const [seqs, fences, checkpoints] = await Promise.all([
-      this.db.all(q.selectFrom('stream_seqs').selectAll().where(ofStreams).orderBy('attempt')),
-      this.db.all(q.selectFrom('stream_fences').selectAll().where(ofStreams).orderBy('attempt')),
+    // The attempts listed are the latest ATTEMPTS_LISTED numbers up to the epoch: a run whose attempts
+    // jumped by thousands lists what a person reads, and the page stays bounded.
+    const recentOf = (eb: ExpressionBuilder<CatalogSchema, 'stream_seqs' | 'stream_fences'>) =>
+      eb.or(rows.map((row) => eb.and([eb('producer', '=', row.producer), eb('run_id', '=', row.run_id), eb('task', '=', row.task), eb('attempt', '>', row.epoch - ATTEMPTS_LISTED)])));
+    const totals = (table: 'stream_seqs' | 'stream_fences') =>
+      this.db.all(
+        q
+          .selectFrom(table)
+          .select(['producer', 'run_id', 'task', (eb) => eb.fn.min('attempt').as('first')])
+          .select(table === 'stream_seqs' ? sql<number>`sum(duplicates)`.as('duplicates') : sql<number>`0`.as('duplicates'))
+          .where(ofStreams)
+          .groupBy(['producer', 'run_id', 'task']),
+      );
+    const [seqs, fences, checkpoints, seqTotals, fenceTotals] = await Promise.all([
+      this.db.all(q.selectFrom('stream_seqs').selectAll().where(recentOf).orderBy('attempt')),
+      this.db.all(q.selectFrom('stream_fences').selectAll().where(recentOf).orderBy('attempt')),
       this.db.all(
         q
           .selectFrom('stream_checkpoints')
@@ -306,11 +331,17 @@ export class Catalog {
           .where(ofStreams)
           .orderBy('name'),
       ),
+      totals('stream_seqs'),
+      totals('stream_fences'),
     ]);
     const of = (row: StreamKey) => JSON.stringify([row.producer, row.run_id, row.task]);
     const group = <Row extends StreamKey>(list: readonly Row[]) => {
       const grouped = new Map<string, Row[]>();
-      for (const row of list) grouped.set(of(row), [...(grouped.get(of(row)) ?? []), row]);
+      for (const row of list) {
+        const rows = grouped.get(of(row));
+        if (rows) rows.push(row);
+        else grouped.set(of(row), [row]);
+      }
       return grouped;
     };
     // Both databases count characters (code points), not UTF-16 units.
@@ -318,8 +349,11 @@ export class Catalog {
     const seqsOf = group(seqs);
     const fencesOf = group(fences);
     const checkpointsOf = group(checkpoints);
+    const seqTotalOf = new Map(seqTotals.map((total) => [of(total), total]));
+    const fenceTotalOf = new Map(fenceTotals.map((total) => [of(total), total]));
     return rows.map((row): StreamSummary => {
       const attempts = attemptsOf(row.epoch, seqsOf.get(of(row)) ?? [], fencesOf.get(of(row)) ?? []);
+      const first = Math.min(Number(seqTotalOf.get(of(row))?.first ?? Infinity), Number(fenceTotalOf.get(of(row))?.first ?? Infinity));
       return {
         producer: row.producer,
         runId: row.run_id,
@@ -328,8 +362,9 @@ export class Catalog {
         epoch: row.epoch,
         lastSeq: attempts.find((attempt) => attempt.attempt === row.epoch)?.lastSeq ?? 0,
         attempts,
+        attemptsCut: first <= row.epoch - ATTEMPTS_LISTED,
         fencedAttempts: attempts.filter((attempt) => attempt.attempt < row.epoch).map((attempt) => attempt.attempt),
-        duplicates: attempts.reduce((sum, attempt) => sum + attempt.duplicates, 0),
+        duplicates: Number(seqTotalOf.get(of(row))?.duplicates ?? 0),
         // Built from entries, not by assignment: a checkpoint named __proto__ is an entry like any other.
         checkpoints: Object.fromEntries(
           (checkpointsOf.get(of(row)) ?? []).map((checkpoint) => [checkpoint.name, isCut(checkpoint.value) ? `${[...checkpoint.value].slice(0, preview).join('')}…` : JSON.parse(checkpoint.value)]),

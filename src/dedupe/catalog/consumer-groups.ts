@@ -38,17 +38,21 @@ export async function consumerGroups(db: CatalogDatabase, query: PageQuery & { p
     if (after) select = select.where((eb) => eb(eb.refTuple('c.producer', 'c.run_id'), '>', eb.tuple(...after)));
     const rows = await db.all(select);
     const shown = rows.slice(0, limit);
+    // A cursor the server took before it checked them (anything but a whole number of 0 or more) counts nothing.
+    const cursors = shown.map((row) => cursorOf(row.cursor));
     const named = shown.map((row) => groupAssets(row.assets));
-    // A group whose consumer did not say consumes every asset.
-    const everyAsset = named.includes(null) ? (await db.all(db.q.selectFrom('asset_rollup').select('asset').orderBy('asset'))).map((row) => row.asset) : [];
+    // A group whose consumer did not say consumes every asset: counted while there are no more than a
+    // group may name.
+    const everyAsset = named.includes(null) ? (await db.all(db.q.selectFrom('asset_rollup').select('asset').orderBy('asset').limit(Limits.maxGroupAssets + 1))).map((row) => row.asset) : [];
     // Counted only over the assets the reader's token reads events of: a lag is a count of events, and a
     // token that reads none of the group's is shown none.
-    const counted = named.map((assets) =>
-      assets === undefined ? [] : (assets ?? everyAsset).filter((asset) => scope.assets === null || scope.assets.includes(asset)).slice(0, Limits.maxGroupAssets),
-    );
+    const counted = named.map((assets, i) => {
+      const all = assets === undefined || cursors[i] === undefined ? [] : (assets ?? everyAsset);
+      return all.length > Limits.maxGroupAssets ? [] : all.filter((asset) => scope.assets === null || scope.assets.includes(asset));
+    });
     const lags = await countLags(
       db,
-      shown.map((row, i) => ({ assets: counted[i]!, cursor: Number(JSON.parse(row.cursor)) })),
+      shown.map((row, i) => ({ assets: counted[i]!, cursor: cursors[i] ?? 0 })),
     );
     const items = shown.map((row, i): ConsumerGroup => {
       const { newest, lag } = lags[i]!;
@@ -57,7 +61,7 @@ export async function consumerGroups(db: CatalogDatabase, query: PageQuery & { p
         producer: row.producer,
         group: row.run_id,
         epoch: row.epoch,
-        cursor: Number(JSON.parse(row.cursor)),
+        cursor: cursors[i] ?? 0,
         assets: named[i] ?? null,
         newestCursor: uncounted ? null : newest,
         lag: uncounted ? null : Math.min(lag, LAG_COUNT_CAP),
@@ -66,5 +70,11 @@ export async function consumerGroups(db: CatalogDatabase, query: PageQuery & { p
         lastDeliveryAt: row.updated_at,
       };
     });
-    return boundedPage(rows, limit, items, (row) => [row.producer, row.run_id]);
+    return boundedPage(rows, limit, items, (row) => [row.producer, row.run_id], query.maxBytes);
+}
+
+/** A group's cursor as its mirror holds it, when it is one (a whole number of 0 or more). */
+function cursorOf(text: string): number | undefined {
+  const value: unknown = JSON.parse(text);
+  return Number.isSafeInteger(value) && (value as number) >= 0 ? (value as number) : undefined;
 }

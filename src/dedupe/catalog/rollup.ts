@@ -10,8 +10,11 @@ import type { CatalogDatabase, CatalogSteps } from './database.js';
  * rollup never count the same slice differently.
  */
 
-/** Events counted per transaction, so that a long backlog never holds writers up for long. */
-const SLICE = 50_000;
+/**
+ * Events counted per transaction, so that a long backlog never holds writers (nor, on the embedded store,
+ * the event loop: a slice is one synchronous transaction) up for long.
+ */
+const SLICE = 10_000;
 /**
  * Every how many events of an asset one is marked with its ordinal: a consumer group's lag counts at most
  * this many index entries per asset, from the mark at or before its cursor (catalog.ts, `lag`).

@@ -13,18 +13,26 @@ import type { CatalogDatabase, CatalogSchema } from './database.js';
 
 export const EVENT_REF_COLUMNS = ['cursor', 'event_id', 'ts', 'producer', 'workflow', 'run_id', 'task', 'attempt'] as const;
 
-/** Each attempt that delivered or was fenced, with what fenced it. */
+/** Each attempt that delivered or was fenced, with what fenced it: in one pass, however many there are. */
 export function attemptsOf(
   epoch: number,
   seqs: readonly Selectable<CatalogSchema['stream_seqs']>[],
   fences: readonly Selectable<CatalogSchema['stream_fences']>[],
 ): AttemptSummary[] {
-  const numbers = [...new Set([...seqs.map((row) => row.attempt), ...fences.map((row) => row.attempt)])].sort((a, b) => a - b);
+  const seqOf = new Map(seqs.map((row) => [row.attempt, row]));
+  const fenceOf = new Map(fences.map((row) => [row.attempt, row]));
+  const numbers = [...new Set([...seqOf.keys(), ...fenceOf.keys()])].sort((a, b) => a - b);
+  // Fenced by the next attempt that delivered after it, or, for a zombie refused, the epoch it met:
+  // found from the newest down, each attempt seeing the nearest delivering one above it.
+  const nextDelivered = new Map<number, number | undefined>();
+  let above: number | undefined;
+  for (const attempt of [...numbers].reverse()) {
+    nextDelivered.set(attempt, above);
+    if (seqOf.has(attempt)) above = attempt;
+  }
   return numbers.map((attempt) => {
-    const seq = seqs.find((row) => row.attempt === attempt);
-    const fence = fences.find((row) => row.attempt === attempt);
-    // Fenced by the next attempt that delivered after it, or, for a zombie refused, the epoch it met.
-    const next = numbers.find((other) => other > attempt && seqs.some((row) => row.attempt === other));
+    const seq = seqOf.get(attempt);
+    const fence = fenceOf.get(attempt);
     return {
       attempt,
       lastSeq: Number(seq?.last_seq ?? 0),
@@ -32,7 +40,7 @@ export function attemptsOf(
       lastAt: seq?.last_at ?? null,
       duplicates: Number(seq?.duplicates ?? 0),
       fencedItems: Number(fence?.items ?? 0),
-      fencedBy: attempt >= epoch ? null : (fence?.fenced_by ?? next ?? epoch),
+      fencedBy: attempt >= epoch ? null : (fence?.fenced_by ?? nextDelivered.get(attempt) ?? epoch),
     };
   });
 }
@@ -51,35 +59,39 @@ export function isConsumer(eb: ExpressionBuilder<CatalogSchema & { s: CatalogSch
 
 /** Where refusals are kept: at their positions (with every other outcome), and beside them. */
 export const REFUSAL_TABLES = ['stream_outcomes', 'stream_refusals'] as const;
+type RefusalTable = (typeof REFUSAL_TABLES)[number];
+type RefusalQuery = ReturnType<typeof refusalsIn>;
+/** The conditions a list puts on each table's refusals. */
+export type RefusalFilter = (select: RefusalQuery) => RefusalQuery;
 
-/** One table's refusals (rejections and conflicts), newest first: each table is read in its own order, and the two merged. */
-export function refusalsIn(q: CatalogDatabase['q'], table: (typeof REFUSAL_TABLES)[number]) {
-  return q
-    .selectFrom(table)
-    .selectAll()
-    .where('status', '<>', 'checkpointed')
-    .orderBy('created_at', 'desc')
-    .orderBy('producer', 'desc')
-    .orderBy('run_id', 'desc')
-    .orderBy('task', 'desc')
-    .orderBy('attempt', 'desc')
-    .orderBy('seq', 'desc')
-    .orderBy('key', 'desc');
+/** A refusal's columns, named in one order: the two tables have them in another (stream_outcomes grew them over time). */
+const REFUSAL_COLUMNS = ['producer', 'run_id', 'task', 'attempt', 'seq', 'key', 'status', 'code', 'detail', 'field', 'asset', 'partition_key', 'created_at'] as const;
+
+/** One table's refusals (rejections and conflicts), newest first. */
+function refusalsIn(q: CatalogDatabase['q'], table: RefusalTable) {
+  const ordered = ['created_at', 'producer', 'run_id', 'task', 'attempt', 'seq', 'key', 'code'] as const;
+  return ordered.reduce((select, column) => select.orderBy(column, 'desc'), q.selectFrom(table).select(REFUSAL_COLUMNS).where('status', '<>', 'checkpointed'));
 }
 
-/** A refusal's place in the list, newest first: its time, stream, attempt, position and key. */
-export function refusalKey(row: Selectable<CatalogSchema['stream_outcomes']>): [number, string, string, string, number, number, string] {
-  return [Number(row.created_at), row.producer, row.run_id, row.task, row.attempt, Number(row.seq), row.key];
+/**
+ * Both tables' refusals as one list, newest first, `filter` applied to each: each table read in its own
+ * order up to `limit` rows, and the two merged by the database in the same order (and collation) a
+ * page's `after` is compared in, so that a page goes on exactly where the one before it ended.
+ */
+export function refusals(q: CatalogDatabase['q'], filter: RefusalFilter, limit: number) {
+  const branch = (table: RefusalTable) => filter(refusalsIn(q, table)).limit(limit);
+  const merged = q
+    .selectFrom((eb) =>
+      eb.selectFrom(branch('stream_outcomes').as('outcomes')).select(REFUSAL_COLUMNS).unionAll(eb.selectFrom(branch('stream_refusals').as('beside')).select(REFUSAL_COLUMNS)).as('r'),
+    )
+    .select(REFUSAL_COLUMNS);
+  const ordered = ['created_at', 'producer', 'run_id', 'task', 'attempt', 'seq', 'key', 'code'] as const;
+  return ordered.reduce((select, column) => select.orderBy(column, 'desc'), merged).limit(limit);
 }
 
-/** The two tables' refusals as one list, newest first: each already in that order. */
-export function mergeRefusals<Row extends Selectable<CatalogSchema['stream_outcomes']>>(lists: readonly (readonly Row[])[]): Row[] {
-  const compare = (a: Row, b: Row) => {
-    const [x, y] = [refusalKey(a), refusalKey(b)];
-    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i]! < y[i]! ? 1 : -1;
-    return 0;
-  };
-  return lists.flat().sort(compare);
+/** A refusal's place in the list, newest first: its time, stream, attempt, position, key and code. */
+export function refusalKey(row: Selectable<CatalogSchema['stream_outcomes']>): [number, string, string, string, number, number, string, string] {
+  return [Number(row.created_at), row.producer, row.run_id, row.task, row.attempt, Number(row.seq), row.key, row.code];
 }
 
 export function toRejection(row: Selectable<CatalogSchema['stream_outcomes']>): Rejection {

@@ -11,4 +11,6 @@ export interface CatalogScope {
 export interface PageQuery {
   after?: string | undefined;
   limit: number;
+  /** The most bytes of items the page may hold: PAGE_BYTES unless a caller shares that among lists. */
+  maxBytes?: number | undefined;
 }

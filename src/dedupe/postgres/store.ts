@@ -277,7 +277,12 @@ export class PostgresDedupeStore implements DedupeStore {
           // The record of an event removed inside the window is kept, so that a retry still gets its receipt.
           const { rows } = await client.query<RemovedEvent>(
             `WITH gone AS (
-               DELETE FROM events WHERE cursor IN (SELECT cursor FROM events WHERE ts < $1 LIMIT $2::integer)
+               -- The oldest by cursor, up to the first one still inside retention: a prefix of the log
+               -- (sqlite/statements.ts, oldEvents, says why).
+               DELETE FROM events WHERE cursor IN (
+                 SELECT cursor FROM (SELECT cursor, ts FROM events WHERE cursor IS NOT NULL ORDER BY cursor LIMIT $2::integer) AS head
+                 WHERE cursor < coalesce((SELECT min(cursor) FROM (SELECT cursor, ts FROM events WHERE cursor IS NOT NULL ORDER BY cursor LIMIT $2::integer) AS young
+                                          WHERE ts >= $1), 9223372036854775807))
                RETURNING producer, key, fingerprint, event_id, ts, created_at, duplicates, asset, partition_key, cursor),
              kept AS (
                INSERT INTO dedupe (producer, key, fingerprint, event_id, ts, created_at, duplicates)

@@ -30,15 +30,15 @@ import { mayReadEvents, producerAllowed, readableAssets } from '../tokens.js';
 export function addCatalogRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   const { catalog } = options.store;
   // The catalog's reads take turns, and a share of the time: publishers have the rest (gate.ts).
-  const gate = new CatalogGate();
+  const gate = options.catalogGate ?? new CatalogGate();
 
   app.get('/v1/catalog', { config: { access: 'catalog' } }, async (request) => {
     parsed(request.query, overviewQuerySchema);
-    return gate.run(() => catalog.overview(scopeOf(request)));
+    return gate.run(readerOf(request), () => catalog.overview(scopeOf(request)));
   });
 
   app.get('/v1/catalog/assets', { config: { access: 'events' } }, async (request) =>
-    gate.run(() => catalog.assets(parsed(request.query, assetQuerySchema, ['limit']), scopeOf(request))),
+    gate.run(readerOf(request), () => catalog.assets(parsed(request.query, assetQuerySchema, ['limit']), scopeOf(request))),
   );
 
   app.get('/v1/catalog/assets/:asset/partitions', { config: { access: 'events' } }, async (request, reply) => {
@@ -48,13 +48,13 @@ export function addCatalogRoutes(app: FastifyInstance, options: HttpAppOptions):
     if (readable !== null && !readable.includes(asset)) {
       return sendProblem(reply, forbidden(`asset: this token reads only the events of ${nameList(readable)}`, 'asset'));
     }
-    const page = await gate.run(() => catalog.partitions(asset, query));
+    const page = await gate.run(readerOf(request), () => catalog.partitions(asset, query));
     if (!page) return notFound(reply, `no asset ${echo(asset)} is registered or has events on this server`);
     return page;
   });
 
   app.get('/v1/catalog/streams', { config: { access: 'streams' } }, async (request) =>
-    gate.run(() => catalog.streams(parsed(request.query, streamListQuerySchema, ['limit']), scopeOf(request))),
+    gate.run(readerOf(request), () => catalog.streams(parsed(request.query, streamListQuerySchema, ['limit']), scopeOf(request))),
   );
 
   app.get('/v1/catalog/streams/:producer/:runId', { config: { access: 'streams' } }, async (request, reply) => {
@@ -63,18 +63,23 @@ export function addCatalogRoutes(app: FastifyInstance, options: HttpAppOptions):
     if (!producerAllowed(request.grant, producer)) {
       return sendProblem(reply, forbidden(`producer: this token reads only the streams of producers matching "${echo(request.grant.producers)}"`, 'producer'));
     }
-    const detail = await gate.run(() => catalog.stream(producer, runId, task ?? null));
+    const detail = await gate.run(readerOf(request), () => catalog.stream(producer, runId, task ?? null));
     if (!detail) return notFound(reply, `no stream ${echo(producer)}/${echo(runId)}${task === undefined ? '' : ` task ${echo(task)}`} on this server`);
     return detail;
   });
 
   app.get('/v1/catalog/consumers', { config: { access: 'streams' } }, async (request) =>
-    gate.run(() => catalog.consumers(parsed(request.query, consumerQuerySchema, ['limit']), scopeOf(request))),
+    gate.run(readerOf(request), () => catalog.consumers(parsed(request.query, consumerQuerySchema, ['limit']), scopeOf(request))),
   );
 
   app.get('/v1/catalog/rejections', { config: { access: 'streams' } }, async (request) =>
-    gate.run(() => catalog.rejections(parsed(request.query, rejectionQuerySchema, ['limit']), scopeOf(request))),
+    gate.run(readerOf(request), () => catalog.rejections(parsed(request.query, rejectionQuerySchema, ['limit']), scopeOf(request))),
   );
+}
+
+/** Who a catalog read is of, for its turn: its token, or on a server without tokens its address. */
+function readerOf(request: FastifyRequest): string {
+  return request.principal || `address:${request.ip}`;
 }
 
 /**

@@ -14,7 +14,7 @@ import { producerAllowed, readableAssets } from '../tokens.js';
 /** The routes that read what the server stored: events (paged, or waited for), a stream's state, the assets. */
 export function addReadingRoutes(app: FastifyInstance, options: HttpAppOptions, longPolls: LongPolls): void {
   const { store } = options;
-  const fetchNotes = new FetchNotes(store.catalog, () => new Date());
+  const fetchNotes = new FetchNotes(store.catalog, store.catalog.now);
   app.get('/v1/events', { config: { access: 'events' } }, async (request, reply) => {
     const malformed = malformedQueryNumber(request.query, { whole: ['after', 'limit'], decimal: ['wait'] });
     if (malformed) return sendProblem(reply, problem(400, ProblemCode.InvalidRequest, malformed.message, malformed.field));

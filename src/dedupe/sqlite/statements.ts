@@ -284,11 +284,16 @@ export function serverStatements(db: Database.Database) {
         sql`DELETE FROM stream_refusals WHERE (producer, run_id, task, attempt, seq, key, code) IN (
               SELECT producer, run_id, task, attempt, seq, key, code FROM stream_refusals WHERE created_at < ${p.compactCreated.cutoff} LIMIT ${p.compactCreated.limit})`.compile(q),
     }),
-    oldEvents: prepare(
-      db,
-      p.compactStamped,
-      q.selectFrom('events').select('cursor').where('ts', '<', p.compactStamped.cutoff).limit(p.compactStamped.limit),
-    ),
+    // The oldest events by cursor, up to the first one still inside retention: retention removes a prefix
+    // of the log, so that what is left of each asset is its newest events (the catalog counts a group's lag
+    // from that), even when a clock stepped back stamped a later event older.
+    oldEvents: prepare(db, p.compactStamped, {
+      compile: () =>
+        sql<{ cursor: number }>`
+          WITH head AS (SELECT cursor, ts FROM events ORDER BY cursor LIMIT ${p.compactStamped.limit})
+          SELECT cursor FROM head
+          WHERE cursor < coalesce((SELECT min(cursor) FROM head WHERE ts >= ${p.compactStamped.cutoff}), 9223372036854775807)`.compile(q),
+    }),
     // An event removed while its key is inside the dedupe window leaves its record behind: a retry is still
     // answered with the receipt it was given.
     keepRecords: prepare(
