@@ -7,11 +7,12 @@ export default defineConfig({
     // Crash and network tests start real processes and servers; two workers match the two cores.
     pool: 'forks',
     maxWorkers: 2,
-    testTimeout: 60_000,
+    // Safety nets, not speed limits: on a busy 2-core machine a test of real processes may take minutes.
+    testTimeout: 180_000,
     // The producer's warnings (a server down on purpose, a zombie fenced on purpose) would drown the
     // report; the tests of those logs set the level they read.
     env: { ONCEBOX_LOG_LEVEL: 'silent' },
-    hookTimeout: 60_000,
+    hookTimeout: 180_000,
     // The JSON report is what .ci/run counts; the default reporter is for people.
     reporters: ['default', ['json', { outputFile: '.vitest-report.json' }]],
   },

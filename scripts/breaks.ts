@@ -67,6 +67,9 @@ const airflowForwarder = 'test/airflow/forwarder.test.ts';
 const bullmqWorker = 'src/bullmq/job-run.ts';
 const bullmqTest = 'test/integration/bullmq.test.ts';
 const bullmqChaos = 'test/fault/bullmq-chaos.test.ts';
+/** The whole-system simulation at the seeds `npm test` runs: a break it catches is marked so in the table. */
+export const SIMULATION_TEST = 'test/sim/simulation.test.ts';
+const simulation = { file: SIMULATION_TEST };
 const fencing = '  if (attempt < epoch) {';
 const fencingUnlessCheckpointsOnly = "  if (attempt < epoch && items.some((i) => !(i.valid && i.kind === 'checkpoint'))) {";
 
@@ -1716,7 +1719,7 @@ export const BREAKS: Break[] = [
   {
     what: "the testing kit's harness never arming the kill point (every planned kill a clean run)",
     guarantee: 'testing kit',
-    edits: [{ file: 'src/testing/attempts.ts', find: "    end.kind === 'killed' ? `${FAILPOINT_OF[end.at]}@${end.hit}`", replace: "    end.kind === 'killed' ? undefined" }],
+    edits: [{ file: 'src/testing/attempts.ts', find: "      ? `${FAILPOINT_OF[end.at]}@${end.hit}`\n", replace: '      ? undefined\n' }],
     caughtBy: [{ file: 'test/testing/harness.test.ts', name: 'kills a producer' }],
   },
   {
@@ -2100,13 +2103,93 @@ export const BREAKS: Break[] = [
     edits: [{ file: 'src/failpoints/failpoints.ts', find: '  try {\n    writeSync(1, `${JSON.stringify(notice)}\\n`);\n  } catch {\n    // Nobody is listening: the kill or stop still happens.\n  }', replace: '  writeSync(1, `${JSON.stringify(notice)}\\n`);' }],
     caughtBy: [{ file: 'test/unit/failpoints.test.ts' }],
   },
+  {
+    what: "the testing kit's checker ordering events across the tasks of a run, which have no order between them (a false alarm on a correct two-task job)",
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/history.ts', find: 'const ofTask = (events: Publication[]) => events.filter((event) => (event.task ?? null) === task);', replace: 'const ofTask = (events: Publication[]) => events;' }],
+    caughtBy: [{ file: 'test/testing/history.test.ts', name: 'within each task' }],
+  },
+  {
+    what: "the testing kit's commit errors never injected (a job that skips a batch whose commit threw passes)",
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/attempts.ts', find: "? `${FAILPOINT_OF['inside-commit']}@${end.hit}:throw=${end.error}`", replace: '? undefined' }],
+    caughtBy: [{ file: 'test/testing/wrong-jobs.test.ts', name: 'skips the batch' }],
+  },
+  {
+    what: 'a failpoint that announces its SQLite error but never throws it (the batch is written, and a job that would skip it passes)',
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/failpoints/failpoints.ts', find: "      throw Object.assign(new Error(SQLITE_ERRORS[point.throws]), { name: 'SqliteError', code: point.throws });", replace: '      continue;' }],
+    caughtBy: [{ file: 'test/unit/failpoints.test.ts', name: 'inside the commit' }, { file: 'test/testing/wrong-jobs.test.ts', name: 'skips the batch' }],
+  },
+  {
+    what: "the testing kit replaying a random failure by its seed and path, which draw another scenario when the clean run passed a point another number of times",
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/check-job.ts', find: 'throw new JobCheckError(failed, seed, counterexample, foundIn, details.numShrinks, scenarioReplay(failed.scenario));', replace: 'throw new JobCheckError(failed, seed, counterexample, foundIn, details.numShrinks, `ONCEBOX_TESTING_SEED=${seed} ONCEBOX_TESTING_PATH=${counterexample}`);' }],
+    caughtBy: [{ file: 'test/testing/wrong-jobs.test.ts', name: 'random scenarios only' }],
+  },
+  // Bugs where two features meet, caught by the whole-system simulation alone (its own seeds, no other test named).
+  {
+    what: "a group commit that judges every request of the group by the first request's token (another tenant's consumer may not cite its cause)",
+    guarantee: 'G17, G20',
+    edits: [{ file: sqliteStore, find: 'return { results: this.ingestTransaction(request.stream, request.items, request.scope) };', replace: 'return { results: this.ingestTransaction(request.stream, request.items, group[0]!.scope) };' }],
+    caughtBy: [simulation],
+  },
+  {
+    what: "compaction that leaves the count of an event at the rollup's own position (the newest counted) in its asset's total",
+    guarantee: 'G15, G27',
+    edits: [{ file: 'src/dedupe/catalog/rollup.ts', find: 'Number(row.cursor) <= upTo', replace: 'Number(row.cursor) < upTo' }],
+    caughtBy: [simulation],
+  },
+  {
+    what: "compaction that never lowers an asset's count of partitions",
+    guarantee: 'G15, G27',
+    edits: [{ file: 'src/dedupe/catalog/rollup.ts', find: '    if (left.length === 0) {', replace: '    if (left.length < 0) {' }],
+    caughtBy: [simulation],
+  },
+  {
+    what: "a group's lag counted from the asset's ordinal alone, so that events compaction removed still count",
+    guarantee: 'G15, G27',
+    edits: [{ file: catalogLag, find: 'const past = Math.min(figure.ordinal - Number(row.mark_ordinal ?? 0), figure.stored) - Number(row.n);', replace: 'const past = figure.ordinal - Number(row.mark_ordinal ?? 0) - Number(row.n);' }],
+    caughtBy: [simulation],
+  },
+  {
+    what: 'a dead row sent again (the printed fix of a misspelt asset) under its old position in the stream',
+    guarantee: 'G18, G19',
+    edits: [{ file: 'src/outbox/file/dead-letters.ts', find: 'const moved = this.file.rows.moveDeadToEnd.get({ id: row.id, attempt, seq })!;', replace: 'const moved = this.file.rows.moveDeadToEnd.get({ id: row.id, attempt, seq: row.seq })!;' }],
+    caughtBy: [simulation],
+  },
+  {
+    what: "a newer attempt on a shared file taking over the undelivered rows of the run's other tasks too (by run, not by task)",
+    guarantee: 'G3, G12',
+    edits: [{ file: fileRows, find: "        .where((eb) => eb.and(ofRun))\n        .where('attempt', '<', attempt.attempt)", replace: "        .where('run_id', '=', run.runId)\n        .where('attempt', '<', attempt.attempt)" }],
+    caughtBy: [simulation],
+  },
+  {
+    what: "a resume that adopts a later attempt's progress on a shared file dropping the undelivered rows of the run's other tasks too",
+    guarantee: 'G3, G11',
+    edits: [{ file: fileRows, find: "        .deleteFrom('outbox')\n        .where((eb) => eb.and(ofAttempt))", replace: "        .deleteFrom('outbox')\n        .where('run_id', '=', run.runId)\n        .where('attempt', '=', attempt.attempt)" }],
+    caughtBy: [simulation],
+  },
+  {
+    what: "a resume that adopts a later attempt's progress on a shared file forgetting the held emissions of the run's other tasks",
+    guarantee: 'G11, G25',
+    edits: [{ file: 'src/outbox/file/terminal-statements.ts', find: "forgetHeldOfRun: prepare(db, p.run, q.deleteFrom('held_emissions').where('run_id', '=', p.run.runId).where('task', '=', p.run.task)),", replace: "forgetHeldOfRun: prepare(db, p.run, q.deleteFrom('held_emissions').where('run_id', '=', p.run.runId)),"  }],
+    caughtBy: [simulation],
+  },
+  {
+    what: "a newer attempt on the same file leaving its predecessors' lifecycle notices to them (they are fenced with their attempt and never delivered)",
+    guarantee: 'G12, G25',
+    edits: [{ file: 'src/outbox/file/run-attempts.ts', find: '          .filter((row) => row.dead_code !== RejectionCode.InvalidItem ||', replace: "          .filter((row) => row.asset === null || !row.asset.startsWith('oncebox.run_'))\n          .filter((row) => row.dead_code !== RejectionCode.InvalidItem ||" }],
+    caughtBy: [simulation],
+  },
 ];
 
 /** The table of docs/guarantees.md, generated from BREAKS. */
 export function breaksTable(): string {
   const rows = BREAKS.map((b) => {
     const tests = b.caughtBy.map((t) => `\`${t.file.replace(/^test\//, '')}\`${t.name ? ` ("${t.name}")` : ''}`).join(', ');
-    return `| ${b.what} | ${b.guarantee} | ${tests} |`;
+    const bySimulation = b.caughtBy.some((t) => t.file === SIMULATION_TEST) ? ' (caught by the simulation)' : '';
+    return `| ${b.what}${bySimulation} | ${b.guarantee} | ${tests} |`;
   });
   return ['| broken code | guarantee | tests that fail on it |', '| --- | --- | --- |', ...rows].join('\n');
 }

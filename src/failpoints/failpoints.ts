@@ -7,7 +7,9 @@ import { writeSync } from 'node:fs';
  * first time (a GC pause, a busy sibling job: no timer, lock renewal or socket is served meanwhile), after
  * printing `{"failpoint":…,"stall":3000}` on stdout; `…:stop` prints `{"failpoint":…,"stop":true}` and stops
  * the process with SIGSTOP, for whoever started it to continue (SIGCONT) when it chooses: a zombie paused
- * at an exact point. Before a kill it prints `{"failpoint":…,"kill":true}`, so that whoever started the
+ * at an exact point; `commit:after-write@2:throw=SQLITE_FULL` throws the error SQLite throws when the disk is
+ * full (`SQLITE_BUSY`: when another process holds the file too long) the second time, inside the commit's
+ * transaction, so that the commit is rolled back and `box.commit()` throws it, as a real one would. Before a kill it prints `{"failpoint":…,"kill":true}`, so that whoever started the
  * process knows it died there (and not of something else). Several points are separated by commas.
  * `ONCEBOX_FAILPOINT=trace` kills nothing: it counts the points passed, and prints
  * `{"failpointHits":{…}}` as the process exits (the testing kit learns from a clean run how often a
@@ -57,7 +59,13 @@ interface Armed {
   stallMs: number | undefined;
   /** Stop with SIGSTOP instead of the kill. */
   stop: boolean;
+  /** Throw the error SQLite throws with this code instead of the kill. */
+  throws: SqliteErrorCode | undefined;
 }
+
+/** The errors a commit can meet from SQLite that a failpoint can throw, with SQLite's own messages. */
+const SQLITE_ERRORS = { SQLITE_FULL: 'database or disk is full', SQLITE_BUSY: 'database is locked' } as const;
+export type SqliteErrorCode = keyof typeof SQLITE_ERRORS;
 
 const tracing = process.env.ONCEBOX_FAILPOINT === 'trace';
 const armed = tracing ? [] : parse(process.env.ONCEBOX_FAILPOINT);
@@ -74,6 +82,11 @@ export function failpoint(name: FailpointName): void {
   for (const point of armed) {
     if (point.name !== name || point.hit !== hit) continue;
     const { stallMs } = point;
+    if (point.throws !== undefined) {
+      notify({ failpoint: name, hit, throw: point.throws });
+      // Shaped as better-sqlite3's SqliteError: a message and a `code`.
+      throw Object.assign(new Error(SQLITE_ERRORS[point.throws]), { name: 'SqliteError', code: point.throws });
+    }
     if (point.stop) {
       // Written synchronously, so that whoever waits for the notice sees it before the process stops.
       notify({ failpoint: name, hit, stop: true });
@@ -109,8 +122,10 @@ function parse(spec: string | undefined): Armed[] {
   if (!spec) return [];
   return spec.split(',').map((one) => {
     const stop = one.endsWith(':stop');
-    const [where, action] = (stop ? one.slice(0, -':stop'.length) : one).split(':stall=');
+    const [thrown, code] = (stop ? one.slice(0, -':stop'.length) : one).split(':throw=');
+    if (code !== undefined && !(code in SQLITE_ERRORS)) throw new Error(`ONCEBOX_FAILPOINT: ${code} is not one of ${Object.keys(SQLITE_ERRORS).join(', ')}`);
+    const [where, action] = thrown!.split(':stall=');
     const [name, hit] = where!.split('@');
-    return { name: name!, hit: hit === undefined ? 1 : Number(hit), stallMs: action === undefined ? undefined : Number(action), stop };
+    return { name: name!, hit: hit === undefined ? 1 : Number(hit), stallMs: action === undefined ? undefined : Number(action), stop, throws: code as SqliteErrorCode | undefined };
   });
 }

@@ -50,7 +50,15 @@ export function startAttempt(options: {
 }): RunningAttempt {
   const { end } = options;
   const failpoint =
-    end.kind === 'killed' ? `${FAILPOINT_OF[end.at]}@${end.hit}` : end.kind === 'zombie' ? `${FAILPOINT_OF[end.at]}@${end.hit}:stop` : options.trace ? 'trace' : undefined;
+    end.kind === 'killed'
+      ? `${FAILPOINT_OF[end.at]}@${end.hit}`
+      : end.kind === 'zombie'
+        ? `${FAILPOINT_OF[end.at]}@${end.hit}:stop`
+        : end.kind === 'commit-fails'
+          ? `${FAILPOINT_OF['inside-commit']}@${end.hit}:throw=${end.error}`
+          : options.trace
+            ? 'trace'
+            : undefined;
   const env = { ...inheritedEnvironment(), ...options.env, ...(failpoint ? { ONCEBOX_FAILPOINT: failpoint } : {}) };
   // Its own process group: a job started through a wrapper (a shell script, npx) is stopped, continued and
   // killed whole, not only the wrapper.
@@ -75,6 +83,7 @@ export function startAttempt(options: {
       reachedPoint = true;
       resolveStopped(true);
     }
+    if (end.kind === 'commit-fails' && stdout.includes('"throw":')) reachedPoint = true;
     if (end.kind === 'killed' && stdout.includes('"kill":true')) {
       reachedPoint = true;
       // The job died at its point; a wrapper around it goes with it.

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
+import { z } from 'zod';
 import type { JobUnderTest } from './job.js';
 import { cleanProfile, runScenario, type ScenarioOutcome } from './run-scenario.js';
-import { FAILPOINT_OF, scenarioArbitrary, singleKills, type KillPoint, type Scenario, type ScenarioOptions } from './scenario.js';
+import { FAILPOINT_OF, scenarioArbitrary, singleKills, type AttemptEnd, type CommitError, type KillPoint, type Scenario, type ScenarioOptions } from './scenario.js';
 
 /** What `checkJob` takes. */
 export interface CheckJobOptions extends ScenarioOptions {
@@ -80,8 +81,9 @@ export async function checkJob(job: JobUnderTest, options: CheckJobOptions = {})
   }
   // Replay variables are read before any run: a mistake in them is said at once.
   const single = singleKillFromEnvironment();
-  if (single !== undefined && path !== undefined) {
-    throw new TypeError('oncebox/testing: ONCEBOX_TESTING_SINGLE_KILL and ONCEBOX_TESTING_PATH each replay one scenario: set one of them');
+  const written = scenarioFromEnvironment();
+  if ([single, path, written].filter((replay) => replay !== undefined).length > 1) {
+    throw new TypeError('oncebox/testing: ONCEBOX_TESTING_SINGLE_KILL, ONCEBOX_TESTING_SCENARIO and ONCEBOX_TESTING_PATH each replay one scenario: set one of them');
   }
   const seed = given ?? Math.floor(Math.random() * 2 ** 31);
   const runs = options.runs ?? 50;
@@ -96,6 +98,12 @@ export async function checkJob(job: JobUnderTest, options: CheckJobOptions = {})
     const outcome = await runScenario(job, single);
     if (!outcome.ok) throw new JobCheckError(outcome, seed, '', `the single kill ${singleKillName(single)}`, 0, `ONCEBOX_TESTING_SINGLE_KILL=${singleKillName(single)}`);
     throw replayPassed('ONCEBOX_TESTING_SINGLE_KILL', outcome);
+  }
+  if (written !== undefined) {
+    log('oncebox/testing: replaying the scenario of ONCEBOX_TESTING_SCENARIO');
+    const outcome = await runScenario(job, written);
+    if (!outcome.ok) throw new JobCheckError(outcome, seed, '', 'the replayed scenario', 0, scenarioReplay(written));
+    throw replayPassed('ONCEBOX_TESTING_SCENARIO', outcome);
   }
 
   const sweep = path === undefined && options.singleKills !== false && options.scenarios === undefined ? singleKills(scenarioOptions) : [];
@@ -122,7 +130,9 @@ export async function checkJob(job: JobUnderTest, options: CheckJobOptions = {})
   if (details.failed && failed !== undefined) {
     const counterexample = details.counterexamplePath ?? '';
     const foundIn = path === undefined ? `random scenario ${details.numRuns}` : `the replay of path ${path}`;
-    throw new JobCheckError(failed, seed, counterexample, foundIn, details.numShrinks, `ONCEBOX_TESTING_SEED=${seed} ONCEBOX_TESTING_PATH=${counterexample}`);
+    // The scenario itself, not its seed and path: what a seed draws depends on how often the clean run
+    // passed each point, which may differ from one run of the test to the next (a relay's requests).
+    throw new JobCheckError(failed, seed, counterexample, foundIn, details.numShrinks, scenarioReplay(failed.scenario));
   }
   if (details.failed) throw details.errorInstance ?? new Error(`the campaign failed (seed ${seed}) without a scenario to show`);
   if (path !== undefined) throw replayPassed('ONCEBOX_TESTING_PATH', undefined);
@@ -156,10 +166,15 @@ function replayPassed(variable: string, outcome: ScenarioOutcome | undefined): E
   );
 }
 
-/** A single kill as ONCEBOX_TESTING_SINGLE_KILL names it: `before-commit@1/fresh`, the same on any machine. */
+/**
+ * A single kill as ONCEBOX_TESTING_SINGLE_KILL names it: `before-commit@1/fresh`, the same on any machine;
+ * a commit error as `commit-fails:SQLITE_FULL@1/same`.
+ */
 function singleKillName(scenario: Scenario): string {
   const [killed, retry] = scenario.attempts;
-  if (killed?.end.kind !== 'killed' || retry === undefined) throw new Error('not a single kill');
+  if (retry === undefined) throw new Error('not a single kill');
+  if (killed?.end.kind === 'commit-fails') return `commit-fails:${killed.end.error}@${killed.end.hit}/${retry.machine}`;
+  if (killed?.end.kind !== 'killed') throw new Error('not a single kill');
   return `${killed.end.at}@${killed.end.hit}/${retry.machine}`;
 }
 
@@ -167,12 +182,63 @@ function singleKillName(scenario: Scenario): string {
 function singleKillFromEnvironment(): Scenario | undefined {
   const text = nonEmpty(process.env.ONCEBOX_TESTING_SINGLE_KILL);
   if (text === undefined) return undefined;
-  const match = /^([a-z-]+)@(\d+)\/(same|fresh)$/.exec(text);
-  const at = match?.[1] as KillPoint | undefined;
-  if (!match || !at || !(at in FAILPOINT_OF) || Number(match[2]) < 1) {
-    throw new TypeError(`oncebox/testing: ONCEBOX_TESTING_SINGLE_KILL names a single kill as a failure's message gives it (such as before-commit@1/fresh), not ${JSON.stringify(text)}`);
+  const match = /^(?:commit-fails:(SQLITE_FULL|SQLITE_BUSY)|([a-z-]+))@(\d+)\/(same|fresh)$/.exec(text);
+  const error = match?.[1] as CommitError | undefined;
+  const at = match?.[2] as KillPoint | undefined;
+  if (!match || (error === undefined && (!at || !(at in FAILPOINT_OF))) || Number(match[3]) < 1) {
+    throw new TypeError(
+      `oncebox/testing: ONCEBOX_TESTING_SINGLE_KILL names a single kill as a failure's message gives it (such as before-commit@1/fresh, or commit-fails:SQLITE_FULL@1/same), not ${JSON.stringify(text)}`,
+    );
   }
-  return { attempts: [{ machine: 'same', end: { kind: 'killed', at, hit: Number(match[2]) } }, { machine: match[3] as 'same' | 'fresh', end: { kind: 'completes' } }], network: [] };
+  const hit = Number(match[3]);
+  const first: AttemptEnd = error === undefined ? { kind: 'killed', at: at!, hit } : { kind: 'commit-fails', hit, error };
+  return { attempts: [{ machine: 'same', end: first }, { machine: match[4] as 'same' | 'fresh', end: { kind: 'completes' } }], network: [] };
+}
+
+/** A scenario as ONCEBOX_TESTING_SCENARIO carries it, quoted for a shell. */
+function scenarioReplay(scenario: Scenario): string {
+  return `ONCEBOX_TESTING_SCENARIO='${JSON.stringify(scenario)}'`;
+}
+
+const killPointSchema = z.enum(Object.keys(FAILPOINT_OF) as [KillPoint, ...KillPoint[]]);
+const hitSchema = z.number().int().min(1);
+const scenarioSchema: z.ZodType<Scenario> = z.strictObject({
+  attempts: z
+    .array(
+      z.strictObject({
+        machine: z.enum(['same', 'fresh']),
+        end: z.discriminatedUnion('kind', [
+          z.strictObject({ kind: z.literal('completes') }),
+          z.strictObject({ kind: z.literal('killed'), at: killPointSchema, hit: hitSchema }),
+          z.strictObject({ kind: z.literal('killed-after'), ms: z.number().int().min(0) }),
+          z.strictObject({ kind: z.literal('zombie'), at: killPointSchema, hit: hitSchema, resume: z.enum(['with-next', 'after-next']) }),
+          z.strictObject({ kind: z.literal('commit-fails'), hit: hitSchema, error: z.enum(['SQLITE_FULL', 'SQLITE_BUSY']) }),
+        ]),
+      }),
+    )
+    .min(1),
+  network: z.array(z.enum(['forward', 'drop-request', 'drop-response', 'duplicate', 'delay', 'fail-503', 'hold'])),
+});
+
+/** ONCEBOX_TESTING_SCENARIO, as the scenario a failure's message wrote. */
+function scenarioFromEnvironment(): Scenario | undefined {
+  const text = nonEmpty(process.env.ONCEBOX_TESTING_SCENARIO);
+  if (text === undefined) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    value = undefined;
+  }
+  const parsed = scenarioSchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new TypeError(
+      `oncebox/testing: ONCEBOX_TESTING_SCENARIO is a scenario as a failure's message writes it (JSON: {"attempts":[…],"network":[…]}); ` +
+        `${value === undefined ? 'this is not JSON' : `${issue?.path.join('.') || 'it'}: ${issue?.message}`}`,
+    );
+  }
+  return parsed.data;
 }
 
 function nonEmpty(text: string | undefined): string | undefined {

@@ -7,6 +7,12 @@ export interface Publication {
   partitionKey: string | null;
   partitionDate: string | null;
   extra: unknown;
+  /**
+   * The task of the run that published it. Events of one task keep their commit order; two tasks of a
+   * run have no order between them (they may run at once, on one outbox file too), so order is compared
+   * within each task. @defaultValue one order for all
+   */
+  task?: string | null | undefined;
 }
 
 /** What a run left: the job's events on the server (in cursor order), its files, and what its files parked. */
@@ -91,7 +97,7 @@ export function checkHistory(expected: RunHistory, actual: RunHistory, options: 
       if (refused !== undefined) continue; // told below, with the server's reason
       anomalies.push(
         done && !strangers.has(event.asset)
-          ? { kind: 'checkpoint-ahead', ...at, detail: `never published, though the run's checkpoint says its work is done (${canonicalJson(actual.checkpoints ?? null, 'checkpoints')}): the checkpoint was committed without this event` }
+          ? { kind: 'checkpoint-ahead', ...at, detail: `never published, though the run's checkpoint says its work is done (${canonicalJson(actual.checkpoints ?? null, 'checkpoints')}): the checkpoint was committed without this event (or a commit that threw was skipped)` }
           : { kind: 'lost', ...at, detail: 'never published; a clean run publishes it' },
       );
     } else if (have > want) {
@@ -120,12 +126,15 @@ export function checkHistory(expected: RunHistory, actual: RunHistory, options: 
     anomalies.push({ kind, asset: row.asset, partitionKey: row.partitionKey, detail });
   }
   const order = (events: Publication[], keep: (id: string) => boolean) => [...new Set(events.map(identity))].filter(keep);
-  const actualOrder = order(actual.events, (id) => wanted.has(id));
-  const expectedOrder = order(expected.events, (id) => got.has(id));
-  const at = actualOrder.findIndex((id, index) => id !== expectedOrder[index]);
-  if (at >= 0) {
+  for (const task of new Set([...expected.events, ...actual.events].map((event) => event.task ?? null))) {
+    const ofTask = (events: Publication[]) => events.filter((event) => (event.task ?? null) === task);
+    const actualOrder = order(ofTask(actual.events), (id) => wanted.has(id));
+    const expectedOrder = order(ofTask(expected.events), (id) => got.has(id));
+    const at = actualOrder.findIndex((id, index) => id !== expectedOrder[index]);
+    if (at < 0) continue;
     const first = actual.events.find((event) => identity(event) === actualOrder[at])!;
-    anomalies.push({ kind: 'reordered', asset: first.asset, partitionKey: first.partitionKey, detail: `published in place ${at + 1}, where a clean run publishes ${expectedOrder[at]}` });
+    const where = task === null ? '' : ` of task ${task}`;
+    anomalies.push({ kind: 'reordered', asset: first.asset, partitionKey: first.partitionKey, detail: `published in place ${at + 1}${where}, where a clean run publishes ${expectedOrder[at]}` });
   }
   for (const path of new Set([...expected.data.keys(), ...actual.data.keys()])) {
     const want = expected.data.get(path);

@@ -181,7 +181,7 @@ class RunOfAttempts {
 
 async function historyOf(server: TestServer, job: JobUnderTest, runId: string, data: string, outboxes: string[]): Promise<RunHistory> {
   const comparable = job.comparable ?? ((event) => event);
-  const events = (await server.events({ producer: job.producer })).map(({ asset, partitionKey, partitionDate, extra }) => comparable({ asset, partitionKey, partitionDate, extra }));
+  const events = (await server.events({ producer: job.producer })).map(({ asset, partitionKey, partitionDate, extra, task }) => comparable({ asset, partitionKey, partitionDate, extra, task }));
   const stream = job.stream ?? { runId };
   const state = await server.streamState(job.producer, stream.runId, stream.task ?? null);
   const refused: RunHistory['refused'] = [];

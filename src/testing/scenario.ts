@@ -52,7 +52,17 @@ export type AttemptEnd =
    * has started (`with-next`: both run at once, in whatever interleaving the machine makes), or once it
    * has ended (`after-next`).
    */
-  | { kind: 'zombie'; at: KillPoint; hit: number; resume: 'with-next' | 'after-next' };
+  | { kind: 'zombie'; at: KillPoint; hit: number; resume: 'with-next' | 'after-next' }
+  /**
+   * The `hit`-th commit throws the error SQLite throws when the disk is full (`SQLITE_FULL`) or another
+   * process holds the file too long (`SQLITE_BUSY`), and is rolled back: nothing of it is written. The
+   * attempt goes on as the job makes it: a job that lets the error end the attempt is retried, one that
+   * commits the batch again goes on; one that skips the batch loses its events.
+   */
+  | { kind: 'commit-fails'; hit: number; error: CommitError };
+
+/** The errors a commit can meet, as a scenario injects them. */
+export type CommitError = 'SQLITE_FULL' | 'SQLITE_BUSY';
 
 /** One attempt of the job's run. */
 export interface AttemptPlan {
@@ -90,6 +100,8 @@ export interface ScenarioOptions {
    * are not drawn, and each point's `hit` is drawn up to its count, so that every kill lands.
    */
   reach?: Partial<Record<KillPoint, number>> | undefined;
+  /** Whether a commit may throw (a full disk, a busy file). @defaultValue true */
+  commitErrors?: boolean;
   /** Whether attempts may be zombies. @defaultValue true */
   zombies?: boolean;
   /**
@@ -116,6 +128,12 @@ export function scenarioArbitrary(options: ScenarioOptions = {}): fc.Arbitrary<S
   if (options.zombies ?? true) {
     ends.push(fc.record({ where: point, resume: fc.constantFrom('with-next' as const, 'after-next' as const) }).map(({ where, resume }) => ({ kind: 'zombie' as const, ...where, resume })));
   }
+  // A commit error lands on a commit a clean run makes (its transactions pass `inside-commit`).
+  const commits = reach?.['inside-commit'];
+  if ((options.commitErrors ?? true) && commits !== 0) {
+    const hit = fc.integer({ min: 1, max: commits ?? options.maxHit ?? 4 });
+    ends.push(fc.record({ kind: fc.constant('commit-fails' as const), hit, error: fc.constantFrom<CommitError>('SQLITE_FULL', 'SQLITE_BUSY') }));
+  }
   if (options.timedKills) ends.push(fc.record({ kind: fc.constant('killed-after' as const), ms: fc.integer({ min: 0, max: 1500 }) }));
   const attempt = fc.record({ machine: fc.constantFrom('same' as const, 'fresh' as const), end: fc.oneof(...ends) });
   const fault = fc.constantFrom<Fault>('forward', 'drop-request', 'drop-response', 'duplicate', 'delay', 'fail-503');
@@ -138,6 +156,13 @@ export function singleKills(options: ScenarioOptions = {}): Scenario[] {
       for (const machine of ['same', 'fresh'] as const) {
         scenarios.push({ attempts: [{ machine: 'same', end: { kind: 'killed', at, hit } }, { machine, end: { kind: 'completes' } }], network: [] });
       }
+    }
+  }
+  // A full disk at the first commit and at the last: the job must not go on as if the batch were committed.
+  const commits = options.reach?.['inside-commit'] ?? options.maxHit ?? 4;
+  if ((options.commitErrors ?? true) && commits > 0) {
+    for (const hit of [...new Set([1, commits])]) {
+      scenarios.push({ attempts: [{ machine: 'same', end: { kind: 'commit-fails', hit, error: 'SQLITE_FULL' } }, { machine: 'same', end: { kind: 'completes' } }], network: [] });
     }
   }
   return scenarios;
@@ -168,7 +193,9 @@ export function describeScenario(scenario: Scenario): string[] {
           ? `SIGKILLed at ${end.at} (time ${end.hit})`
           : end.kind === 'killed-after'
             ? `SIGKILLed ${end.ms} ms after it started`
-            : `stopped at ${end.at} (time ${end.hit}) and left as a zombie, continued ${end.resume === 'with-next' ? 'as the next attempt starts' : 'once the next attempt has ended'}`;
+            : end.kind === 'commit-fails'
+              ? `its commit ${end.hit} throws ${end.error} (${end.error === 'SQLITE_FULL' ? 'the disk is full' : 'the file is locked'}) and is rolled back; it goes on as the job makes it`
+              : `stopped at ${end.at} (time ${end.hit}) and left as a zombie, continued ${end.resume === 'with-next' ? 'as the next attempt starts' : 'once the next attempt has ended'}`;
     const added = index >= scenario.attempts.length ? ' (added: a run is retried until it succeeds)' : '';
     return `attempt ${index + 1} ${where}: ${how}${added}`;
   });

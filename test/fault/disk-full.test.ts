@@ -84,5 +84,5 @@ describe.skipIf(mountProblem !== undefined)(`a full disk under the outbox${mount
     expect(box.relay!.failure).toBeUndefined();
     expect((await server.events()).map((event) => event.partitionKey)).toEqual(Array.from({ length: 30 }, (_, i) => `batch-${i + 1}`));
     expect(await box.close()).toMatchObject({ pending: 0, dead: 0 });
-  }, 60_000);
+  }, 180_000);
 });

@@ -77,7 +77,7 @@ describe.each([
     expect(checks).toBeGreaterThan(0);
     // The window was used: more than one request of the stream was on its way at once.
     expect(proxy.stats.maxConcurrent).toBeGreaterThan(1);
-  }, 20_000);
+  }, 120_000);
 });
 
 describe('a checkpoint update rewritten while in flight', () => {

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runScript } from '../support/child.js';
+import { runScript, startScript } from '../support/child.js';
 import { expectEachBatchOnceInOrder } from '../support/batches.js';
 import { startServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
@@ -46,17 +46,16 @@ describe('task retries', () => {
   it('beside a zombie: the old attempt is fenced and stops, and each batch is stored once', async () => {
     const server = await startServer();
     const dir = tempDir();
-    let startSecond!: () => void;
-    const secondMayStart = new Promise<void>((resolve) => (startSecond = resolve));
-    const zombie = runScript(JOB, job(server.url, join(dir, 'zombie.db'), dir, 1, ['--pause-ms', '120']), {
-      onLine: (line) => {
-        if (line.event === 'committed' && line.batch === 5) startSecond();
-      },
-    });
-    await secondMayStart;
+    // The zombie lost its heartbeat after batch 5: it is frozen (SIGSTOP) while its retry runs and
+    // delivers, then thaws and goes on, as a paused VM does. Frozen, not slowed: on a busy machine a slow
+    // zombie could otherwise finish all its batches before the retry delivered one.
+    const zombie = startScript(JOB, job(server.url, join(dir, 'zombie.db'), dir, 1, ['--pause-ms', '120']));
+    await zombie.waitFor((line) => line.event === 'committed' && line.batch === 5);
+    zombie.signal('SIGSTOP');
     const retry = await runScript(JOB, job(server.url, join(dir, 'retry.db'), dir, 2, ['--pause-ms', '5']));
     expect(retry.code, retry.stderr).toBe(0);
-    const zombieResult = await zombie;
+    zombie.signal('SIGCONT');
+    const zombieResult = await zombie.done;
     expect(zombieResult.code, zombieResult.stderr).toBe(3);
     expect(zombieResult.lines.at(-1)).toEqual({ event: 'fenced', attempt: 1, by: 2 });
 

@@ -197,7 +197,7 @@ describe('the oncebox command', () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('token create: --producers: a publish token needs the producer it publishes as (or a prefix ending in *)');
     expect((await runScript(CLI, ['token', 'list', '--db', db, '--scope', 'read'])).stderr).toContain("unknown option '--scope'");
-  }, 180_000);
+  }, 360_000);
 });
 
 describe('the oncebox command, polished', () => {
@@ -303,7 +303,7 @@ describe('oncebox relay --drain', () => {
     })();
     try {
       for (let drain = 0; drain < 3; drain++) {
-        const relay = await runScript(CLI, ['relay', path, '--server', url, '--drain'], { timeoutMs: 60_000 });
+        const relay = await runScript(CLI, ['relay', path, '--server', url, '--drain'], { timeoutMs: 180_000 });
         expect(relay.code, `${JSON.stringify(relay.lines.at(-1))} ${relay.stderr}`).toBe(0);
         expect(relay.lines.at(-1)!.text).toMatch(/^oncebox relay: drained: \d+ events delivered, 0 pending, 0 dead$/);
       }

@@ -151,7 +151,7 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
     const waiting = fetch(`${b.url}/v1/events?after=0&wait=20`).then(async (response) => (await response.json()) as { events: { seq: number }[] });
     await send(a.url, [item(1, newKey())]);
     expect((await waiting).events.map((event) => event.seq)).toEqual([1]);
-  }, 20_000);
+  }, 120_000);
 
   it('wakes a reader waiting on one instance when the other stores an event (LISTEN/NOTIFY)', async () => {
     const [a, b] = await twoInstances();

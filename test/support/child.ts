@@ -91,7 +91,7 @@ export function runScript(
   const timer = setTimeout(() => {
     timedOut = true;
     kill();
-  }, options.timeoutMs ?? 45_000);
+  }, options.timeoutMs ?? 150_000);
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     buffered += chunk;
     let newline;

@@ -34,6 +34,16 @@ describe('checkJob', () => {
     await expect(withEnvironment({ ONCEBOX_TESTING_SINGLE_KILL: '3' }, () => checkJob(job, { seed: 1, log: quiet }))).rejects.toThrow(/such as before-commit@1\/fresh/);
     await expect(withEnvironment({ ONCEBOX_TESTING_SINGLE_KILL: 'after-commit@1/fresh', ONCEBOX_TESTING_SEED: '5', ONCEBOX_TESTING_PATH: '1' }, () => checkJob(job, { log: quiet }))).rejects.toThrow(/set one of them/);
     await expect(withEnvironment({ ONCEBOX_TESTING_SEED: '5', ONCEBOX_TESTING_PATH: '0' }, () => checkJob(job, { log: quiet, runs: 1 }))).rejects.toThrow(/ONCEBOX_TESTING_PATH replays one scenario/);
+    // A scenario as a failure writes it: replayed as it is, and refused when it is not one.
+    const written = JSON.stringify({ attempts: [{ machine: 'same', end: { kind: 'commit-fails', hit: 1, error: 'SQLITE_BUSY' } }], network: ['duplicate'] });
+    await expect(withEnvironment({ ONCEBOX_TESTING_SCENARIO: written }, () => checkJob(job, { seed: 1, log: quiet }))).rejects.toThrow(
+      /the replayed scenario passed now:[\s\S]*its commit 1 throws SQLITE_BUSY[\s\S]*network, for the first requests in order: duplicate[\s\S]*ONCEBOX_TESTING_SCENARIO replays one scenario/,
+    );
+    await expect(withEnvironment({ ONCEBOX_TESTING_SCENARIO: '{"attempts":[' }, () => checkJob(job, { log: quiet }))).rejects.toThrow(/ONCEBOX_TESTING_SCENARIO is a scenario[\s\S]*this is not JSON/);
+    await expect(withEnvironment({ ONCEBOX_TESTING_SCENARIO: '{"attempts":[{"machine":"moon","end":{"kind":"completes"}}],"network":[]}' }, () => checkJob(job, { log: quiet }))).rejects.toThrow(
+      /attempts\.0\.machine/,
+    );
+    await expect(withEnvironment({ ONCEBOX_TESTING_SCENARIO: written, ONCEBOX_TESTING_SINGLE_KILL: 'after-commit@1/fresh' }, () => checkJob(job, { log: quiet }))).rejects.toThrow(/set one of them/);
   });
 
   it('shows the line that names an attempt’s error, not the source line that made it', () => {

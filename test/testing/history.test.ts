@@ -31,6 +31,17 @@ describe('the history checker', () => {
     expect(kinds(history([event('batch-2'), event('batch-1'), event('batch-3'), clean.events[3]!]))).toEqual(['reordered batch-2']);
   });
 
+  it('compares the order within each task of a run, never across two tasks, which have no order between them', () => {
+    const of = (task: string, partitionKey: string): Publication => ({ ...event(partitionKey), task });
+    const twoTasks = history([of('a', 'a-1'), of('b', 'b-1'), of('a', 'a-2'), of('b', 'b-2')]);
+    // The same job's tasks, run at once on one file, interleaved otherwise: nothing to report.
+    expect(checkHistory(twoTasks, history([of('b', 'b-1'), of('b', 'b-2'), of('a', 'a-1'), of('a', 'a-2')]))).toEqual([]);
+    // Within a task, the order is the commit order.
+    const swapped = checkHistory(twoTasks, history([of('a', 'a-2'), of('b', 'b-1'), of('a', 'a-1'), of('b', 'b-2')]));
+    expect(swapped.map((anomaly) => `${anomaly.kind} ${anomaly.partitionKey}`)).toEqual(['reordered a-2']);
+    expect(swapped[0]!.detail).toContain('of task a');
+  });
+
   it('reports a refusal, as a changed payload when the server saw the key with another one', () => {
     const refused = [
       { asset: 'batch_ready', partitionKey: 'batch-2', code: 'key_conflict', reason: 'another payload' },

@@ -1,0 +1,235 @@
+import pRetry from 'p-retry';
+import { isLifecycleAsset, type LifecycleExtra } from '../src/protocol/lifecycle.js';
+import type { AssetSummary, ConsumerGroup, Page, Rejection, StreamSummary } from '../src/protocol/catalog.js';
+import type { EventPage, StoredEvent } from '../src/protocol/wire.js';
+import type { SimGroup } from './groups.js';
+import type { SimTask } from './jobs.js';
+import type { Tenant, World } from './world.js';
+
+/** The catalog's lists as one tenant's reader sees them. */
+interface CatalogPages {
+  assets: Page<AssetSummary>;
+  streams: Page<StreamSummary>;
+  consumers: Page<ConsumerGroup>;
+  rejections: Page<Rejection>;
+}
+
+/** What broke, in words: the guarantee, and what the history showed. */
+export class Violation extends Error {
+  constructor(
+    readonly guarantee: string,
+    message: string,
+  ) {
+    super(`${guarantee}: ${message}`);
+  }
+}
+
+function expect(guarantee: string, holds: boolean, message: () => string): void {
+  if (!holds) throw new Violation(guarantee, message());
+}
+
+const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * One checker for the guarantees the simulation exercises, over what the server answered, never over
+ * its internals: every event the server ever showed (read after every step, so that what retention
+ * removed later still counts), the catalog as each tenant's reader sees it, and every answer that passed
+ * through the network. `final` holds the run to its whole backlog once everything has drained.
+ */
+export class Checker {
+  /** Every event the server showed, by cursor: the history, kept across compaction. */
+  private readonly history = new Map<number, StoredEvent>();
+
+  constructor(
+    private readonly world: World,
+    private readonly tasks: readonly SimTask[],
+    private readonly groups: readonly SimGroup[],
+  ) {}
+
+  /** How many events the server has shown in all. */
+  get eventsSeen(): number {
+    return this.history.size;
+  }
+
+  async check(options: { final?: boolean } = {}): Promise<void> {
+    const { stored, catalogs } = await this.quietRead();
+    for (const event of stored) this.history.set(event.cursor, event);
+    const history = [...this.history.values()].sort((a, b) => a.cursor - b.cursor);
+    this.noServerErrors();
+    for (const task of this.tasks) {
+      this.checkTask(task, history, options.final === true);
+      this.checkStream(task, history, catalogs.get(task.tenant.name)!.streams, options.final === true);
+    }
+    for (const group of this.groups) this.checkGroup(group, history, options.final === true);
+    this.checkCatalogs(stored, catalogs);
+  }
+
+  /**
+   * The stored events and each tenant's catalog, read at a moment when no event arrived between the two
+   * (consumers' relays deliver in the background): the catalog is compared with the events of that moment.
+   */
+  private async quietRead(): Promise<{ stored: StoredEvent[]; catalogs: Map<string, CatalogPages> }> {
+    for (let tries = 1; ; tries++) {
+      const stored = await this.storedEvents();
+      const catalogs = new Map<string, CatalogPages>();
+      for (const tenant of this.world.tenants) catalogs.set(tenant.name, await this.catalogOf(tenant));
+      const after = await this.storedEvents();
+      if (after.length === stored.length && after.at(-1)?.cursor === stored.at(-1)?.cursor) return { stored, catalogs };
+      expect('liveness', tries < 200, () => 'events kept arriving for 200 reads of the catalog');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  private async catalogOf(tenant: Tenant): Promise<CatalogPages> {
+    return {
+      assets: await this.catalog<Page<AssetSummary>>('/v1/catalog/assets?limit=200', tenant.tokens.reader),
+      streams: await this.catalog<Page<StreamSummary>>('/v1/catalog/streams?limit=200', tenant.tokens.reader),
+      consumers: await this.catalog<Page<ConsumerGroup>>('/v1/catalog/consumers?limit=50', tenant.tokens.reader),
+      rejections: await this.catalog<Page<Rejection>>('/v1/catalog/rejections?limit=200', tenant.tokens.reader),
+    };
+  }
+
+  /** G19 and the protocol's promise: no answer of the server is a 5xx, whatever was sent to it. */
+  private noServerErrors(): void {
+    const failed = this.world.answers.filter((answer) => answer.status >= 500);
+    expect('no 5xx', failed.length === 0, () => `the server answered ${JSON.stringify(failed.slice(0, 3))}`);
+  }
+
+  /**
+   * G3, G10, G12, G25: a task's events are its backlog, each once and in commit order, from attempts
+   * that never go down; one failure or fence notice per attempt and one success at most, each naming an
+   * attempt up to the one that delivered it; the held emissions each released once at most.
+   */
+  private checkTask(task: SimTask, history: readonly StoredEvent[], final: boolean): void {
+    const label = `${task.tenant.name}/${task.name}`;
+    const own = history.filter((event) => event.producer === task.producer && event.task === task.name);
+    // A batch's `ready` event, or its misspelt one: together, one per batch in commit order (G3).
+    const ready = own.filter((event) => event.asset === task.tenant.assets.ready || event.asset === task.tenant.assets.typo);
+    const batches = ready.map((event) => Number(event.partitionKey!.split('.')[1]));
+    const prefix = Array.from({ length: batches.length }, (_, i) => i + 1);
+    expect('G3', same(batches, prefix), () => `${label}: ready events of batches ${JSON.stringify(batches)}, want each batch once, in commit order`);
+    if (final && task.outcome === 'complete') {
+      expect('G3', batches.length >= task.completedBatch, () => `${label}: completed at batch ${task.completedBatch}, yet only batches ${JSON.stringify(batches)} were published`);
+    }
+    const attempts = ready.map((event) => event.attempt);
+    expect('G10', same(attempts, [...attempts].sort((a, b) => a - b)), () => `${label}: attempts of its events went down: ${JSON.stringify(attempts)}`);
+    const typo = ready.filter((event) => event.asset === task.tenant.assets.typo).map((event) => Number(event.partitionKey!.split('.')[1]));
+    expect('G18', typo.every((batch) => task.typos.includes(batch)), () => `${label}: the misspelt asset holds batches ${JSON.stringify(typo)}, only ${JSON.stringify(task.typos)} were misspelt`);
+    const done = own.filter((event) => event.asset === task.tenant.assets.done).map((event) => Number(event.partitionKey!.split('.')[1]));
+    expect('G25', new Set(done).size === done.length, () => `${label}: a held emission released twice: ${JSON.stringify(done)}`);
+    const succeeded = task.outcome !== 'fail for good';
+    if (!succeeded) expect('G25', done.length === 0, () => `${label}: the run failed for good, yet held emissions were released: ${JSON.stringify(done)}`);
+    if (final && succeeded) {
+      const all = Array.from({ length: task.completedBatch }, (_, i) => i + 1);
+      expect('G25', same([...done].sort((a, b) => a - b), all), () => `${label}: held emissions released ${JSON.stringify(done)}, want each of ${JSON.stringify(all)} once`);
+    }
+    const notices = own.filter((event) => isLifecycleAsset(event.asset));
+    const about = notices.filter((event) => event.asset !== 'oncebox.run_succeeded').map((event) => (event.extra as unknown as LifecycleExtra).attempt!);
+    expect('G25', new Set(about).size === about.length, () => `${label}: two failure or fence notices of one attempt: ${JSON.stringify(about)}`);
+    const successes = notices.filter((event) => event.asset === 'oncebox.run_succeeded').length;
+    expect('G25', final && succeeded ? successes === 1 : successes <= (succeeded ? 1 : 0), () => `${label}: ${successes} success notices`);
+    if (final) {
+      // The file the task ended on was delivered to the end: every failure recorded in it reached the
+      // server, delivered by its own attempt or by a later one that took it over (G12).
+      for (const failure of task.failures.filter((f) => f.path === task.current.path)) {
+        const found = notices.filter((event) => event.asset === 'oncebox.run_failed' && (event.extra as unknown as LifecycleExtra).attempt === failure.attempt).length;
+        expect('G25', found === 1, () => `${label}: attempt ${failure.attempt} failed on the file the task ended on, and ${found} failure notices of it were stored`);
+      }
+    }
+    for (const event of notices) {
+      const named = (event.extra as unknown as LifecycleExtra).attempt;
+      expect('G25', named === undefined || named <= event.attempt, () => `${label}: a notice of attempt ${named} delivered by attempt ${event.attempt}`);
+    }
+  }
+
+  /**
+   * G11 and G27: the server's copy of a task's checkpoint is never ahead of its events (a retry on a fresh
+   * machine resumes from it), and the catalog tells the run's outcome as the task ended it.
+   */
+  private checkStream(task: SimTask, history: readonly StoredEvent[], streams: Page<StreamSummary>, final: boolean): void {
+    const label = `${task.tenant.name}/${task.name}`;
+    const stream = streams.items.find((item) => item.producer === task.producer && item.task === task.name);
+    if (stream === undefined) return;
+    const published = history.filter((event) => event.producer === task.producer && event.task === task.name && (event.asset === task.tenant.assets.ready || event.asset === task.tenant.assets.typo)).length;
+    const copy = (stream.checkpoints['progress'] as { batch: number } | undefined)?.batch ?? 0;
+    expect('G11', copy <= published, () => `${label}: the server's checkpoint copy is at batch ${copy}, but only ${published} batches were published`);
+    if (final) {
+      const outcome = task.outcome === 'complete' ? 'succeeded' : task.outcome === 'fail for good' ? 'failed' : 'running';
+      expect('G27', stream.outcome === outcome, () => `${label}: the catalog says the run is ${stream.outcome}, the task ended ${task.outcome ?? 'never'}`);
+    }
+  }
+
+  /** G20: each event's effect applied once where it is kept, and its caused emission on the server once. */
+  private checkGroup(group: SimGroup, history: readonly StoredEvent[], final: boolean): void {
+    const label = group.name;
+    for (const [eventId, times] of group.effects()) expect('G20', times === 1, () => `${label}: the effect of ${eventId} applied ${times} times`);
+    const causes = history.filter((event) => event.producer === group.name && event.asset === group.tenant.assets.summary).map((event) => event.causedBy);
+    expect('G20', new Set(causes).size === causes.length, () => `${label}: an event caused two summaries`);
+    if (final) {
+      const inputs = history.filter((event) => event.asset === group.tenant.assets.ready).map((event) => event.eventId);
+      expect('G20', same([...causes].sort(), [...inputs].sort()), () => `${label}: summaries caused by ${causes.length} events, want one for each of ${inputs.length}`);
+    }
+  }
+
+  /**
+   * G17 and G27: each tenant's reader sees nothing of another tenant, and its counts are a recount of
+   * what the server stores: each asset's events, each consumer group's lag; the only refusals are of the
+   * misspelt asset, each fixed as printed.
+   */
+  private checkCatalogs(stored: readonly StoredEvent[], catalogs: Map<string, CatalogPages>): void {
+    const others = (name: string) => this.world.tenants.filter((tenant) => tenant.name !== name).map((tenant) => tenant.name);
+    for (const tenant of this.world.tenants) {
+      const pages = catalogs.get(tenant.name)!;
+      const text = JSON.stringify(pages);
+      for (const other of others(tenant.name)) {
+        expect('G17', !text.includes(`${other}.`) && !text.includes(`${other}-`), () => `${tenant.name}'s reader was shown something of ${other}: ${text.slice(0, 300)}`);
+      }
+      for (const asset of pages.assets.items) {
+        const events = stored.filter((event) => event.asset === asset.name);
+        expect('G27', asset.events === events.length, () => `${tenant.name}'s reader: ${asset.name} counted ${asset.events} events, a recount finds ${events.length}`);
+        const partitions = new Set(events.filter((event) => event.partitionKey !== null).map((event) => event.partitionKey)).size;
+        expect('G27', asset.partitions === partitions, () => `${tenant.name}'s reader: ${asset.name} counted ${asset.partitions} partitions, a recount finds ${partitions}`);
+      }
+      for (const group of pages.consumers.items) {
+        const recount = stored.filter((event) => (group.assets ?? []).includes(event.asset) && event.cursor > group.cursor).length;
+        expect('G27', group.lag === recount, () => `${tenant.name}'s reader: ${group.group}'s lag ${group.lag}, a recount finds ${recount}`);
+      }
+      const unexpected = pages.rejections.items.filter((rejection) => !(rejection.code === 'unknown_asset' && rejection.asset === tenant.assets.typo));
+      expect('G19', unexpected.length === 0, () => `${tenant.name}: refused ${JSON.stringify(unexpected.slice(0, 2))}`);
+    }
+  }
+
+  private async catalog<T>(path: string, token: string): Promise<T> {
+    const response = await this.get(path, token);
+    expect('no 5xx', response.status < 500, () => `GET ${path} answered ${response.status}`);
+    expect('G17', response.status === 200, () => `GET ${path} answered ${response.status} to a reader of its own`);
+    return (await response.json()) as T;
+  }
+
+  /**
+   * A reader's GET, tried again when the connection fails: a server restart closes the connections a
+   * reader kept open, and a reader retries (only the server's answers are judged, never the network's).
+   */
+  private get(path: string, token: string): Promise<Response> {
+    return pRetry(() => fetch(`${this.world.url}${path}`, { headers: { authorization: `Bearer ${token}` } }), {
+      retries: 20,
+      minTimeout: 5,
+      maxTimeout: 100,
+      shouldRetry: ({ error }) => error instanceof TypeError,
+    });
+  }
+
+  /** Every event the server stores now, paged as a reader pages. */
+  private async storedEvents(): Promise<StoredEvent[]> {
+    const events: StoredEvent[] = [];
+    let after = 0;
+    for (;;) {
+      const response = await this.get(`/v1/events?after=${after}&limit=1000`, this.world.admin);
+      expect('no 5xx', response.status < 500, () => `GET /v1/events answered ${response.status}`);
+      const page = (await response.json()) as EventPage;
+      events.push(...page.events);
+      if (page.events.length === 0) return events;
+      after = page.next;
+    }
+  }
+}

@@ -1,0 +1,240 @@
+import { z } from 'zod';
+import { DeliveryError, ServerClient } from '../src/client/server-client.js';
+import { DeadLetters } from '../src/outbox/file/dead-letters.js';
+import { FencedError, openOutbox, RunEndedError, type Outbox } from '../src/outbox/index.js';
+import { Relay } from '../src/outbox/relay/relay.js';
+import type { Fault } from '../src/testing/fault-proxy.js';
+import type { Tenant, World } from './world.js';
+
+const LEASE_TTL_MS = 1000;
+const quiet = { info() {}, warn() {}, error() {} };
+const progressSchema = z.object({ batch: z.number().int() });
+
+/** Where a retry runs: the machine of the attempt before, a fresh one, or the task's first machine (its file perhaps shared, perhaps behind). */
+export type Machine = 'same' | 'fresh' | 'first';
+
+/** How an attempt ends on purpose. */
+export type Ending = 'complete' | 'fail with a retry' | 'fail for good';
+
+/** One process of a task: an attempt with its outbox file and its own relay, driven step by step. */
+export interface Attempt {
+  box: Outbox;
+  relay: Relay;
+  attempt: number;
+  path: string;
+  /** Its file is closed: the process is gone. */
+  crashed: boolean;
+  /** It was told it is fenced (by a commit or by its relay): a job stops then. */
+  fenced: boolean;
+  /** Its terminal commit is made: it commits nothing more. */
+  ended: boolean;
+}
+
+/**
+ * One task of a tenant's run, as a job runner runs it: an attempt at a time, retried on the same machine
+ * or on a fresh one, sometimes with an earlier attempt still running beside it (a zombie). Its batch b
+ * emits one event now (`<task>.<b>` on the tenant's `ready`) and one held for the run's success (the
+ * same partition on `done`), and sets its checkpoint to b, in one commit.
+ */
+export class SimTask {
+  current!: Attempt;
+  zombie: Attempt | undefined;
+  /** The furthest batch any attempt committed. */
+  furthest = 0;
+  /** Batches whose `ready` event went to the misspelt asset. */
+  readonly typos: number[] = [];
+  /** The last batch of the attempt that completed the task: every batch up to it must be published. */
+  completedBatch = 0;
+  /** The attempts that failed, and the file each failed on: its notice is delivered once that file is. */
+  readonly failures: { attempt: number; path: string }[] = [];
+  /** How the current attempt ended, if it did: a runner retries only an attempt that failed with a retry. */
+  outcome: Ending | undefined;
+
+  constructor(
+    private readonly world: World,
+    readonly tenant: Tenant,
+    readonly name: string,
+    /** The file of its first attempt: shared with the run's other task, or its own. */
+    private readonly firstPath: string,
+    /** When a retry takes the server's checkpoints: the default, or as the BullMQ adapter opens its files. */
+    private readonly resume: 'fresh-file' | 'server-newer',
+  ) {}
+
+  get producer(): string {
+    return `${this.tenant.name}-job`;
+  }
+
+  async start(): Promise<void> {
+    this.current = await this.open(this.firstPath, 1);
+  }
+
+  latestAttempt(): number {
+    return Math.max(this.current.attempt, this.zombie?.attempt ?? 0);
+  }
+
+  /** A job process of this task: its outbox (resuming from the server when the file is fresh), and its relay. */
+  async open(path: string, attempt: number): Promise<Attempt> {
+    const box = await openOutbox({
+      path,
+      server: this.world.proxy.url,
+      token: this.tenant.tokens.job,
+      relay: 'manual',
+      producer: this.producer,
+      run: { workflow: 'sim', runId: 'r', task: this.name, attempt },
+      durability: 'normal',
+      now: () => this.world.clock,
+      noteFenced: true,
+      resume: this.resume,
+      logger: quiet,
+    });
+    return { box, relay: this.newRelay(box), attempt, path, crashed: false, fenced: false, ended: false };
+  }
+
+  newRelay(box: Outbox): Relay {
+    return new Relay(box.file, {
+      client: new ServerClient({ servers: [this.world.proxy.url], token: this.tenant.tokens.job, requestTimeoutMs: 5000 }),
+      batchMaxRows: 3,
+      batchMaxBytes: 1 << 20,
+      retryMinDelayMs: 1,
+      retryMaxDelayMs: 5,
+      leaseTtlMs: LEASE_TTL_MS,
+      now: () => this.world.clock,
+    });
+  }
+
+  /** The last batch `attempt`'s checkpoint records. */
+  batch(attempt: Attempt): number {
+    return attempt.box.checkpoint('progress', progressSchema).get()?.batch ?? 0;
+  }
+
+  /** The next batch of `attempt`: its data written (nothing to do here), then checkpoint and emissions in one commit. */
+  commit(attempt: Attempt | undefined, options: { typo?: boolean } = {}): number | undefined {
+    if (!live(attempt)) return undefined;
+    const progress = attempt.box.checkpoint('progress', progressSchema);
+    const batch = this.batch(attempt) + 1;
+    const partitionKey = `${this.name}.${batch}`;
+    try {
+      attempt.box.commit((tx) => {
+        tx.set(progress, { batch });
+        tx.emit(attempt.box.asset(options.typo ? this.tenant.assets.typo : this.tenant.assets.ready), { partitionKey });
+        tx.emit(attempt.box.asset(this.tenant.assets.done), { partitionKey, on: 'success' });
+      });
+    } catch (error) {
+      if (this.stopped(attempt, error)) return undefined;
+      throw error;
+    }
+    if (options.typo) this.typos.push(batch);
+    this.furthest = Math.max(this.furthest, batch);
+    return batch;
+  }
+
+  /**
+   * The attempt ends: its success, or its failure with or without a retry to come. A job completes
+   * only after its work: an attempt that resumed behind the furthest batch (a fresh machine, an
+   * unacknowledged checkpoint) commits the batches up to it first.
+   */
+  end(attempt: Attempt, how: Ending): void {
+    if (!live(attempt) || attempt.ended) return;
+    if (how === 'complete') {
+      while (this.batch(attempt) < this.furthest) if (this.commit(attempt) === undefined) return;
+    }
+    try {
+      if (how === 'complete') attempt.box.complete();
+      else attempt.box.fail(new Error(`attempt ${attempt.attempt} failed`), undefined, { willRetry: how === 'fail with a retry' });
+    } catch (error) {
+      if (this.stopped(attempt, error)) return;
+      throw error;
+    }
+    attempt.ended = true;
+    this.outcome = how;
+    if (how !== 'complete') this.failures.push({ attempt: attempt.attempt, path: attempt.path });
+    if (how === 'complete') this.completedBatch = this.batch(attempt);
+  }
+
+  /** The run is over for this task: it succeeded, or failed for good. */
+  get over(): boolean {
+    return this.outcome === 'complete' || this.outcome === 'fail for good';
+  }
+
+  /** One delivery attempt of `attempt`'s relay through the proxy with `fault`; failures are the point. */
+  async step(attempt: Attempt, fault: Fault): Promise<void> {
+    if (attempt.crashed) return;
+    this.world.proxy.plan(fault);
+    await attempt.relay.step().catch((error: { code?: string }) => {
+      if (error instanceof FencedError) {
+        attempt.fenced = true;
+        return;
+      }
+      // A failed request goes again at the next step; another relay may hold a shared file's lease.
+      if (!(error instanceof DeliveryError) && error.code !== 'lease_lost') throw error;
+    });
+    this.world.proxy.clearPlan();
+  }
+
+  /** A crash: the handle is dropped without draining or releasing the lease; the file is all that is left. */
+  crash(attempt: Attempt | undefined): void {
+    if (!attempt || attempt.crashed) return;
+    attempt.crashed = true;
+    attempt.box.file.close();
+  }
+
+  /** The task's process died and is started again as the same attempt, on the same file. */
+  async restart(): Promise<void> {
+    const before = this.current;
+    this.crash(before);
+    this.world.clock += LEASE_TTL_MS + 1;
+    this.current = await this.open(before.path, before.attempt);
+    // An attempt that had ended stays ended: its process only exits again; a runner retries with the next.
+    this.current.ended = before.ended;
+  }
+
+  /** A retry: the next attempt, on the same machine (its file), a fresh one (a new file), or back on its first machine. */
+  async retry(machine: Machine): Promise<void> {
+    if (this.over) return;
+    const before = this.current;
+    this.outcome = undefined;
+    this.crash(before);
+    this.world.clock += LEASE_TTL_MS + 1;
+    this.current = await this.open(this.pathOn(machine, before.path), this.latestAttempt() + 1);
+  }
+
+  /** The current attempt lost its heartbeat, not its process: its retry starts beside it. */
+  async startZombie(machine: Machine): Promise<void> {
+    if (this.over) return;
+    this.outcome = undefined;
+    this.crash(this.zombie);
+    this.zombie = this.current;
+    this.current = await this.open(this.pathOn(machine, this.zombie.path), this.latestAttempt() + 1);
+  }
+
+  /** The file a process on `machine` opens, the current one being on `here`. */
+  private pathOn(machine: Machine, here: string): string {
+    if (machine === 'same') return here;
+    return machine === 'first' ? this.firstPath : this.world.newPath(`${this.tenant.name}-${this.name}`);
+  }
+
+  /**
+   * The documented fix of a misspelt asset: the job's token lists the misspelt asset by mistake, so the
+   * server refuses it as unknown; register it (an operator's choice here: the events are wanted under the
+   * name they were sent with), then `oncebox dead retry FILE --all`, as the refusal's fix says.
+   */
+  async fixTypo(): Promise<void> {
+    if (this.current.crashed) return;
+    await this.world.server.store.registerAsset(this.tenant.assets.typo);
+    new DeadLetters(this.current.box.file).retry('all', 'asset registered');
+  }
+
+  private stopped(attempt: Attempt, error: unknown): boolean {
+    if (error instanceof RunEndedError) {
+      attempt.ended = true;
+      return true;
+    }
+    if (error instanceof FencedError) {
+      attempt.fenced = true;
+      return true;
+    }
+    return false;
+  }
+}
+
+export const live = (attempt: Attempt | undefined): attempt is Attempt => attempt !== undefined && !attempt.crashed && !attempt.fenced;

@@ -1,0 +1,65 @@
+import fc from 'fast-check';
+import type { Fault } from '../src/testing/fault-proxy.js';
+import type { Ending, Machine } from './jobs.js';
+
+/**
+ * How the simulated world is laid out: its tenants, each with one run of one to three tasks, the tasks
+ * sharing one outbox file or each with its own. Part of what a seed draws, and shrunk with the operations.
+ */
+export interface Layout {
+  /** `resume` as the tenant's jobs open their files: the default, or as the BullMQ adapter does. */
+  tenants: { tasks: number; sharedFile: boolean; resume: 'fresh-file' | 'server-newer' }[];
+}
+
+/**
+ * One thing that happens in the world, as plain data: a failing list prints as JSON and replays from it.
+ * `task` and `group` are taken modulo the world's tasks and groups, so that any list shrinks to a valid one.
+ */
+export type Operation =
+  | { op: 'commit'; task: number; by: 'current' | 'zombie' }
+  | { op: 'deliver'; task: number; by: 'current' | 'zombie'; fault: Fault }
+  | { op: 'deliver together' }
+  | { op: 'end'; task: number; how: Ending }
+  | { op: 'crash and restart'; task: number }
+  | { op: 'retry'; task: number; machine: Machine }
+  | { op: 'retry beside a zombie'; task: number; machine: Machine }
+  | { op: 'misspell an asset, then fix it'; task: number }
+  | { op: 'consume'; group: number; events: number }
+  | { op: 'stop consumer'; group: number }
+  | { op: 'lose consumer machine'; group: number }
+  | { op: 'release held requests' }
+  | { op: 'restart server' }
+  | { op: 'compact'; days: number };
+
+const faults: Fault[] = ['forward', 'forward', 'forward', 'drop-request', 'drop-response', 'duplicate', 'delay', 'fail-503', 'hold'];
+const task = fc.nat({ max: 8 });
+const group = fc.nat({ max: 2 });
+const machine = fc.constantFrom<Machine>('same', 'fresh', 'first');
+
+/** Weighted so that most of a run is work (commits, deliveries, consumption) and faults come between. */
+export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
+  { weight: 12, arbitrary: fc.record({ op: fc.constant('commit' as const), task, by: fc.constantFrom('current' as const, 'current' as const, 'zombie' as const) }) },
+  { weight: 14, arbitrary: fc.record({ op: fc.constant('deliver' as const), task, by: fc.constantFrom('current' as const, 'current' as const, 'zombie' as const), fault: fc.constantFrom(...faults) }) },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('deliver together' as const) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('end' as const), task, how: fc.constantFrom<Ending>('complete', 'fail with a retry', 'fail with a retry', 'fail for good') }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('crash and restart' as const), task }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('retry' as const), task, machine }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('retry beside a zombie' as const), task, machine }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('misspell an asset, then fix it' as const), task }) },
+  { weight: 5, arbitrary: fc.record({ op: fc.constant('consume' as const), group, events: fc.integer({ min: 1, max: 20 }) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('stop consumer' as const), group }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('lose consumer machine' as const), group }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('release held requests' as const) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('restart server' as const) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('compact' as const), days: fc.integer({ min: 1, max: 3 }) }) },
+);
+
+export const layoutArbitrary: fc.Arbitrary<Layout> = fc.record({
+  tenants: fc.array(fc.record({ tasks: fc.integer({ min: 1, max: 3 }), sharedFile: fc.boolean(), resume: fc.constantFrom('fresh-file' as const, 'server-newer' as const) }), { minLength: 2, maxLength: 3 }),
+});
+
+/** A whole scenario: the world's layout and what happens in it. */
+export const scenarioArbitrary = (maxOperations: number) =>
+  fc.record({ layout: layoutArbitrary, operations: fc.array(operationArbitrary, { minLength: 1, maxLength: maxOperations, size: 'max' }) });
+
+export type Scenario = { layout: Layout; operations: Operation[] };

@@ -1,0 +1,241 @@
+import { Checker, Violation } from './checker.js';
+import { SimGroup } from './groups.js';
+import { live, SimTask, type Attempt } from './jobs.js';
+import type { Operation, Scenario } from './operations.js';
+import { World } from './world.js';
+
+const TENANT_NAMES = ['acme', 'globex', 'initech'];
+/** Delivery rounds without progress before the simulation calls a stream stuck: a liveness failure. */
+const STUCK_AFTER_ROUNDS = 60;
+
+/** What a run did, for the figures: operations applied, faults among them, events the server stored. */
+export interface SimulationReport {
+  operations: number;
+  faults: number;
+  events: number;
+}
+
+/** A violation with where it happened: the operation's index in the list (or the final phase). */
+export class SimulationFailure extends Error {
+  constructor(
+    readonly violation: Error,
+    readonly at: number | 'final',
+    readonly operation: Operation | undefined,
+  ) {
+    super(`${at === 'final' ? 'in the final phase' : `at operation ${at} (${JSON.stringify(operation)})`}: ${violation.message}`, { cause: violation });
+  }
+}
+
+/** ONCEBOX_SIM_TRACE=1 prints each operation as it is applied: where a run that hangs stands. */
+const trace = process.env.ONCEBOX_SIM_TRACE ? (at: number | string, operation?: unknown) => console.error(`sim: ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`) : () => undefined;
+
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'retry', 'retry beside a zombie', 'lose consumer machine', 'restart server', 'release held requests']);
+
+/**
+ * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
+ * after each, then lets the world settle (zombies die, every task completes or has failed for good,
+ * every file and every consumer delivers) and checks the whole history once more.
+ */
+export async function simulate(scenario: Scenario): Promise<SimulationReport> {
+  trace('scenario', scenario);
+  const world = new World(scenario.layout.tenants.map((_, i) => TENANT_NAMES[i]!));
+  await world.start();
+  const tasks: SimTask[] = [];
+  const groups: SimGroup[] = [];
+  try {
+    for (const [i, tenant] of world.tenants.entries()) {
+      const { tasks: count, sharedFile, resume } = scenario.layout.tenants[i]!;
+      const shared = world.newPath(`${tenant.name}-run`);
+      for (let k = 0; k < count; k++) tasks.push(new SimTask(world, tenant, `task${k}`, sharedFile ? shared : world.newPath(`${tenant.name}-task${k}`), resume));
+      groups.push(new SimGroup(world, tenant));
+    }
+    for (const task of tasks) await task.start();
+    const checker = new Checker(world, tasks, groups);
+    const system = new System(world, tasks, groups, checker);
+    let faults = 0;
+    for (const [index, operation] of scenario.operations.entries()) {
+      trace(index, operation);
+      try {
+        await finishing(`operation ${index}`, async () => {
+          await system.apply(operation);
+          await checker.check();
+        });
+      } catch (error) {
+        throw new SimulationFailure(error as Error, index, operation);
+      }
+      if (FAULTS.has(operation.op) || (operation.op === 'deliver' && operation.fault !== 'forward')) faults++;
+    }
+    try {
+      await finishing('the final phase', async () => {
+        await system.settle();
+        trace('final check');
+        await checker.check({ final: true });
+      });
+    } catch (error) {
+      throw new SimulationFailure(error as Error, 'final', undefined);
+    }
+    return { operations: scenario.operations.length, faults, events: checker.eventsSeen };
+  } finally {
+    for (const group of groups) await group.stop().catch(() => undefined);
+    for (const task of tasks) {
+      task.crash(task.zombie);
+      task.crash(task.current);
+    }
+    await world.stop();
+  }
+}
+
+/** How long one operation (or the final phase) may take on a busy machine before the world is called stuck. */
+const STUCK_AFTER_MS = 300_000;
+
+/** Runs `phase`, failing as a liveness violation if it has not finished after STUCK_AFTER_MS: a hang is a failure with a replay, not a test timeout. */
+async function finishing(what: string, phase: () => Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const stuck = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Violation('liveness', `${what} had not finished after ${STUCK_AFTER_MS / 1000} s`)), STUCK_AFTER_MS);
+  });
+  try {
+    await Promise.race([phase(), stuck]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The world with its tasks and groups, and what each operation does to them. */
+class System {
+  constructor(
+    private readonly world: World,
+    private readonly tasks: SimTask[],
+    private readonly groups: SimGroup[],
+    private readonly checker: Checker,
+  ) {}
+
+  async apply(operation: Operation): Promise<void> {
+    switch (operation.op) {
+      case 'commit': {
+        const task = this.task(operation.task);
+        task.commit(operation.by === 'zombie' ? task.zombie : task.current);
+        return;
+      }
+      case 'deliver': {
+        const task = this.task(operation.task);
+        const attempt = operation.by === 'zombie' ? task.zombie : task.current;
+        if (attempt) await task.step(attempt, operation.fault);
+        return;
+      }
+      case 'deliver together':
+        // Every task's relay and every consumer group at once: requests of different tenants' tokens
+        // reach the server together and share its group commits.
+        await Promise.all([
+          ...this.tasks.filter((task) => live(task.current)).map((task) => task.step(task.current, 'forward')),
+          ...this.groups.map((group) => group.catchUp()),
+        ]);
+        return;
+      case 'end':
+        return this.task(operation.task).end(this.task(operation.task).current, operation.how);
+      case 'crash and restart':
+        return this.task(operation.task).restart();
+      case 'retry':
+        return this.task(operation.task).retry(operation.machine);
+      case 'retry beside a zombie':
+        return this.task(operation.task).startZombie(operation.machine);
+      case 'misspell an asset, then fix it':
+        return this.misspellAndFix(this.task(operation.task));
+      case 'consume':
+        return this.group(operation.group).catchUp(operation.events);
+      case 'stop consumer':
+        return this.group(operation.group).stop();
+      case 'lose consumer machine':
+        return this.group(operation.group).loseMachine();
+      case 'release held requests':
+        return this.world.proxy.releaseHeld();
+      case 'restart server':
+        return this.world.restartServer();
+      case 'compact':
+        // Consumers keep up within the events' retention, as its assumption asks (G15): they catch up first.
+        for (const group of this.groups) await group.catchUp();
+        await this.checker.check();
+        await this.world.compactPast(operation.days);
+        return;
+    }
+  }
+
+  /**
+   * A user's mistake and its printed fix: a batch's `ready` event goes to a misspelt asset, the server
+   * refuses it as unknown and the row goes dead (the stream goes on); the user applies the fix the
+   * refusal names, and the row is delivered, once.
+   */
+  private async misspellAndFix(task: SimTask): Promise<void> {
+    const attempt = task.current;
+    if (task.commit(attempt, { typo: true }) === undefined) return;
+    await this.deliverAll([attempt]);
+    await task.fixTypo();
+    await this.deliverAll([attempt]);
+  }
+
+  /** Steps the attempts' relays without faults until their files hold nothing to deliver. */
+  private async deliverAll(attempts: Attempt[]): Promise<void> {
+    for (let stuck = 0; ; ) {
+      const waiting = attempts.filter((attempt) => live(attempt) && attempt.box.file.pendingCount() > 0);
+      if (waiting.length === 0) return;
+      const before = waiting.map((attempt) => attempt.box.file.pendingCount());
+      for (const attempt of waiting) await this.taskOf(attempt).step(attempt, 'forward');
+      const progressed = waiting.some((attempt, i) => !live(attempt) || attempt.box.file.pendingCount() < before[i]!);
+      if (progressed) {
+        stuck = 0;
+        continue;
+      }
+      if (++stuck > STUCK_AFTER_ROUNDS) {
+        throw new Violation('liveness', `rows of ${waiting.map((attempt) => attempt.path).join(', ')} were not delivered after ${STUCK_AFTER_ROUNDS} rounds without faults`);
+      }
+      // Another relay may hold the file's lease (a crashed process's): it lapses with time.
+      this.world.clock += 1001;
+    }
+  }
+
+  /**
+   * The world settles, as it does once its faults stop: zombies die; a task whose attempt is gone or
+   * failed with a retry is retried on its machine, commits up to the furthest batch any attempt reached
+   * and completes; every file delivers; every consumer group catches up and delivers what it emitted.
+   */
+  async settle(): Promise<void> {
+    trace('settle: release held requests, kill zombies, complete every task');
+    await this.world.proxy.releaseHeld();
+    for (const task of this.tasks) {
+      task.crash(task.zombie);
+      task.zombie = undefined;
+    }
+    for (const task of this.tasks) {
+      if (task.over) {
+        if (task.current.crashed) await task.restart();
+        continue;
+      }
+      if (!live(task.current) || task.current.ended) await task.retry('same');
+      task.end(task.current, 'complete');
+      const newest = task.current;
+      if (task.outcome !== 'complete') throw new Violation('liveness', `${task.tenant.name}/${task.name}: its newest attempt ${newest.attempt} could not complete (crashed ${newest.crashed}, fenced ${newest.fenced})`);
+    }
+    trace('settle: deliver every file');
+    await this.deliverAll(this.tasks.map((task) => task.current));
+    for (const group of this.groups) {
+      trace(`settle: ${group.name} catches up`);
+      await group.catchUp();
+    }
+    for (const group of this.groups) {
+      trace(`settle: ${group.name} drains`);
+      await group.drain();
+    }
+  }
+
+  private task(index: number): SimTask {
+    return this.tasks[index % this.tasks.length]!;
+  }
+
+  private taskOf(attempt: Attempt): SimTask {
+    return this.tasks.find((task) => task.current === attempt || task.zombie === attempt)!;
+  }
+
+  private group(index: number): SimGroup {
+    return this.groups[index % this.groups.length]!;
+  }
+}

@@ -1,0 +1,122 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer, type OnceboxServer } from '../src/dedupe/index.js';
+import { startFaultProxy, type FaultProxy } from '../src/testing/fault-proxy.js';
+
+/** How long the simulated server keeps events: the clock moves past it to make compaction remove some. */
+export const EVENT_RETENTION_MS = 2 * 24 * 3600_000;
+/** How long it keeps dedupe records: far past any retry of the simulation, as its assumption asks. */
+const DEDUPE_RETENTION_MS = 3650 * 24 * 3600_000;
+
+/**
+ * One tenant of the simulated server: its jobs publish as `<name>-job`, its consumer group reads its own
+ * events as `<name>-summariser`, and its reader reads only what is its own. Each has a token of its own.
+ */
+export interface Tenant {
+  name: string;
+  /** Its assets: events now, events held for a run's success, a consumer's caused events, and the misspelt one its job emits by mistake. */
+  assets: { ready: string; done: string; summary: string; typo: string };
+  tokens: { job: string; consumer: string; reader: string };
+}
+
+/** A server answer the simulation saw pass through its network: every one must be below 500. */
+export interface Answer {
+  method: string;
+  url: string;
+  status: number;
+}
+
+/**
+ * The world a simulation runs in: one server on a real SQLite file of its own, on a clock the simulation
+ * moves, behind a fault proxy for the jobs' relays; its tenants with their tokens. Everything is real (files, HTTP on loopback, tokens); only the clock and the faults are drawn.
+ */
+export class World {
+  clock = Date.parse('2026-01-01T00:00:00Z');
+  readonly dir = mkdtempSync(join(tmpdir(), 'oncebox-sim-'));
+  readonly serverPath = join(this.dir, 'server.db');
+  server!: OnceboxServer;
+  /** The server itself, for readers and consumers (no faults between them). */
+  url = '';
+  /** The jobs' way to the server: through the faults each relay step plans. */
+  proxy!: FaultProxy;
+  admin = '';
+  readonly tenants: Tenant[] = [];
+  /** Every answer of the server the proxy passed on: checked for 5xx. */
+  readonly answers: Answer[] = [];
+  private files = 0;
+  private readonly newest = new Map<string, number>();
+
+  constructor(private readonly tenantNames: readonly string[]) {}
+
+  readonly now = () => new Date(this.clock);
+
+  async start(): Promise<void> {
+    await this.startServer();
+    this.proxy = await startFaultProxy(this.url, { onAnswer: (request, status) => this.answers.push({ ...request, status }) });
+    this.admin = (await this.server.store.tokens.create({ scope: 'admin', note: 'the simulation' })).token;
+    for (const name of this.tenantNames) {
+      const assets = { ready: `${name}.ready`, done: `${name}.done`, summary: `${name}.summary`, typo: `${name}.raedy` };
+      for (const asset of [assets.ready, assets.done, assets.summary]) await this.server.store.registerAsset(asset);
+      const { store } = this.server;
+      const tokens = {
+        job: (await store.tokens.create({ scope: 'publish', producers: `${name}-job`, assets: [assets.ready, assets.done, assets.typo] })).token,
+        consumer: (await store.tokens.create({ scope: 'publish', producers: `${name}-summariser`, assets: [assets.summary], consumes: [assets.ready] })).token,
+        reader: (await store.tokens.create({ scope: 'read', reads: ['events', 'streams'], producers: `${name}-*`, assets: [assets.ready, assets.done, assets.summary] })).token,
+      };
+      this.tenants.push({ name, assets, tokens });
+    }
+  }
+
+  private async startServer(): Promise<void> {
+    this.server = await createServer({
+      db: this.serverPath,
+      durability: 'normal',
+      now: this.now,
+      compactEveryMs: 0,
+      eventRetentionMs: EVENT_RETENTION_MS,
+      dedupeRetentionMs: DEDUPE_RETENTION_MS,
+      streamRetentionMs: DEDUPE_RETENTION_MS,
+      tokenCacheMs: 0,
+      rateLimit: false,
+    });
+    // The same port after a restart: consumers and the proxy find the server where it was.
+    this.url = await this.server.listen({ port: this.url === '' ? 0 : Number(new URL(this.url).port) });
+    this.proxy?.setUpstream(this.url);
+  }
+
+  /** The cursor of `asset`'s newest event (0 before its first): read through the store, as its own reads page. */
+  async newestCursor(asset: string): Promise<number> {
+    let newest = this.newest.get(asset) ?? 0;
+    for (;;) {
+      const page = await this.server.store.listEvents({ asset, after: newest, limit: 1000 });
+      const last = page.events.at(-1);
+      if (last === undefined) break;
+      newest = last.cursor;
+    }
+    this.newest.set(asset, newest);
+    return newest;
+  }
+
+  newPath(label: string): string {
+    return join(this.dir, `${label}-${this.files++}.db`);
+  }
+
+  /** The server restarts: what it acknowledged stays, what was in flight is lost with it. */
+  async restartServer(): Promise<void> {
+    await this.server.close();
+    await this.startServer();
+  }
+
+  /** Moves the clock past the events' retention and compacts: the oldest events go. */
+  async compactPast(days: number): Promise<number> {
+    this.clock += days * 24 * 3600_000;
+    return (await this.server.compact()).events;
+  }
+
+  async stop(): Promise<void> {
+    await this.proxy.close();
+    await this.server.close();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
