@@ -2127,6 +2127,18 @@ export const BREAKS: Break[] = [
     edits: [{ file: 'src/testing/check-job.ts', find: 'throw new JobCheckError(failed, seed, counterexample, foundIn, details.numShrinks, scenarioReplay(failed.scenario));', replace: 'throw new JobCheckError(failed, seed, counterexample, foundIn, details.numShrinks, `ONCEBOX_TESTING_SEED=${seed} ONCEBOX_TESTING_PATH=${counterexample}`);' }],
     caughtBy: [{ file: 'test/testing/wrong-jobs.test.ts', name: 'random scenarios only' }],
   },
+  {
+    what: "the testing kit never comparing a consumer's declared effects (one written after ctx.commit passes)",
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/history.ts', find: 'if (expected.effects !== undefined && actual.effects !== undefined) anomalies.push', replace: 'if (expected.effects === null) anomalies.push' }],
+    caughtBy: [{ file: 'test/testing/wrong-jobs.test.ts', name: 'declared effect' }],
+  },
+  {
+    what: "the testing kit never killing a consumer just after ctx.commit returned, inside its handler",
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/scenario.ts', find: "['consumer-before-handler', 'inside-commit', 'after-commit', 'consumer-after-commit', 'after-delivery']", replace: "['consumer-before-handler', 'inside-commit', 'consumer-after-commit', 'after-delivery']" }],
+    caughtBy: [{ file: 'test/testing/wrong-jobs.test.ts', name: 'declared effect' }],
+  },
   // Bugs where two features meet, caught by the whole-system simulation alone (its own seeds, no other test named).
   {
     what: "a group commit that judges every request of the group by the first request's token (another tenant's consumer may not cite its cause)",
@@ -2159,21 +2171,21 @@ export const BREAKS: Break[] = [
     caughtBy: [simulation],
   },
   {
-    what: "a newer attempt on a shared file taking over the undelivered rows of the run's other tasks too (by run, not by task)",
-    guarantee: 'G3, G12',
-    edits: [{ file: fileRows, find: "        .where((eb) => eb.and(ofRun))\n        .where('attempt', '<', attempt.attempt)", replace: "        .where('run_id', '=', run.runId)\n        .where('attempt', '<', attempt.attempt)" }],
-    caughtBy: [simulation],
-  },
-  {
-    what: "a resume that adopts a later attempt's progress on a shared file dropping the undelivered rows of the run's other tasks too",
-    guarantee: 'G3, G11',
-    edits: [{ file: fileRows, find: "        .deleteFrom('outbox')\n        .where((eb) => eb.and(ofAttempt))", replace: "        .deleteFrom('outbox')\n        .where('run_id', '=', run.runId)\n        .where('attempt', '=', attempt.attempt)" }],
-    caughtBy: [simulation],
-  },
-  {
     what: "a resume that adopts a later attempt's progress on a shared file forgetting the held emissions of the run's other tasks",
     guarantee: 'G11, G25',
     edits: [{ file: 'src/outbox/file/terminal-statements.ts', find: "forgetHeldOfRun: prepare(db, p.run, q.deleteFrom('held_emissions').where('run_id', '=', p.run.runId).where('task', '=', p.run.task)),", replace: "forgetHeldOfRun: prepare(db, p.run, q.deleteFrom('held_emissions').where('run_id', '=', p.run.runId)),"  }],
+    caughtBy: [simulation],
+  },
+  {
+    what: "the server taking a failure notice only of an attempt before the delivering one (off by one: every attempt's own failure refused)",
+    guarantee: 'G19, G25',
+    edits: [{ file: lifecycleCheck, find: "extra.outcome === 'failed' && extra.attempt > stream.attempt", replace: "extra.outcome === 'failed' && extra.attempt >= stream.attempt" }],
+    caughtBy: [simulation],
+  },
+  {
+    what: "the server taking a fence notice only by an attempt before the delivering one (off by one: a retry's own fence of its zombie refused)",
+    guarantee: 'G19, G25',
+    edits: [{ file: lifecycleCheck, find: "extra.outcome === 'fenced' && extra.fencedBy > stream.attempt", replace: "extra.outcome === 'fenced' && extra.fencedBy >= stream.attempt" }],
     caughtBy: [simulation],
   },
   {

@@ -22,6 +22,8 @@ export interface CampaignResult {
   executed: number;
   /** Whether a failure was shrunk. */
   shrunk: boolean;
+  /** Whether one case was replayed by its path. */
+  replayed: boolean;
   totals: SimulationReport;
   /** The smallest failing scenario found and what broke, with the command that replays it. */
   failure?: { scenario: Scenario; message: string; replay: string; path: string } | undefined;
@@ -47,7 +49,7 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
     endOnFailure: options.shrink === false,
     ...(options.path === undefined ? {} : { path: options.path }),
   });
-  if (!details.failed) return { seed: options.seed, runs: options.runs, executed: runs, shrunk: false, totals };
+  if (!details.failed) return { seed: options.seed, runs: options.runs, executed: runs, shrunk: false, replayed: options.path !== undefined, totals };
   const [scenario] = details.counterexample!;
   const path = details.counterexamplePath!;
   return {
@@ -55,6 +57,7 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
     runs: options.runs,
     executed: runs,
     shrunk: options.shrink !== false && options.path === undefined,
+    replayed: options.path !== undefined,
     totals,
     failure: {
       scenario,
@@ -70,9 +73,9 @@ export function describeFailure(result: CampaignResult): string {
   const failure = result.failure!;
   return [
     `simulation seed ${result.seed} failed: ${failure.message}`,
-    `${result.shrunk ? 'smallest scenario' : 'failing scenario (not shrunk)'}: ${JSON.stringify(failure.scenario.layout)}`,
+    `${result.shrunk ? 'smallest scenario' : result.replayed ? 'the replayed scenario' : 'failing scenario (not shrunk)'}: ${JSON.stringify(failure.scenario.layout)}`,
     ...failure.scenario.operations.map((operation, i) => `  ${i}: ${JSON.stringify(operation)}`),
     `replay: ${failure.replay}`,
-    ...(result.shrunk ? [] : [`shrink: npm run sim -- --seed ${result.seed} --runs ${result.runs}`]),
+    ...(result.shrunk || result.replayed ? [] : [`shrink: npm run sim -- --seed ${result.seed} --runs ${result.runs}`]),
   ].join('\n');
 }

@@ -7,6 +7,8 @@ import type { Fault } from '../src/testing/fault-proxy.js';
 import type { Tenant, World } from './world.js';
 
 const LEASE_TTL_MS = 1000;
+/** Every task runs in the one run of its tenant. */
+const RUN_ID = 'r';
 const quiet = { info() {}, warn() {}, error() {} };
 const progressSchema = z.object({ batch: z.number().int() });
 
@@ -80,7 +82,7 @@ export class SimTask {
       token: this.tenant.tokens.job,
       relay: 'manual',
       producer: this.producer,
-      run: { workflow: 'sim', runId: 'r', task: this.name, attempt },
+      run: { workflow: 'sim', runId: RUN_ID, task: this.name, attempt },
       durability: 'normal',
       now: () => this.world.clock,
       noteFenced: true,
@@ -162,7 +164,9 @@ export class SimTask {
     this.world.proxy.plan(fault);
     await attempt.relay.step().catch((error: { code?: string }) => {
       if (error instanceof FencedError) {
-        attempt.fenced = true;
+        // A relay delivers the whole file: on a shared file the fence may be of another task's attempt,
+        // whose rows are parked while this task's go on. Only a fence of this attempt stops it.
+        if (attempt.box.file.runs.supersededBy({ runId: RUN_ID, task: this.name }, attempt.attempt) !== undefined) attempt.fenced = true;
         return;
       }
       // A failed request goes again at the next step; another relay may hold a shared file's lease.

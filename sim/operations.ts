@@ -23,6 +23,7 @@ export type Operation =
   | { op: 'crash and restart'; task: number }
   | { op: 'retry'; task: number; machine: Machine }
   | { op: 'retry beside a zombie'; task: number; machine: Machine }
+  | { op: 'retry elsewhere, then back'; task: number }
   | { op: 'misspell an asset, then fix it'; task: number }
   | { op: 'consume'; group: number; events: number }
   | { op: 'stop consumer'; group: number }
@@ -45,6 +46,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constant('crash and restart' as const), task }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry' as const), task, machine }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry beside a zombie' as const), task, machine }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('retry elsewhere, then back' as const), task }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('misspell an asset, then fix it' as const), task }) },
   { weight: 5, arbitrary: fc.record({ op: fc.constant('consume' as const), group, events: fc.integer({ min: 1, max: 20 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('stop consumer' as const), group }) },

@@ -29,7 +29,7 @@ export class SimulationFailure extends Error {
 /** ONCEBOX_SIM_TRACE=1 prints each operation as it is applied: where a run that hangs stands. */
 const trace = process.env.ONCEBOX_SIM_TRACE ? (at: number | string, operation?: unknown) => console.error(`sim: ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`) : () => undefined;
 
-const FAULTS = new Set<Operation['op']>(['crash and restart', 'retry', 'retry beside a zombie', 'lose consumer machine', 'restart server', 'release held requests']);
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'lose consumer machine', 'restart server', 'release held requests']);
 
 /**
  * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
@@ -139,6 +139,8 @@ class System {
         return this.task(operation.task).retry(operation.machine);
       case 'retry beside a zombie':
         return this.task(operation.task).startZombie(operation.machine);
+      case 'retry elsewhere, then back':
+        return this.retryElsewhereThenBack(this.task(operation.task));
       case 'misspell an asset, then fix it':
         return this.misspellAndFix(this.task(operation.task));
       case 'consume':
@@ -171,6 +173,19 @@ class System {
     await this.deliverAll([attempt]);
     await task.fixTypo();
     await this.deliverAll([attempt]);
+  }
+
+  /**
+   * A retry on a fresh machine gets further (it commits a batch and delivers it), then the task's next
+   * retry lands back on its first machine, whose file (shared with the run's other tasks, perhaps) is
+   * behind: as a scheduler's hand-outs go, and what the BullMQ adapter's `server-newer` resume is for.
+   */
+  private async retryElsewhereThenBack(task: SimTask): Promise<void> {
+    if (task.over) return;
+    await task.retry('fresh');
+    task.commit(task.current);
+    await this.deliverAll([task.current]);
+    await task.retry('first');
   }
 
   /** Steps the attempts' relays without faults until their files hold nothing to deliver. */

@@ -3,10 +3,11 @@ import type { JobUnderTest } from '../../src/testing/index.js';
 /**
  * The order-totals consumer as the testing kit runs it: four orders as its input, published before each
  * run; it stops once it has consumed the last (ONCEBOX_UNTIL_CURSOR). `command` is the consumer's file:
- * consumer-job.ts, or the wrong one.
+ * consumer-job.ts, or a wrong one; `effects`, the query that lists the effects it keeps in its own file.
  */
-export const orderTotals = (command: string): JobUnderTest => ({
+export const orderTotals = (command: string, effects?: string): JobUnderTest => ({
   command,
+  effects,
   producer: 'order-totals',
   assets: ['orders_summarised'],
   consumes: ['orders_ready'],

@@ -24,6 +24,11 @@ export interface RunHistory {
   data: ReadonlyMap<string, string>;
   /** Emissions the job's outbox files parked as refused for good (fenced ones left out: a zombie's). */
   refused: { asset: string; partitionKey: string | null; code: string; reason: string }[];
+  /**
+   * A consumer's declared effects (`JobUnderTest.effects`), one canonical JSON row per effect, from the
+   * one file the run used; undefined when none are declared or the run moved to a fresh machine.
+   */
+  effects?: string[] | undefined;
 }
 
 /** What can go wrong with a run's history, against a clean run of the same job. */
@@ -44,6 +49,8 @@ export type AnomalyKind =
   | 'refused'
   /** The job's data store differs from a clean run's: a data write that is not idempotent. */
   | 'data-differs'
+  /** A consumer's declared effect applied another number of times than in a clean run: twice, or lost. */
+  | 'effect-differs'
   /** An attempt that nothing killed exited with a failure (a zombie may: its FencedError is its right end). */
   | 'failed'
   /** An attempt ran past the job's time limit. */
@@ -52,9 +59,9 @@ export type AnomalyKind =
 /** One anomaly, about one event (asset and partition), one data file, or one attempt. */
 export interface Anomaly {
   kind: AnomalyKind;
-  /** The event's asset; `data` for a data file; `attempt` for an attempt. */
+  /** The event's asset; `data` for a data file; `effect` for a declared effect; `attempt` for an attempt. */
   asset: string;
-  /** The event's partition key (the batch it concerns); the data file's path; the attempt's number. */
+  /** The event's partition key (the batch it concerns); the data file's path; the effect's row; the attempt's number. */
   partitionKey: string | null;
   detail: string;
 }
@@ -143,7 +150,22 @@ export function checkHistory(expected: RunHistory, actual: RunHistory, options: 
     const detail = want === undefined ? 'written, though a clean run writes no such file' : have === undefined ? 'missing; a clean run writes it' : 'differs from what a clean run writes: a data write that is not idempotent (an append, a counter)';
     anomalies.push({ kind: 'data-differs', asset: 'data', partitionKey: path, detail });
   }
+  if (expected.effects !== undefined && actual.effects !== undefined) anomalies.push(...effectsDiffer(expected.effects, actual.effects));
   return withPairedKeys(anomalies);
+}
+
+/** Each declared effect applied as often as in a clean run: once, for a consumer that keeps its promise. */
+function effectsDiffer(expected: readonly string[], actual: readonly string[]): Anomaly[] {
+  const times = (rows: readonly string[]) => rows.reduce((counts, row) => counts.set(row, (counts.get(row) ?? 0) + 1), new Map<string, number>());
+  const want = times(expected);
+  const have = times(actual);
+  return [...new Set([...want.keys(), ...have.keys()])]
+    .filter((row) => want.get(row) !== have.get(row))
+    .map((row) => {
+      const [w, h] = [want.get(row) ?? 0, have.get(row) ?? 0];
+      const detail = h === 0 ? `never applied; a clean run applies it ${w === 1 ? 'once' : `${w} times`}` : `applied ${h === 1 ? 'once' : `${h} times`}; a clean run applies it ${w === 0 ? 'never' : w === 1 ? 'once' : `${w} times`}`;
+      return { kind: 'effect-differs' as const, asset: 'effect', partitionKey: row, detail: `${detail}: an effect written outside ctx.commit` };
+    });
 }
 
 /**
@@ -163,6 +185,6 @@ function withPairedKeys(anomalies: Anomaly[]): Anomaly[] {
 
 /** Anomalies as a person reads them: one line each, the kind, the event or file, and what is wrong. */
 export function describeAnomalies(anomalies: readonly Anomaly[]): string[] {
-  const subject = (anomaly: Anomaly) => (anomaly.asset === 'data' || anomaly.asset === 'attempt' ? `${anomaly.asset} ${anomaly.partitionKey}` : identity(anomaly));
+  const subject = (anomaly: Anomaly) => (['data', 'attempt', 'effect'].includes(anomaly.asset) ? `${anomaly.asset} ${anomaly.partitionKey}` : identity(anomaly));
   return anomalies.map((anomaly) => `${anomaly.kind.padEnd(16)} ${subject(anomaly)}: ${anomaly.detail}`);
 }

@@ -55,6 +55,15 @@ export interface JobUnderTest {
    * @defaultValue the content as it is
    */
   comparableData?: ((path: string, content: Buffer) => string | Buffer | undefined) | undefined;
+  /**
+   * A consumer's effects kept in its own outbox file (written in `ctx.commit`, as oncebox asks): a SQL
+   * query that lists them, one row per effect (`SELECT order_id FROM applied`). At the end of a scenario
+   * whose attempts all ran on one machine, the kit runs it on that file and compares the rows, each with
+   * how often it appears, with a clean run's: an effect applied twice, or lost, is reported
+   * (`effect-differs`). After a lost machine the effects kept on it are gone with it, and are not compared.
+   * @defaultValue no effects compared
+   */
+  effects?: string | undefined;
   /** How long one attempt may run before it counts as hung and is killed. @defaultValue 60000 */
   attemptTimeoutMs?: number | undefined;
   /** The test server's store: PostgreSQL (a URL and a schema prefix of the test's own), or SQLite. @defaultValue SQLite */

@@ -1,8 +1,10 @@
+import Database from 'better-sqlite3';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DeadLetters } from '../outbox/file/dead-letters.js';
 import { OutboxFile } from '../outbox/file/outbox-file.js';
+import { canonicalJson } from '../protocol/canonical-json.js';
 import { ProducerErrorCode } from '../protocol/errors.js';
 import { isLifecycleAsset } from '../protocol/lifecycle.js';
 import { startAttempt, type AttemptRecord, type RunningAttempt } from './attempts.js';
@@ -196,7 +198,23 @@ async function historyOf(server: TestServer, job: JobUnderTest, runId: string, d
       file.close();
     }
   }
-  return { events, checkpoints: state?.checkpoints, data: snapshotDataStore(data, job.comparableData), refused };
+  return { events, checkpoints: state?.checkpoints, data: snapshotDataStore(data, job.comparableData), refused, effects: effectsOf(job, outboxes) };
+}
+
+/**
+ * The consumer's declared effects in the one file its run used, each row as canonical JSON; none to
+ * compare when it declares none, or when a fresh machine took over (the effects stayed on the lost one).
+ */
+function effectsOf(job: JobUnderTest, outboxes: readonly string[]): string[] | undefined {
+  if (job.effects === undefined || outboxes.length !== 1 || !existsSync(outboxes[0]!)) return undefined;
+  const db = new Database(outboxes[0]!, { readonly: true, fileMustExist: true });
+  try {
+    return (db.prepare(job.effects).all() as Record<string, unknown>[]).map((row) => canonicalJson(row, 'effect'));
+  } catch (error) {
+    throw new Error(`the job's effects query failed on ${outboxes[0]}: ${(error as Error).message} (effects: ${JSON.stringify(job.effects)})`);
+  } finally {
+    db.close();
+  }
 }
 
 function describeAttempts(attempts: readonly AttemptRecord[]): string[] {

@@ -35,8 +35,11 @@ export const FAILPOINT_OF: Record<KillPoint, string> = {
 
 /** The kill points of a producer's job. */
 export const PRODUCER_POINTS: readonly KillPoint[] = ['before-commit', 'inside-commit', 'after-commit', 'after-delivery', 'inside-terminal-commit'];
-/** The kill points of a consumer. */
-export const CONSUMER_POINTS: readonly KillPoint[] = ['consumer-before-handler', 'inside-commit', 'consumer-after-commit', 'after-delivery'];
+/**
+ * The kill points of a consumer. `after-commit` is inside its handler, just after `ctx.commit` returned:
+ * where an effect written after the commit, rather than in it, is lost.
+ */
+export const CONSUMER_POINTS: readonly KillPoint[] = ['consumer-before-handler', 'inside-commit', 'after-commit', 'consumer-after-commit', 'after-delivery'];
 
 /** How one attempt of the job ends. */
 export type AttemptEnd =

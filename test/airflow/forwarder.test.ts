@@ -167,7 +167,7 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
     for (const receipt of receipts) expect(receipt.airflow_event_id).toBe(airflowIds.get(receipt.oncebox_key));
   });
 
-  it('renews its token before it expires, so that Airflow never refuses it', { timeout: 60_000 }, async () => {
+  it('renews its token before it expires, so that Airflow never refuses it', { timeout: 180_000 }, async () => {
     const dir = tempDir();
     const server = await startServer({ assets: ['batch_ready'] });
     const prefix = `renewal-${Date.now()}/`;
@@ -256,7 +256,7 @@ describe.skipIf(!airflowAvailable)(`the Airflow forwarder against a real Airflow
     expect(existsSync(join(dir, 'forwarder.db'))).toBe(false);
   });
 
-  it('marks nothing forwarded while Airflow goes away mid-run, and forwards each event once when it is back', { timeout: 120_000 }, async () => {
+  it('marks nothing forwarded while Airflow goes away mid-run, and forwards each event once when it is back', { timeout: 240_000 }, async () => {
     const dir = tempDir();
     const server = await startServer({ assets: ['batch_ready'] });
     const prefix = `outage-${Date.now()}/`;

@@ -134,7 +134,7 @@ async function settled(queue: Queue, ids: string[], timeoutMs: number): Promise<
 describe.skipIf(!redisAvailable)(`BullMQ workers misbehaving at random, against a real Redis${redisSkipReason}`, () => {
   for (const layout of ['one machine', 'several machines'] as const) {
     for (const seed of SEEDS) {
-      it(`keeps every job's batches once and in order, and oncebox's outcome equal to BullMQ's (${layout}, seed ${seed})`, { timeout: 150_000 }, async () => {
+      it(`keeps every job's batches once and in order, and oncebox's outcome equal to BullMQ's (${layout}, seed ${seed})`, { timeout: 300_000 }, async () => {
         console.log(`bullmq chaos: ${layout}, seed ${seed} (replay with ONCEBOX_SEED=${seed})`);
         const next = random(seed);
         const server = await startServer();

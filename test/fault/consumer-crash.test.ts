@@ -46,7 +46,7 @@ describe('a consumer killed with SIGKILL', () => {
     ['inside ctx.commit, its writes made but not committed', 'commit:after-write@4'],
     ["between its emission's commit and its delivery", 'commit:after-commit@4'],
     ['after the commit, before the next fetch', 'consume:after-commit@4'],
-  ])('%s applies each effect once on restart, and each summary reaches the server once', { timeout: 120_000 }, async (_name, failpoint) => {
+  ])('%s applies each effect once on restart, and each summary reaches the server once', { timeout: 240_000 }, async (_name, failpoint) => {
     const server = await startServer({ assets: ['orders_ready', 'orders_summarised'] });
     const dir = tempDir();
     await publishOrders(server, dir);
@@ -67,7 +67,7 @@ describe('a consumer killed with SIGKILL', () => {
     // One row per request: the summary of an event reached the server, its cursor update did not. The
     // fresh file processes that event again and derives the same key: the server keeps one summary.
     ['after a summary was delivered, before its cursor was', 'relay:after-response@11', ['--relay-one-row']],
-  ])('%s, restarted on a fresh file, resumes from the mirrored cursor and sends each summary once', { timeout: 120_000 }, async (_name, failpoint, extra: string[] = []) => {
+  ])('%s, restarted on a fresh file, resumes from the mirrored cursor and sends each summary once', { timeout: 240_000 }, async (_name, failpoint, extra: string[] = []) => {
     const server = await startServer({ assets: ['orders_ready', 'orders_summarised'] });
     const dir = tempDir();
     await publishOrders(server, dir);

@@ -43,7 +43,7 @@ describe('a zombie consumer', () => {
   it.each([
     ['on another machine (its own file)', false],
     ['on the same file', true],
-  ])('%s keeps running beside its replacement: every effect happens once, and the old one stops with FencedError', { timeout: 60_000 }, async (_name, sameFile) => {
+  ])('%s keeps running beside its replacement: every effect happens once, and the old one stops with FencedError', { timeout: 180_000 }, async (_name, sameFile) => {
     const server = await startServer({ assets: ['orders_ready', 'orders_summarised'] });
     const dir = tempDir();
     await publish(server, join(dir, 'p1.db'), ['d1', 'd2', 'd3']);
@@ -75,7 +75,7 @@ describe('a zombie consumer', () => {
     }
   });
 
-  it('two consumers that start at the same instant, 40 times: exactly one holds the epoch each time', { timeout: 120_000 }, async () => {
+  it('two consumers that start at the same instant, 40 times: exactly one holds the epoch each time', { timeout: 240_000 }, async () => {
     const server = await startServer({ assets: ['orders_ready', 'orders_summarised'] });
     const dir = tempDir();
     await publish(server, join(dir, 'p.db'), ['d1']);
@@ -100,7 +100,7 @@ describe('a zombie consumer', () => {
 });
 
 describe('an idle zombie consumer on another machine', () => {
-  it('stops with FencedError within one long-poll of its replacement’s claim, though no event comes', { timeout: 60_000 }, async () => {
+  it('stops with FencedError within one long-poll of its replacement’s claim, though no event comes', { timeout: 180_000 }, async () => {
     const server = await startServer({ assets: ['orders_ready', 'orders_summarised'] });
     const dir = tempDir();
     await publish(server, join(dir, 'p1.db'), ['d1']);

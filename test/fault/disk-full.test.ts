@@ -75,12 +75,12 @@ describe.skipIf(mountProblem !== undefined)(`a full disk under the outbox${mount
     }
     const freeSpace = fillDisk();
     proxy.clearPlan(); // the server answers now, but the relay cannot record what it says
-    await expect.poll(() => box.status().lastError?.code, { timeout: 10_000 }).toBe('local_storage');
+    await expect.poll(() => box.status().lastError?.code, { timeout: 60_000 }).toBe('local_storage');
     expect(box.relay!.failure).toBeUndefined();
     expect((await server.events()).length).toBeGreaterThan(0);
 
     freeSpace();
-    await expect.poll(() => box.status().pending, { timeout: 15_000 }).toBe(0);
+    await expect.poll(() => box.status().pending, { timeout: 60_000 }).toBe(0);
     expect(box.relay!.failure).toBeUndefined();
     expect((await server.events()).map((event) => event.partitionKey)).toEqual(Array.from({ length: 30 }, (_, i) => `batch-${i + 1}`));
     expect(await box.close()).toMatchObject({ pending: 0, dead: 0 });

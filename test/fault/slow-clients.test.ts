@@ -99,7 +99,7 @@ describe('clients that try to hold the server', () => {
     expect(held.socket.destroyed).toBe(false);
   });
 
-  it('serves a publisher beside 600 half-sent requests from one address: that address holds at most its share, each only until it has shown no token for a while', { timeout: 60_000 }, async () => {
+  it('serves a publisher beside 600 half-sent requests from one address: that address holds at most its share, each only until it has shown no token for a while', { timeout: 180_000 }, async () => {
     const token = 'a-job-token-of-this-test';
     const { url } = await startServer({ token, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000, unauthenticatedTimeoutMs: 1000 });
     // Headers never finished: no token arrives on any of them.

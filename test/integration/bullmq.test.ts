@@ -126,7 +126,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     expect(existsSync(join(dir, name, `${runOf(job)}.db`))).toBe(false);
   });
 
-  it('fences a stalled worker: its job taken over, it commits nothing more, and every batch is on the server once', { timeout: 90_000 }, async () => {
+  it('fences a stalled worker: its job taken over, it commits nothing more, and every batch is on the server once', { timeout: 180_000 }, async () => {
     const server = await startServer();
     const dir = tempDir();
     const name = queueName();
@@ -152,7 +152,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     expect(await finalState(queue, job.id!)).toMatchObject({ state: 'completed', attemptsMade: 1 });
   });
 
-  it('cannot reopen an old epoch with job.retry(): the retried job claims a higher attempt, and the old one stays fenced', { timeout: 60_000 }, async () => {
+  it('cannot reopen an old epoch with job.retry(): the retried job claims a higher attempt, and the old one stays fenced', { timeout: 180_000 }, async () => {
     const server = await startServer();
     const dir = tempDir();
     const name = queueName();
@@ -213,7 +213,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     }
 
     for (const layout of ['one machine', 'two machines'] as const) {
-      it(`between the hand-out and the claim (${layout}): A claims nothing, B completes, and BullMQ and the server agree`, { timeout: 90_000 }, async () => {
+      it(`between the hand-out and the claim (${layout}): A claims nothing, B completes, and BullMQ and the server agree`, { timeout: 180_000 }, async () => {
         const { server, job, a, b, final } = await pausedWorker('bullmq:before-claim@1:stall=3500', layout);
         expect(final).toMatchObject({ state: 'completed', attemptsMade: 1 });
         expect(b.errors).toEqual([]);
@@ -229,7 +229,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
       });
     }
 
-    it('after the claim, before the first commit: A stops quietly and B, claiming above it, completes', { timeout: 90_000 }, async () => {
+    it('after the claim, before the first commit: A stops quietly and B, claiming above it, completes', { timeout: 180_000 }, async () => {
       const { server, job, a, b, final } = await pausedWorker('bullmq:after-claim@1:stall=3500', 'two machines');
       expect(final).toMatchObject({ state: 'completed', attemptsMade: 1 });
       expect(b.errors).toEqual([]);
@@ -244,7 +244,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     });
 
     for (const layout of ['one machine', 'two machines'] as const) {
-      it(`before complete() (${layout}): A's success is never recorded, B's is, and the held events are released once`, { timeout: 90_000 }, async () => {
+      it(`before complete() (${layout}): A's success is never recorded, B's is, and the held events are released once`, { timeout: 180_000 }, async () => {
         const { server, job, a, b, final } = await pausedWorker('bullmq:before-complete@1:stall=3500', layout);
         expect(final).toMatchObject({ state: 'completed', attemptsMade: 1 });
         expect(b.errors).toEqual([]);
@@ -259,7 +259,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     }
   });
 
-  it('puts the job back, costing none of its tries, when the worker that holds the lock is fenced from outside the adapter', { timeout: 60_000 }, async () => {
+  it('puts the job back, costing none of its tries, when the worker that holds the lock is fenced from outside the adapter', { timeout: 180_000 }, async () => {
     const server = await startServer();
     const name = queueName();
     const { queue, events } = await newQueue(name);
@@ -353,7 +353,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
     ['fail with a retry to come', 'the same machine', false],
   ] as const) {
     const when = delivered ? 'after its relay delivered it' : 'before its relay sent it';
-    it(`ends the job as the run ended when its worker died after the terminal commit, ${when} and before BullMQ heard (${ending}, next hand-out on ${layout})`, { timeout: 90_000 }, async () => {
+    it(`ends the job as the run ended when its worker died after the terminal commit, ${when} and before BullMQ heard (${ending}, next hand-out on ${layout})`, { timeout: 180_000 }, async () => {
       const server = await startServer();
       const name = queueName();
       const { queue } = await newQueue(name);
@@ -417,7 +417,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
   }
 
   for (const ending of ['complete', 'fail for good'] as const) {
-    it(`ends the job as the run ended elsewhere when the next hand-out lands on a machine holding an older file of it (${ending})`, { timeout: 90_000 }, async () => {
+    it(`ends the job as the run ended elsewhere when the next hand-out lands on a machine holding an older file of it (${ending})`, { timeout: 180_000 }, async () => {
       const server = await startServer();
       const name = queueName();
       const { queue } = await newQueue(name);
@@ -456,7 +456,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
   }
 
   for (const layout of ['one machine', 'two machines'] as const) {
-    it(`records the failure of a job BullMQ fails without running the processor (stalled more than maxStalledCount), its held emissions discarded (${layout})`, { timeout: 90_000 }, async () => {
+    it(`records the failure of a job BullMQ fails without running the processor (stalled more than maxStalledCount), its held emissions discarded (${layout})`, { timeout: 180_000 }, async () => {
       const server = await startServer();
       const dirA = tempDir();
       const dirB = layout === 'one machine' ? dirA : tempDir();
@@ -494,7 +494,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
   }
 
   describe('the end of a run, which oncebox records first and BullMQ second', () => {
-    it('completes a job whose run succeeded and whose worker then stalled past maxStalledCount: the failed listener puts it back', { timeout: 90_000 }, async () => {
+    it('completes a job whose run succeeded and whose worker then stalled past maxStalledCount: the failed listener puts it back', { timeout: 180_000 }, async () => {
       const server = await startServer();
       const dir = tempDir();
       const name = queueName();
@@ -522,7 +522,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
       expect(b.errors).toEqual([]);
     });
 
-    it('releases every held emission once when a job that failed for good is retried with job.retry() and succeeds, also when that retry is killed', { timeout: 90_000 }, async () => {
+    it('releases every held emission once when a job that failed for good is retried with job.retry() and succeeds, also when that retry is killed', { timeout: 180_000 }, async () => {
       const server = await startServer();
       const dir = tempDir();
       const name = queueName();
@@ -547,7 +547,7 @@ describe.skipIf(!redisAvailable)(`the BullMQ adapter against a real Redis${redis
       expect(b.errors).toEqual([]);
     });
 
-    it('holds a job whose end the server cannot take yet, and completes it once the server is back', { timeout: 60_000 }, async () => {
+    it('holds a job whose end the server cannot take yet, and completes it once the server is back', { timeout: 180_000 }, async () => {
       const dbDir = tempDir();
       const first = await startServer({ db: join(dbDir, 'server.db') });
       const port = Number(new URL(first.url).port);

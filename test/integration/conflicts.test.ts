@@ -57,7 +57,7 @@ describe.each(Object.entries(CHANGES))('a re-run committing the same emission wi
     await first.close({ timeoutMs: 0 });
     const retry = await open(path, 2, { server: server.url });
     await refusedAtCommit(retry, 'batch_ready', changed);
-    await vi.waitFor(() => expect(retry.status().pending).toBe(0), { timeout: 10_000 });
+    await vi.waitFor(() => expect(retry.status().pending).toBe(0), { timeout: 60_000 });
     expect(await storedOfPartition(server, 'batch_ready')).toEqual([{ partitionDate: FIRST.partitionDate, extra: FIRST.extra }]);
     await closeAll();
   });
@@ -91,7 +91,7 @@ describe.each(Object.entries(CHANGES))('a re-run committing the same emission wi
     // The relay prunes delivered rows older than pruneDeliveredAfterMs after its first delivery.
     const pruned = await open(path, 2, { server: server.url, pruneDeliveredAfterMs: 0 });
     await pruned.commit((tx) => tx.emit(pruned.asset('run_done'), { partitionKey: 'unrelated' })).receipt();
-    await vi.waitFor(() => expect(pruned.status().delivered).toBe(2), { timeout: 10_000 });
+    await vi.waitFor(() => expect(pruned.status().delivered).toBe(2), { timeout: 60_000 });
     await refusedByServer(pruned, 'batch_ready', changed);
     expect(await storedOfPartition(server, 'batch_ready')).toEqual([{ partitionDate: FIRST.partitionDate, extra: FIRST.extra }]);
     await closeAll();

@@ -16,7 +16,7 @@ async function post(url: string, token: string, body: unknown): Promise<void> {
 }
 
 describe('oncebox ls', () => {
-  it('lists what the API lists, page by page, as text or JSON, and escapes control characters', { timeout: 120_000 }, async () => {
+  it('lists what the API lists, page by page, as text or JSON, and escapes control characters', { timeout: 240_000 }, async () => {
     const { url, server } = await startServer({ assets: ['batch_ready'] });
     const admin = (await server.store.tokens.create({ scope: 'admin' })).token;
     const reader = (await server.store.tokens.create({ scope: 'read', reads: ['events', 'streams'] })).token;

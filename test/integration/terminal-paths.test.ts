@@ -65,7 +65,7 @@ const PATHS: Record<string, Path> = {
   'fenced by its retry before it ends': {
     async end(first, retry) {
       // Attempt 1 delivered all it committed, then stalled (a zombie); its retry starts meanwhile.
-      await vi.waitFor(() => expect(first.status()).toMatchObject({ pending: 0, pendingCheckpoints: 0 }), { timeout: 10_000 });
+      await vi.waitFor(() => expect(first.status()).toMatchObject({ pending: 0, pendingCheckpoints: 0 }), { timeout: 60_000 });
       const successor = await retry();
       // The retry delivers first; then the zombie tries to end the run.
       batch(successor, 3);

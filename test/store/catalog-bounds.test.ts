@@ -156,7 +156,7 @@ for (const backend of BACKENDS) {
       expect((await get(url, '/v1/catalog/streams/jumpy/jumpy')).json).toMatchObject({ attemptsCut: true, duplicates: 20 });
     });
 
-    it('answers a list in pages bounded in rows and bytes, and shows a long checkpoint cut, whole on its stream’s page', { timeout: 120_000 }, async () => {
+    it('answers a list in pages bounded in rows and bytes, and shows a long checkpoint cut, whole on its stream’s page', { timeout: 240_000 }, async () => {
       const { url } = await startServer({ backend, assets: ASSETS });
       const big = { rows: 'x'.repeat(60_000) };
       for (let i = 0; i < 250; i++) {
@@ -206,7 +206,7 @@ for (const backend of BACKENDS) {
 }
 
 describe('catalog reads beside publishing', () => {
-  it('answers /healthz before catalog reads sent before it (SQLite: the reads run on a connection of their own, off the event loop)', { timeout: 120_000 }, async () => {
+  it('answers /healthz before catalog reads sent before it (SQLite: the reads run on a connection of their own, off the event loop)', { timeout: 240_000 }, async () => {
     const server = await startServer({ assets: ASSETS });
     await publish(server.url, 100_000);
     const done: string[] = [];

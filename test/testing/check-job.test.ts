@@ -26,7 +26,7 @@ describe('checkJob', () => {
     await expect(withEnvironment({ ONCEBOX_TESTING_SEED: 'twelve' }, () => checkJob(job, { seed: 4, log: quiet }))).rejects.toThrow(/ONCEBOX_TESTING_SEED must be a whole number/);
   });
 
-  it('replays a single kill by its name, refuses a name it does not know or two replays at once, and never passes a replay', { timeout: 120_000 }, async () => {
+  it('replays a single kill by its name, refuses a name it does not know or two replays at once, and never passes a replay', { timeout: 240_000 }, async () => {
     const job = stamped({ comparableData: (_path, content) => content.toString().replace(/written at .*/, '') });
     await expect(withEnvironment({ ONCEBOX_TESTING_SINGLE_KILL: 'before-commit@1/same' }, () => checkJob(job, { seed: 1, log: quiet }))).rejects.toThrow(
       /the replayed scenario passed now:[\s\S]*SIGKILLed at before-commit \(time 1\)[\s\S]*unset it to run the whole campaign/,
@@ -65,7 +65,7 @@ describe('checkJob', () => {
     expect(stderrSummary(stderr).split('\n')[0]).toBe('TypeError: config broken: FOO is missing (fix: set FOO)');
   });
 
-  it('refuses a job that publishes nothing in a clean run: there would be nothing to check', { timeout: 120_000 }, async () => {
+  it('refuses a job that publishes nothing in a clean run: there would be nothing to check', { timeout: 240_000 }, async () => {
     const error = await failure(checkJob(stamped({ env: { PUBLISH: 'no' }, comparableData: () => undefined }), { runs: 1, seed: 1, log: quiet }));
     expect(error.message).toMatch(/published no event in a clean run \(producer stamped, assets batch_ready\)/);
   });

@@ -10,20 +10,20 @@ import { CONSUMER_POINTS, PRODUCER_POINTS, runScenario, type JobUnderTest } from
 const ingest: JobUnderTest = { command: 'examples/testing/ingest-job.ts', producer: 'orders-ingest', assets: ['batch_ready', 'ingest_done'] };
 
 describe('the testing kit’s harness', () => {
-  it.each(PRODUCER_POINTS)('kills a producer at %s, and the retry leaves a clean history', { timeout: 120_000 }, async (at) => {
+  it.each(PRODUCER_POINTS)('kills a producer at %s, and the retry leaves a clean history', { timeout: 240_000 }, async (at) => {
     const outcome = await runScenario(ingest, { attempts: [{ machine: 'same', end: { kind: 'killed', at, hit: 1 } }], network: [] });
     expect(outcome.attempts[0]).toMatchObject({ attempt: 1, planned: 'killed', reachedPoint: true, signal: 'SIGKILL' });
     expect(outcome.attempts[1]).toMatchObject({ attempt: 2, exitCode: 0 });
     expect(outcome.anomalies, outcome.report).toEqual([]);
   });
 
-  it.each(CONSUMER_POINTS.filter((point) => point.startsWith('consumer')))('kills a consumer at %s, and the retry leaves a clean history', { timeout: 120_000 }, async (at) => {
+  it.each(CONSUMER_POINTS.filter((point) => point.startsWith('consumer')))('kills a consumer at %s, and the retry leaves a clean history', { timeout: 240_000 }, async (at) => {
     const outcome = await runScenario(orderTotals('examples/testing/consumer-job.ts'), { attempts: [{ machine: 'same', end: { kind: 'killed', at, hit: 2 } }], network: [] });
     expect(outcome.attempts[0]).toMatchObject({ reachedPoint: true, signal: 'SIGKILL' });
     expect(outcome.anomalies, outcome.report).toEqual([]);
   });
 
-  it('stops a zombie at its point, lets its retry on a fresh machine run, then continues it; the zombie is fenced and the history clean', { timeout: 120_000 }, async () => {
+  it('stops a zombie at its point, lets its retry on a fresh machine run, then continues it; the zombie is fenced and the history clean', { timeout: 240_000 }, async () => {
     const outcome = await runScenario(ingest, {
       attempts: [
         { machine: 'same', end: { kind: 'zombie', at: 'after-commit', hit: 2, resume: 'after-next' } },

@@ -18,6 +18,12 @@ const WRONG: { name: string; job: JobUnderTest; kinds: AnomalyKind[]; points?: t
   { name: 'an emission outside the checkpoint’s commit', job: ingest('examples/testing/wrong-outside-commit-job.ts'), kinds: ['checkpoint-ahead', 'lost'] },
   { name: 'a job that catches the error a commit throws and skips the batch', job: ingest('examples/testing/wrong-skip-failed-commit-job.ts'), kinds: ['checkpoint-ahead', 'lost'] },
   { name: 'a consumer’s effect outside ctx.commit', job: orderTotals('examples/testing/wrong-consumer-job.ts'), kinds: ['data-differs'], points: CONSUMER_POINTS },
+  {
+    name: 'a consumer’s declared effect written after ctx.commit',
+    job: orderTotals('examples/testing/wrong-effect-after-commit-consumer.ts', 'SELECT order_id FROM applied'),
+    kinds: ['effect-differs'],
+    points: CONSUMER_POINTS,
+  },
 ];
 
 const outcomeOf = (campaign: Promise<unknown>) =>
@@ -27,7 +33,7 @@ const outcomeOf = (campaign: Promise<unknown>) =>
   );
 
 describe('oncebox/testing on jobs that break the promise', () => {
-  it('catches a payload that differs on a re-run (a clock in extra) in its two clean runs, before any fault', { timeout: 120_000 }, async () => {
+  it('catches a payload that differs on a re-run (a clock in extra) in its two clean runs, before any fault', { timeout: 240_000 }, async () => {
     const error = await outcomeOf(checkJob(ingest('examples/testing/wrong-clock-job.ts'), { runs: 30, seed: 20261202, log: quiet }));
     expect(error).toBeInstanceOf(JobCheckError);
     const failure = error as JobCheckError;
