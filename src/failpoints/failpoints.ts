@@ -7,10 +7,11 @@ import { writeSync } from 'node:fs';
  * first time (a GC pause, a busy sibling job: no timer, lock renewal or socket is served meanwhile), after
  * printing `{"failpoint":…,"stall":3000}` on stdout; `…:stop` prints `{"failpoint":…,"stop":true}` and stops
  * the process with SIGSTOP, for whoever started it to continue (SIGCONT) when it chooses: a zombie paused
- * at an exact point; `commit:after-write@2:throw=SQLITE_FULL` throws the error SQLite throws when the disk is
- * full (`SQLITE_BUSY`: when another process holds the file too long) the second time, inside the commit's
- * transaction, so that the commit is rolled back and `box.commit()` throws it, as a real one would. Before a kill it prints `{"failpoint":…,"kill":true}`, so that whoever started the
- * process knows it died there (and not of something else). Several points are separated by commas.
+ * at an exact point; `commit:after-write@2:throw=SQLITE_FULL` throws, the second time, the error SQLite
+ * throws when the disk is full (`SQLITE_BUSY`: when another process holds the file too long), inside the
+ * commit's transaction, so that the commit is rolled back and `box.commit()` throws it as a real one would
+ * (the testing kit's commit errors). Before a kill it prints `{"failpoint":…,"kill":true}`, so that whoever
+ * started the process knows it died there (and not of something else). Several points are separated by commas.
  * `ONCEBOX_FAILPOINT=trace` kills nothing: it counts the points passed, and prints
  * `{"failpointHits":{…}}` as the process exits (the testing kit learns from a clean run how often a
  * job reaches each point). With the variable unset (always, outside tests) a failpoint is one comparison.
