@@ -30,6 +30,9 @@ function expect(guarantee: string, holds: boolean, message: () => string): void 
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
+/** The batch an event of a task's batch is about: its partition key is `<task>.<batch>`. */
+const batchOf = (event: StoredEvent) => Number(event.partitionKey!.split('.')[1]);
+
 /**
  * One checker for the guarantees the simulation exercises, over what the server answered, never over
  * its internals: every event the server ever showed (read after every step, so that what retention
@@ -107,7 +110,6 @@ export class Checker {
     // only if some attempt misspelt its asset. A misspelt batch is on the misspelt asset once (G18): an
     // attempt that redid a batch another attempt had published (a file behind the server) misspelt it
     // anew, under another asset, so it may be on both.
-    const batchOf = (event: StoredEvent) => Number(event.partitionKey!.split('.')[1]);
     const ready = own.filter((event) => event.asset === task.tenant.assets.ready);
     const batches = ready.map(batchOf);
     const typo = own.filter((event) => event.asset === task.tenant.assets.typo).map(batchOf);
@@ -121,7 +123,7 @@ export class Checker {
     const attempts = own.filter((event) => event.asset === task.tenant.assets.ready || event.asset === task.tenant.assets.typo).map((event) => event.attempt);
     expect('G10', same(attempts, [...attempts].sort((a, b) => a - b)), () => `${label}: attempts of its events went down: ${JSON.stringify(attempts)}`);
     expect('G18', new Set(typo).size === typo.length && typo.every((batch) => task.typos.includes(batch)), () => `${label}: the misspelt asset holds batches ${JSON.stringify(typo)}, want each of ${JSON.stringify(task.typos)} once at most`);
-    const done = own.filter((event) => event.asset === task.tenant.assets.done).map((event) => Number(event.partitionKey!.split('.')[1]));
+    const done = own.filter((event) => event.asset === task.tenant.assets.done).map(batchOf);
     expect('G25', new Set(done).size === done.length, () => `${label}: a held emission released twice: ${JSON.stringify(done)}`);
     const succeeded = task.outcome !== 'fail for good';
     if (!succeeded) expect('G25', done.length === 0, () => `${label}: the run failed for good, yet held emissions were released: ${JSON.stringify(done)}`);
@@ -159,7 +161,7 @@ export class Checker {
     const seen = new Set(
       history
         .filter((event) => event.producer === task.producer && event.task === task.name && (event.asset === task.tenant.assets.ready || event.asset === task.tenant.assets.typo))
-        .map((event) => Number(event.partitionKey!.split('.')[1])),
+        .map(batchOf),
     );
     let published = 0;
     while (seen.has(published + 1)) published++;

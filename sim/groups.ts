@@ -1,7 +1,6 @@
 import { openConsumer, type Consumer, type StoredEvent } from '../src/consumer/index.js';
-import type { Tenant, World } from './world.js';
+import { QUIET_LOGGER, type Tenant, type World } from './world.js';
 
-const quiet = { info() {}, warn() {}, error() {} };
 
 /**
  * A tenant's consumer group: it reads the tenant's `ready` events and, for each, records its effect in
@@ -32,7 +31,7 @@ export class SimGroup {
       assets: [this.tenant.assets.ready],
       waitSeconds: 0.1,
       durability: 'normal',
-      logger: quiet,
+      logger: QUIET_LOGGER,
     });
     this.consumer.db.exec('CREATE TABLE IF NOT EXISTS effects (event_id TEXT NOT NULL, applied INTEGER NOT NULL)');
     return this.consumer;

@@ -4,12 +4,11 @@ import { DeadLetters } from '../src/outbox/file/dead-letters.js';
 import { FencedError, openOutbox, RunEndedError, type Outbox } from '../src/outbox/index.js';
 import { Relay } from '../src/outbox/relay/relay.js';
 import type { Fault } from '../src/testing/fault-proxy.js';
-import type { Tenant, World } from './world.js';
+import { QUIET_LOGGER, type Tenant, type World } from './world.js';
 
 const LEASE_TTL_MS = 1000;
 /** Every task runs in the one run of its tenant. */
 const RUN_ID = 'r';
-const quiet = { info() {}, warn() {}, error() {} };
 const progressSchema = z.object({ batch: z.number().int() });
 
 /** Where a retry runs: the machine of the attempt before, a fresh one, or the task's first machine (its file perhaps shared, perhaps behind). */
@@ -87,7 +86,7 @@ export class SimTask {
       now: () => this.world.clock,
       noteFenced: true,
       resume: this.resume,
-      logger: quiet,
+      logger: QUIET_LOGGER,
     });
     return { box, relay: this.newRelay(box), attempt, path, crashed: false, fenced: false, ended: false };
   }

@@ -4,6 +4,9 @@ import { join } from 'node:path';
 import { createServer, type OnceboxServer } from '../src/dedupe/index.js';
 import { startFaultProxy, type FaultProxy } from '../src/testing/fault-proxy.js';
 
+/** The logger of the simulation's jobs and consumers: their warnings are the faults it makes on purpose. */
+export const QUIET_LOGGER = { info() {}, warn() {}, error() {} };
+
 /** How long the simulated server keeps events: the clock moves past it to make compaction remove some. */
 export const EVENT_RETENTION_MS = 2 * 24 * 3600_000;
 /** How long it keeps dedupe records: far past any retry of the simulation, as its assumption asks. */

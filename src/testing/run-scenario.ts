@@ -1,4 +1,3 @@
-import Database from 'better-sqlite3';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -187,6 +186,9 @@ async function historyOf(server: TestServer, job: JobUnderTest, runId: string, d
   const stream = job.stream ?? { runId };
   const state = await server.streamState(job.producer, stream.runId, stream.task ?? null);
   const refused: RunHistory['refused'] = [];
+  // The consumer's declared effects, in the one file its run used: none to compare when it declares none,
+  // or when a fresh machine took over (the effects stayed on the lost one).
+  let effects: string[] | undefined;
   for (const path of outboxes) {
     if (!existsSync(path)) continue;
     const file = new OutboxFile(path, 'normal', false);
@@ -194,26 +196,20 @@ async function historyOf(server: TestServer, job: JobUnderTest, runId: string, d
       for (const row of new DeadLetters(file).list()) {
         if (row.code !== ProducerErrorCode.Fenced) refused.push({ asset: row.asset, partitionKey: row.partitionKey, code: row.code, reason: row.reason });
       }
+      if (job.effects !== undefined && outboxes.length === 1) effects = effectsIn(file, job.effects);
     } finally {
       file.close();
     }
   }
-  return { events, checkpoints: state?.checkpoints, data: snapshotDataStore(data, job.comparableData), refused, effects: effectsOf(job, outboxes) };
+  return { events, checkpoints: state?.checkpoints, data: snapshotDataStore(data, job.comparableData), refused, effects };
 }
 
-/**
- * The consumer's declared effects in the one file its run used, each row as canonical JSON; none to
- * compare when it declares none, or when a fresh machine took over (the effects stayed on the lost one).
- */
-function effectsOf(job: JobUnderTest, outboxes: readonly string[]): string[] | undefined {
-  if (job.effects === undefined || outboxes.length !== 1 || !existsSync(outboxes[0]!)) return undefined;
-  const db = new Database(outboxes[0]!, { readonly: true, fileMustExist: true });
+/** The rows `query` lists in `file`, each as canonical JSON: one per effect. */
+function effectsIn(file: OutboxFile, query: string): string[] {
   try {
-    return (db.prepare(job.effects).all() as Record<string, unknown>[]).map((row) => canonicalJson(row, 'effect'));
+    return (file.db.prepare(query).all() as Record<string, unknown>[]).map((row) => canonicalJson(row, 'effect'));
   } catch (error) {
-    throw new Error(`the job's effects query failed on ${outboxes[0]}: ${(error as Error).message} (effects: ${JSON.stringify(job.effects)})`);
-  } finally {
-    db.close();
+    throw new Error(`the job's effects query failed on ${file.path}: ${(error as Error).message} (effects: ${JSON.stringify(query)})`);
   }
 }
 

@@ -12,6 +12,7 @@ import type { StreamState } from '../../src/protocol/wire.js';
 import { startFaultProxy, type Fault, type FaultProxy } from '../support/fault-proxy.js';
 import { allEvents, allRejections } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
+import type { Attempt } from '../../sim/jobs.js';
 
 /**
  * Model-based test of the whole path: the outbox, its relay and the server, with every fault we know of
@@ -73,18 +74,8 @@ const partitionsOf = (task: string | undefined, batch: number) =>
   Array.from({ length: 1 + (batch % 3) }, (_, e) => `${task === undefined ? '' : `${task}.`}${batch}-${e}`);
 const backlogUpTo = (task: string | undefined, batch: number) => Array.from({ length: batch }, (_, i) => partitionsOf(task, i + 1)).flat();
 
-interface Producer {
-  box: Outbox;
-  relay: Relay;
-  attempt: number;
-  path: string;
-  /** Its file is closed: the process is gone. */
-  crashed: boolean;
-  /** It was told it is fenced (by a commit or by its relay): a job stops then. */
-  fenced: boolean;
-  /** Its terminal commit is made: it commits nothing more. */
-  ended: boolean;
-}
+/** One process of a task, driven step by step: the same as the whole-system simulation's. */
+type Producer = Attempt;
 
 /** One task of the run: its current attempt, and an earlier one still running beside it. */
 interface Task {
