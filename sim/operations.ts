@@ -13,7 +13,7 @@ export interface Layout {
 
 /**
  * One thing that happens in the world, as plain data: a failing list prints as JSON and replays from it.
- * `task` and `group` are taken modulo the world's tasks and groups, so that any list shrinks to a valid one.
+ * `task`, `group` and `tenant` are taken modulo the world's tasks, groups and tenants, so that any list shrinks to a valid one.
  */
 export type Operation =
   | { op: 'commit'; task: number; by: 'current' | 'zombie' }
@@ -24,17 +24,21 @@ export type Operation =
   | { op: 'retry'; task: number; machine: Machine }
   | { op: 'retry beside a zombie'; task: number; machine: Machine }
   | { op: 'retry elsewhere, then back'; task: number }
+  | { op: 'zombie works after its retry'; task: number; machine: Machine; batches: number }
   | { op: 'misspell an asset, then fix it'; task: number }
   | { op: 'consume'; group: number; events: number }
   | { op: 'stop consumer'; group: number }
   | { op: 'lose consumer machine'; group: number }
+  | { op: 'replace consumer beside its zombie'; group: number; sameFile: boolean }
+  | { op: 'pry'; tenant: number; victim: number }
   | { op: 'release held requests' }
   | { op: 'restart server' }
   | { op: 'compact'; days: number };
 
 const faults: Fault[] = ['forward', 'forward', 'forward', 'drop-request', 'drop-response', 'duplicate', 'delay', 'fail-503', 'hold'];
 const task = fc.nat({ max: 8 });
-const group = fc.nat({ max: 2 });
+const group = fc.nat({ max: 5 });
+const tenant = fc.nat({ max: 2 });
 const machine = fc.constantFrom<Machine>('same', 'fresh', 'first');
 
 /** Weighted so that most of a run is work (commits, deliveries, consumption) and faults come between. */
@@ -47,10 +51,13 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry' as const), task, machine }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry beside a zombie' as const), task, machine }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry elsewhere, then back' as const), task }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('zombie works after its retry' as const), task, machine, batches: fc.integer({ min: 1, max: 3 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('misspell an asset, then fix it' as const), task }) },
   { weight: 5, arbitrary: fc.record({ op: fc.constant('consume' as const), group, events: fc.integer({ min: 1, max: 20 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('stop consumer' as const), group }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('lose consumer machine' as const), group }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('replace consumer beside its zombie' as const), group, sameFile: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('pry' as const), tenant, victim: tenant }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('release held requests' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('restart server' as const) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('compact' as const), days: fc.integer({ min: 1, max: 3 }) }) },

@@ -1,6 +1,8 @@
-import { Checker, Violation } from './checker.js';
+import { Checker } from './checker.js';
+import { pry } from './prying.js';
+import { expect, Violation } from './violation.js';
 import { SimGroup } from './groups.js';
-import { live, SimTask, type Attempt } from './jobs.js';
+import { live, SimTask, type Attempt, type Machine } from './jobs.js';
 import type { Operation, Scenario } from './operations.js';
 import { World } from './world.js';
 
@@ -29,7 +31,7 @@ export class SimulationFailure extends Error {
 /** ONCEBOX_SIM_TRACE=1 prints each operation as it is applied: where a run that hangs stands. */
 const trace = process.env.ONCEBOX_SIM_TRACE ? (at: number | string, operation?: unknown) => console.error(`sim: ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`) : () => undefined;
 
-const FAULTS = new Set<Operation['op']>(['crash and restart', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'lose consumer machine', 'restart server', 'release held requests']);
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'lose consumer machine', 'replace consumer beside its zombie', 'pry', 'restart server', 'release held requests']);
 
 /**
  * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
@@ -47,7 +49,7 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
       const { tasks: count, sharedFile, resume } = scenario.layout.tenants[i]!;
       const shared = world.newPath(`${tenant.name}-run`);
       for (let k = 0; k < count; k++) tasks.push(new SimTask(world, tenant, `task${k}`, sharedFile ? shared : world.newPath(`${tenant.name}-task${k}`), resume));
-      groups.push(new SimGroup(world, tenant));
+      groups.push(new SimGroup(world, tenant, 'summariser'), new SimGroup(world, tenant, 'closer'));
     }
     for (const task of tasks) await task.start();
     const checker = new Checker(world, tasks, groups);
@@ -141,6 +143,8 @@ class System {
         return this.task(operation.task).startZombie(operation.machine);
       case 'retry elsewhere, then back':
         return this.retryElsewhereThenBack(this.task(operation.task));
+      case 'zombie works after its retry':
+        return this.zombieWorks(this.task(operation.task), operation.machine, operation.batches);
       case 'misspell an asset, then fix it':
         return this.misspellAndFix(this.task(operation.task));
       case 'consume':
@@ -149,6 +153,13 @@ class System {
         return this.group(operation.group).stop();
       case 'lose consumer machine':
         return this.group(operation.group).loseMachine();
+      case 'replace consumer beside its zombie':
+        return this.group(operation.group).replaceBesideZombie(operation.sameFile);
+      case 'pry': {
+        const prier = this.world.tenants[operation.tenant % this.world.tenants.length]!;
+        const victim = this.world.tenants[(operation.tenant + 1 + (operation.victim % (this.world.tenants.length - 1))) % this.world.tenants.length]!;
+        return pry(this.world, prier, victim);
+      }
       case 'release held requests':
         return this.world.proxy.releaseHeld();
       case 'restart server':
@@ -173,6 +184,34 @@ class System {
     await this.deliverAll([attempt]);
     await task.fixTypo();
     await this.deliverAll([attempt]);
+  }
+
+  /**
+   * G10 where it is hardest: the retry starts beside the attempt before it, commits and delivers a batch
+   * (the server now knows the newer attempt), and only then does the zombie work on: it commits its next
+   * batches and its relay tries to deliver them. On the retry's file its commits are refused at once; on
+   * its own, the server fences its deliveries, and it learns so.
+   */
+  private async zombieWorks(task: SimTask, machine: Machine, batches: number): Promise<void> {
+    if (task.over) return;
+    if (!live(task.zombie)) await task.startZombie(machine);
+    const { current, zombie } = task;
+    if (!live(zombie) || zombie.ended) return;
+    if (task.commit(current) === undefined) return;
+    await this.deliverAll([current]);
+    for (let i = 0; i < batches; i++) {
+      const committed = task.commit(zombie);
+      if (zombie.path === current.path && !current.crashed) {
+        expect('G10', committed === undefined, () => `${task.tenant.name}/${task.name}: attempt ${zombie.attempt} committed batch ${committed} on the file attempt ${current.attempt} opened`);
+      }
+      if (committed === undefined) return;
+    }
+    // Its relay goes on until it is told it is fenced (its rows parked), or it has nothing left to send.
+    for (let round = 0; live(zombie) && zombie.box.file.pendingCount() > 0; round++) {
+      await task.step(zombie, 'forward');
+      expect('liveness', round < STUCK_AFTER_ROUNDS, () => `${task.tenant.name}/${task.name}: the zombie's relay neither delivered nor learnt of its fence in ${STUCK_AFTER_ROUNDS} rounds`);
+      if (zombie.box.file.pendingCount() > 0) this.world.clock += 1001;
+    }
   }
 
   /**

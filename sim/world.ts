@@ -18,9 +18,9 @@ const DEDUPE_RETENTION_MS = 3650 * 24 * 3600_000;
  */
 export interface Tenant {
   name: string;
-  /** Its assets: events now, events held for a run's success, a consumer's caused events, and the misspelt one its job emits by mistake. */
-  assets: { ready: string; done: string; summary: string; typo: string };
-  tokens: { job: string; consumer: string; reader: string };
+  /** Its assets: events now, events held for a run's success, a consumer's caused events, a trigger's, and the misspelt one its job emits by mistake. */
+  assets: { ready: string; done: string; summary: string; closed: string; typo: string };
+  tokens: { job: string; consumer: string; closer: string; reader: string };
 }
 
 /** A server answer the simulation saw pass through its network: every one must be below 500. */
@@ -47,6 +47,8 @@ export class World {
   readonly tenants: Tenant[] = [];
   /** Every answer of the server the proxy passed on: checked for 5xx. */
   readonly answers: Answer[] = [];
+  /** How many events compaction has removed so far. */
+  eventsCompacted = 0;
   private files = 0;
   private readonly newest = new Map<string, number>();
 
@@ -59,13 +61,14 @@ export class World {
     this.proxy = await startFaultProxy(this.url, { onAnswer: (request, status) => this.answers.push({ ...request, status }) });
     this.admin = (await this.server.store.tokens.create({ scope: 'admin', note: 'the simulation' })).token;
     for (const name of this.tenantNames) {
-      const assets = { ready: `${name}.ready`, done: `${name}.done`, summary: `${name}.summary`, typo: `${name}.raedy` };
-      for (const asset of [assets.ready, assets.done, assets.summary]) await this.server.store.registerAsset(asset);
+      const assets = { ready: `${name}.ready`, done: `${name}.done`, summary: `${name}.summary`, closed: `${name}.closed`, typo: `${name}.raedy` };
+      for (const asset of [assets.ready, assets.done, assets.summary, assets.closed]) await this.server.store.registerAsset(asset);
       const { store } = this.server;
       const tokens = {
         job: (await store.tokens.create({ scope: 'publish', producers: `${name}-job`, assets: [assets.ready, assets.done, assets.typo] })).token,
         consumer: (await store.tokens.create({ scope: 'publish', producers: `${name}-summariser`, assets: [assets.summary], consumes: [assets.ready] })).token,
-        reader: (await store.tokens.create({ scope: 'read', reads: ['events', 'streams'], producers: `${name}-*`, assets: [assets.ready, assets.done, assets.summary] })).token,
+        closer: (await store.tokens.create({ scope: 'publish', producers: `${name}-closer`, assets: [assets.closed], consumes: [assets.ready, assets.done] })).token,
+        reader: (await store.tokens.create({ scope: 'read', reads: ['events', 'streams'], producers: `${name}-*`, assets: [assets.ready, assets.done, assets.summary, assets.closed] })).token,
       };
       this.tenants.push({ name, assets, tokens });
     }
@@ -114,7 +117,9 @@ export class World {
   /** Moves the clock past the events' retention and compacts: the oldest events go. */
   async compactPast(days: number): Promise<number> {
     this.clock += days * 24 * 3600_000;
-    return (await this.server.compact()).events;
+    const removed = (await this.server.compact()).events;
+    this.eventsCompacted += removed;
+    return removed;
   }
 
   async stop(): Promise<void> {

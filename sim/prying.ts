@@ -1,0 +1,62 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from './violation.js';
+import type { Tenant, World } from './world.js';
+
+/** The run a prying tenant publishes its probes in: its refusals are expected, apart from its jobs' run. */
+export const PRY_RUN = 'pry';
+
+/**
+ * What a tenant's tokens get when they reach for another tenant's things (G17): the victim's events,
+ * streams, checkpoints, catalog pages, consumer groups and refusals; the operator's metrics and tokens;
+ * and writes: publishing as the victim's producer, to the victim's assets, and claiming an attempt of the
+ * victim's run (which would fence its live attempt). Each read is refused, or answers nothing of the
+ * victim; each write is refused, whole or item by item; nothing answers 5xx.
+ */
+export async function pry(world: World, prier: Tenant, victim: Tenant): Promise<void> {
+  const { tokens } = prier;
+  const reads: [token: string, path: string][] = [];
+  for (const token of [tokens.reader, tokens.job, tokens.consumer, tokens.closer]) {
+    reads.push(
+      [token, `/v1/events?asset=${victim.assets.ready}&after=0`],
+      [token, `/v1/events?asset=${victim.assets.summary}&after=0`],
+      [token, '/v1/events?after=0&limit=1000'],
+      [token, `/v1/events?asset=${prier.assets.ready}&after=0&group=${victim.name}-summariser`],
+      [token, `/v1/streams/${victim.name}-job/r?task=task0`],
+      [token, '/metrics'],
+      [token, '/v1/tokens'],
+    );
+  }
+  reads.push(
+    [tokens.reader, `/v1/catalog/streams/${victim.name}-job/r?task=task0`],
+    [tokens.reader, `/v1/catalog/assets/${victim.assets.ready}/partitions`],
+    [tokens.reader, `/v1/catalog/streams?producer=${victim.name}-job`],
+    [tokens.reader, `/v1/catalog/consumers?producer=${victim.name}-summariser`],
+    [tokens.reader, `/v1/catalog/rejections?producer=${victim.name}-job`],
+    [tokens.reader, `/v1/catalog/assets?prefix=${victim.name}`],
+    [tokens.reader, '/v1/catalog'],
+  );
+  for (const [token, path] of reads) {
+    const response = await fetch(`${world.url}${path}`, { headers: { authorization: `Bearer ${token}` } });
+    const text = await response.text();
+    expect('no 5xx', response.status < 500, () => `GET ${path} by ${prier.name} answered ${response.status}: ${text.slice(0, 200)}`);
+    const leaks = response.ok && (text.includes(`${victim.name}.`) || text.includes(`${victim.name}-`));
+    expect('G17', !leaks, () => `GET ${path} with a token of ${prier.name} answered ${response.status} with ${victim.name}'s things: ${text.slice(0, 300)}`);
+  }
+
+  const item = (asset: string) => ({ seq: 1, key: randomUUID(), kind: 'event', asset, partitionKey: 'pried' });
+  const writes: [what: string, path: string, body: unknown][] = [
+    ['publish as the victim', '/v1/emissions', { stream: { producer: `${victim.name}-job`, workflow: 'sim', runId: 'r', task: 'task0', attempt: 999 }, items: [item(victim.assets.ready)] }],
+    ['publish to the victim\'s asset', '/v1/emissions', { stream: { producer: `${prier.name}-job`, workflow: 'sim', runId: PRY_RUN, task: null, attempt: 1 }, items: [item(victim.assets.ready)] }],
+    ['claim an attempt of the victim\'s run', `/v1/streams/${victim.name}-job/r/attempts`, { task: 'task0', atLeast: 999 }],
+    ['claim the victim\'s consumer group', `/v1/streams/${victim.name}-summariser/${victim.name}-summariser/attempts`, { task: null, atLeast: 1 }],
+  ];
+  for (const token of [tokens.job, tokens.consumer, tokens.closer]) {
+    for (const [what, path, body] of writes) {
+      const response = await fetch(`${world.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const text = await response.text();
+      expect('no 5xx', response.status < 500, () => `POST ${path} (${what}) by ${prier.name} answered ${response.status}: ${text.slice(0, 200)}`);
+      const refused = !response.ok || (path === '/v1/emissions' && (JSON.parse(text) as { results: { status: string }[] }).results.every((result) => result.status === 'rejected'));
+      expect('G17', refused, () => `${prier.name}'s token could ${what}: ${response.status} ${text.slice(0, 300)}`);
+    }
+  }
+}
