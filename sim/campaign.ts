@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { scenarioArbitrary, type Scenario } from './operations.js';
-import { simulate, type SimulationReport } from './simulation.js';
+import { addReport, emptyReport, simulate, type SimulationReport } from './simulation.js';
 
 /** The longest operation list a scenario draws: long enough for faults to meet, short enough to shrink. */
 export const MAX_OPERATIONS = 40;
@@ -34,14 +34,12 @@ export interface CampaignResult {
  * that still fails, and the result names it and the one command that replays exactly that case.
  */
 export async function runCampaign(options: CampaignOptions): Promise<CampaignResult> {
-  const totals: SimulationReport = { operations: 0, faults: 0, events: 0 };
+  const totals = emptyReport();
   let runs = 0;
   const property = fc.asyncProperty(scenarioArbitrary(options.maxOperations ?? MAX_OPERATIONS), async (scenario) => {
     const report = await simulate(scenario);
     runs++;
-    totals.operations += report.operations;
-    totals.faults += report.faults;
-    totals.events += report.events;
+    addReport(totals, report);
   });
   const details = await fc.check(property, {
     seed: options.seed,
@@ -78,4 +76,12 @@ export function describeFailure(result: CampaignResult): string {
     `replay: ${failure.replay}`,
     ...(result.shrunk || result.replayed ? [] : [`shrink: npm run sim -- --seed ${result.seed} --runs ${result.runs}`]),
   ].join('\n');
+}
+
+/** What the faults and mistakes of a campaign came to, one count a line: evidence that each path was taken. */
+export function describeHappenings(totals: SimulationReport): string {
+  const lines = Object.entries(totals.happened)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([what, count]) => `  ${what}: ${count}`);
+  return lines.length === 0 ? 'simulation: nothing of note happened' : `simulation: what happened\n${lines.join('\n')}`;
 }

@@ -44,7 +44,7 @@ export class SimGroup {
   private async openOne(): Promise<Consumer> {
     const consumer = await openConsumer({
       path: this.path,
-      server: this.world.url,
+      server: this.world.serverUrls,
       token: this.kind === 'summariser' ? this.tenant.tokens.consumer : this.tenant.tokens.closer,
       group: this.name,
       assets: this.assets,
@@ -120,6 +120,7 @@ export class SimGroup {
     );
     await zombie.close({ timeoutMs: 0 }).catch(() => undefined);
     if (!(outcome instanceof FencedError)) throw new Violation('G21', `${this.name}: the consumer of epoch ${zombie.epoch} went on beside its replacement of epoch ${replacement.epoch}: ${String(outcome)}`);
+    this.world.happened(`consumer zombie fenced (${sameFile ? 'same file' : 'another machine'})`);
     if (replacement.cursor < newest) await this.catchUp();
   }
 

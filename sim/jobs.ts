@@ -1,15 +1,20 @@
-import { z } from 'zod';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { DeliveryError, ServerClient } from '../src/client/server-client.js';
 import { DeadLetters } from '../src/outbox/file/dead-letters.js';
-import { FencedError, openOutbox, RunEndedError, type Outbox } from '../src/outbox/index.js';
+import { CredentialsError, FencedError, openOutbox, RunEndedError, type Outbox } from '../src/outbox/index.js';
 import { Relay } from '../src/outbox/relay/relay.js';
 import type { Fault } from '../src/testing/fault-proxy.js';
+import { commitBatch, commitSeen, lastBatch, RUN_ID } from './batch.js';
+import type { JobProcessArgs } from './job-process.js';
+import { expect } from './violation.js';
 import { QUIET_LOGGER, type Tenant, type World } from './world.js';
 
 const LEASE_TTL_MS = 1000;
-/** Every task runs in the one run of its tenant. */
-const RUN_ID = 'r';
-const progressSchema = z.object({ batch: z.number().int() });
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+
+/** The failpoints a job process is killed at: before a commit, inside it, after it, and after the server stored a delivery. */
+export type JobKillPoint = 'commit:before' | 'commit:after-write' | 'commit:after-commit' | 'relay:after-response';
 
 /** Where a retry runs: the machine of the attempt before, a fresh one, or the task's first machine (its file perhaps shared, perhaps behind). */
 export type Machine = 'same' | 'fresh' | 'first';
@@ -29,6 +34,8 @@ export interface Attempt {
   fenced: boolean;
   /** Its terminal commit is made: it commits nothing more. */
   ended: boolean;
+  /** The token it was started with: its tenant's job token, unless a user's mistake gave it another. */
+  token: string;
 }
 
 /**
@@ -74,11 +81,11 @@ export class SimTask {
   }
 
   /** A job process of this task: its outbox (resuming from the server when the file is fresh), and its relay. */
-  async open(path: string, attempt: number): Promise<Attempt> {
+  async open(path: string, attempt: number, token = this.tenant.tokens.job): Promise<Attempt> {
     const box = await openOutbox({
       path,
       server: this.world.proxy.url,
-      token: this.tenant.tokens.job,
+      token,
       relay: 'manual',
       producer: this.producer,
       run: { workflow: 'sim', runId: RUN_ID, task: this.name, attempt },
@@ -88,12 +95,12 @@ export class SimTask {
       resume: this.resume,
       logger: QUIET_LOGGER,
     });
-    return { box, relay: this.newRelay(box), attempt, path, crashed: false, fenced: false, ended: false };
+    return { box, relay: this.newRelay(box, token), attempt, path, crashed: false, fenced: false, ended: false, token };
   }
 
-  newRelay(box: Outbox): Relay {
+  newRelay(box: Outbox, token: string): Relay {
     return new Relay(box.file, {
-      client: new ServerClient({ servers: [this.world.proxy.url], token: this.tenant.tokens.job, requestTimeoutMs: 5000 }),
+      client: new ServerClient({ servers: [this.world.proxy.url], token, requestTimeoutMs: 5000 }),
       batchMaxRows: 3,
       batchMaxBytes: 1 << 20,
       retryMinDelayMs: 1,
@@ -105,21 +112,15 @@ export class SimTask {
 
   /** The last batch `attempt`'s checkpoint records. */
   batch(attempt: Attempt): number {
-    return attempt.box.checkpoint('progress', progressSchema).get()?.batch ?? 0;
+    return lastBatch(attempt.box);
   }
 
   /** The next batch of `attempt`: its data written (nothing to do here), then checkpoint and emissions in one commit. */
   commit(attempt: Attempt | undefined, options: { typo?: boolean } = {}): number | undefined {
     if (!live(attempt)) return undefined;
-    const progress = attempt.box.checkpoint('progress', progressSchema);
-    const batch = this.batch(attempt) + 1;
-    const partitionKey = `${this.name}.${batch}`;
+    let batch: number;
     try {
-      attempt.box.commit((tx) => {
-        tx.set(progress, { batch });
-        tx.emit(attempt.box.asset(options.typo ? this.tenant.assets.typo : this.tenant.assets.ready), { partitionKey });
-        tx.emit(attempt.box.asset(this.tenant.assets.done), { partitionKey, on: 'success' });
-      });
+      batch = commitBatch(attempt.box, this.tenant.assets, this.name, options);
     } catch (error) {
       if (this.stopped(attempt, error)) return undefined;
       throw error;
@@ -127,6 +128,18 @@ export class SimTask {
     if (options.typo) this.typos.push(batch);
     this.furthest = Math.max(this.furthest, batch);
     return batch;
+  }
+
+  /** A checkpoint-only commit of `attempt` (see commitSeen); false when the attempt may not commit. */
+  commitSeen(attempt: Attempt | undefined): boolean {
+    if (!live(attempt)) return false;
+    try {
+      commitSeen(attempt.box, attempt.attempt);
+      return true;
+    } catch (error) {
+      if (this.stopped(attempt, error)) return false;
+      throw error;
+    }
   }
 
   /**
@@ -157,11 +170,19 @@ export class SimTask {
     return this.outcome === 'complete' || this.outcome === 'fail for good';
   }
 
-  /** One delivery attempt of `attempt`'s relay through the proxy with `fault`; failures are the point. */
-  async step(attempt: Attempt, fault: Fault): Promise<void> {
-    if (attempt.crashed) return;
+  /**
+   * One delivery attempt of `attempt`'s relay through the proxy with `fault`; failures are the point. A
+   * refused token comes back (a job stops on it); any other error that is not a failed request is a bug.
+   */
+  async step(attempt: Attempt, fault: Fault): Promise<CredentialsError | undefined> {
+    if (attempt.crashed) return undefined;
     this.world.proxy.plan(fault);
+    let refused: CredentialsError | undefined;
     await attempt.relay.step().catch((error: { code?: string }) => {
+      if (error instanceof CredentialsError) {
+        refused = error;
+        return;
+      }
       if (error instanceof FencedError) {
         // A relay delivers the whole file: on a shared file the fence may be of another task's attempt,
         // whose rows are parked while this task's go on. Only a fence of this attempt stops it.
@@ -172,6 +193,9 @@ export class SimTask {
       if (!(error instanceof DeliveryError) && error.code !== 'lease_lost') throw error;
     });
     this.world.proxy.clearPlan();
+    const own = attempt.token === this.tenant.tokens.job;
+    expect('G17', !(own && refused), () => `${this.tenant.name}/${this.name}: the server refused the job's own token: ${refused!.message}`);
+    return refused;
   }
 
   /** A crash: the handle is dropped without draining or releasing the lease; the file is all that is left. */
@@ -181,14 +205,99 @@ export class SimTask {
     attempt.box.file.close();
   }
 
-  /** The task's process died and is started again as the same attempt, on the same file. */
-  async restart(): Promise<void> {
+  /** The task's process died and is started again as the same attempt, on the same file (with `token`, its own by default). */
+  async restart(token = this.tenant.tokens.job): Promise<void> {
     const before = this.current;
     this.crash(before);
     this.world.clock += LEASE_TTL_MS + 1;
-    this.current = await this.open(before.path, before.attempt);
+    this.current = await this.open(before.path, before.attempt, token);
     // An attempt that had ended stays ended: its process only exits again; a runner retries with the next.
     this.current.ended = before.ended;
+  }
+
+  /**
+   * A user's mistake and its printed fix: the task's process is started again with a token that may not
+   * publish its stream (a read token, its consumer's, another tenant's job token). The server refuses it
+   * at open, or the job commits a batch and its relay stops at the first refusal (G19: a permanent error
+   * that names its fix, never retried, and nothing lost); the user restarts the job with its own token,
+   * as the error says, and the batch is delivered (G3).
+   */
+  async wrongToken(token: string): Promise<void> {
+    if (this.over || !live(this.current) || this.current.ended) return;
+    const label = `${this.tenant.name}/${this.name}`;
+    const refusedAtOpen = await this.restart(token).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    if (refusedAtOpen !== undefined) {
+      this.world.happened('wrong token refused at open');
+      expect('G19', refusedAtOpen instanceof CredentialsError, () => `${label}: a wrong token at open failed with ${String(refusedAtOpen)}, not a CredentialsError`);
+      this.current = await this.open(this.current.path, this.current.attempt);
+      return;
+    }
+    const wrong = this.current;
+    const committed = this.commit(wrong);
+    if (committed !== undefined) {
+      const pending = wrong.box.file.pendingCount();
+      let refused: CredentialsError | undefined;
+      for (let round = 0; refused === undefined; round++) {
+        expect('G19', round < 20, () => `${label}: the relay with a wrong token was never told it is refused`);
+        refused = await this.step(wrong, 'forward');
+        // Another relay may hold a shared file's lease (a crashed process's): it lapses with time.
+        this.world.clock += LEASE_TTL_MS + 1;
+      }
+      this.world.happened('wrong token stopped the relay at its first request');
+      expect('G19', /token/i.test(refused.message), () => `${label}: the refusal does not name its fix: ${refused.message}`);
+      expect('G3', wrong.box.file.pendingCount() === pending, () => `${label}: a refused delivery changed the rows waiting (${pending} before, ${wrong.box.file.pendingCount()} after)`);
+    }
+    await this.restart();
+  }
+
+  /**
+   * The task's process is a real one for a while: the current attempt goes on in a process of its own
+   * (its file handed over as at a restart), commits `batches` batches and drains, and is killed with
+   * SIGKILL at the `hit`-th pass of `point`, wherever in SQLite's commit or the relay's answer that is.
+   * Then it is started again in process as the same attempt on the same file (G1, G2, G3, G12).
+   */
+  async killedAt(point: JobKillPoint, hit: number, batches: number): Promise<void> {
+    if (this.over || !live(this.current) || this.current.ended) return;
+    const before = this.current;
+    this.crash(before);
+    this.world.clock += LEASE_TTL_MS + 1;
+    const args: JobProcessArgs = {
+      path: before.path,
+      server: this.world.proxy.url,
+      token: this.tenant.tokens.job,
+      producer: this.producer,
+      task: this.name,
+      attempt: before.attempt,
+      resume: this.resume,
+      assets: this.tenant.assets,
+      batches,
+      clock: this.world.clock,
+      leaseTtlMs: LEASE_TTL_MS,
+    };
+    const started = Date.now();
+    const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'sim/job-process.ts', JSON.stringify(args)], {
+        cwd: REPO,
+        env: { ...process.env, ONCEBOX_FAILPOINT: `${point}@${hit}` },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.on('error', reject);
+      child.on('exit', (code, signal) => resolve({ code, signal, output }));
+    });
+    const killed = outcome.signal === 'SIGKILL' && outcome.output.includes('"kill":true');
+    this.world.happened(killed ? `job process killed at ${point}` : `job process not killed (${point} passed fewer than ${hit} times)`);
+    expect('liveness', killed || outcome.code === 0, () => `${this.tenant.name}/${this.name}: its job process (attempt ${before.attempt}) failed: ${outcome.code ?? outcome.signal} ${outcome.output.slice(-500)}`);
+    // Its clock ran with real time: the simulation's moves past it, and past the lease it may have left.
+    this.world.clock += Date.now() - started + LEASE_TTL_MS + 1;
+    this.current = await this.open(before.path, before.attempt);
+    this.current.ended = before.ended;
+    this.furthest = Math.max(this.furthest, this.batch(this.current));
   }
 
   /** A retry: the next attempt, on the same machine (its file), a fresh one (a new file), or back on its first machine. */

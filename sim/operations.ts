@@ -1,12 +1,15 @@
 import fc from 'fast-check';
 import type { Fault } from '../src/testing/fault-proxy.js';
-import type { Ending, Machine } from './jobs.js';
+import type { Ending, JobKillPoint, Machine } from './jobs.js';
+import type { StoreKind } from './world.js';
 
 /**
- * How the simulated world is laid out: its tenants, each with one run of one to three tasks, the tasks
+ * How the simulated world is laid out: its server's store, its tenants, each with one run of one to three tasks, the tasks
  * sharing one outbox file or each with its own. Part of what a seed draws, and shrunk with the operations.
  */
 export interface Layout {
+  /** The server's store: a SQLite file, or two instances over one PostgreSQL schema. */
+  store: StoreKind;
   /** `resume` as the tenant's jobs open their files: the default, or as the BullMQ adapter does. */
   tenants: { tasks: number; sharedFile: boolean; resume: 'fresh-file' | 'server-newer' }[];
 }
@@ -17,15 +20,18 @@ export interface Layout {
  */
 export type Operation =
   | { op: 'commit'; task: number; by: 'current' | 'zombie' }
+  | { op: 'commit checkpoint only'; task: number; by: 'current' | 'zombie' }
   | { op: 'deliver'; task: number; by: 'current' | 'zombie'; fault: Fault }
   | { op: 'deliver together' }
   | { op: 'end'; task: number; how: Ending }
   | { op: 'crash and restart'; task: number }
+  | { op: 'kill the job process'; task: number; at: JobKillPoint; hit: number; batches: number }
   | { op: 'retry'; task: number; machine: Machine }
   | { op: 'retry beside a zombie'; task: number; machine: Machine }
   | { op: 'retry elsewhere, then back'; task: number }
-  | { op: 'zombie works after its retry'; task: number; machine: Machine; batches: number }
+  | { op: 'zombie works after its retry'; task: number; machine: Machine; batches: number; checkpointsOnly: boolean }
   | { op: 'misspell an asset, then fix it'; task: number }
+  | { op: 'wrong token, then fixed'; task: number; token: 'reader' | 'consumer' | 'neighbour' }
   | { op: 'consume'; group: number; events: number }
   | { op: 'stop consumer'; group: number }
   | { op: 'lose consumer machine'; group: number }
@@ -44,14 +50,26 @@ const machine = fc.constantFrom<Machine>('same', 'fresh', 'first');
 /** Weighted so that most of a run is work (commits, deliveries, consumption) and faults come between. */
 export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 12, arbitrary: fc.record({ op: fc.constant('commit' as const), task, by: fc.constantFrom('current' as const, 'current' as const, 'zombie' as const) }) },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('commit checkpoint only' as const), task, by: fc.constantFrom('current' as const, 'current' as const, 'zombie' as const) }) },
   { weight: 14, arbitrary: fc.record({ op: fc.constant('deliver' as const), task, by: fc.constantFrom('current' as const, 'current' as const, 'zombie' as const), fault: fc.constantFrom(...faults) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('deliver together' as const) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('end' as const), task, how: fc.constantFrom<Ending>('complete', 'fail with a retry', 'fail with a retry', 'fail for good') }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('crash and restart' as const), task }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('kill the job process' as const),
+      task,
+      at: fc.constantFrom<JobKillPoint>('commit:before', 'commit:after-write', 'commit:after-commit', 'relay:after-response'),
+      hit: fc.integer({ min: 1, max: 3 }),
+      batches: fc.integer({ min: 1, max: 3 }),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry' as const), task, machine }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry beside a zombie' as const), task, machine }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry elsewhere, then back' as const), task }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('zombie works after its retry' as const), task, machine, batches: fc.integer({ min: 1, max: 3 }) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('zombie works after its retry' as const), task, machine, batches: fc.integer({ min: 1, max: 3 }), checkpointsOnly: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('wrong token, then fixed' as const), task, token: fc.constantFrom('reader' as const, 'consumer' as const, 'neighbour' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('misspell an asset, then fix it' as const), task }) },
   { weight: 5, arbitrary: fc.record({ op: fc.constant('consume' as const), group, events: fc.integer({ min: 1, max: 20 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('stop consumer' as const), group }) },
@@ -64,6 +82,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
 );
 
 export const layoutArbitrary: fc.Arbitrary<Layout> = fc.record({
+  store: fc.constantFrom<StoreKind>('sqlite', 'postgres'),
   tenants: fc.array(fc.record({ tasks: fc.integer({ min: 1, max: 3 }), sharedFile: fc.boolean(), resume: fc.constantFrom('fresh-file' as const, 'server-newer' as const) }), { minLength: 2, maxLength: 3 }),
 });
 

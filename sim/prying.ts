@@ -13,6 +13,7 @@ export const PRY_RUN = 'pry';
  * victim; each write is refused, whole or item by item; nothing answers 5xx.
  */
 export async function pry(world: World, prier: Tenant, victim: Tenant): Promise<void> {
+  world.happened('a tenant pried at another');
   const { tokens } = prier;
   const reads: [token: string, path: string][] = [];
   for (const token of [tokens.reader, tokens.job, tokens.consumer, tokens.closer]) {

@@ -6,7 +6,8 @@
  * that replays it (its seed and --path); the exit status is 1 then.
  */
 import { Command, InvalidArgumentError } from 'commander';
-import { describeFailure, runCampaign } from './campaign.js';
+import { describeFailure, describeHappenings, runCampaign } from './campaign.js';
+import { addReport, emptyReport } from './simulation.js';
 
 const whole = (flag: string) => (value: string) => {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${flag} must be a whole number (got "${value}")`);
@@ -24,17 +25,15 @@ const options = program.opts<{ seed: number; runs: number; minutes?: number; pat
 
 const until = options.minutes === undefined ? undefined : Date.now() + options.minutes * 60_000;
 const started = Date.now();
-let totals = { seeds: 0, runs: 0, operations: 0, faults: 0, events: 0 };
+let seeds = 0;
+let runs = 0;
+const totals = emptyReport();
 for (let seed = options.seed; ; seed++) {
   console.log(`simulation: seed ${seed}, ${options.path === undefined ? `${options.runs} runs` : `replaying path ${options.path}`}`);
   const result = await runCampaign({ seed, runs: options.runs, path: options.path });
-  totals = {
-    seeds: totals.seeds + 1,
-    runs: totals.runs + result.executed,
-    operations: totals.operations + result.totals.operations,
-    faults: totals.faults + result.totals.faults,
-    events: totals.events + result.totals.events,
-  };
+  seeds++;
+  runs += result.executed;
+  addReport(totals, result.totals);
   if (result.failure) {
     console.error(describeFailure(result));
     process.exit(1);
@@ -43,6 +42,7 @@ for (let seed = options.seed; ; seed++) {
 }
 const minutes = (Date.now() - started) / 60_000;
 console.log(
-  `simulation: ${totals.seeds} seeds, ${totals.runs} runs passed; ${totals.operations} operations (${Math.round(totals.operations / minutes)} a minute), ` +
-    `${(totals.faults / totals.runs).toFixed(1)} faults a run, ${totals.events} events stored, in ${minutes.toFixed(1)} min`,
+  `simulation: ${seeds} seeds, ${runs} runs passed; ${totals.operations} operations (${Math.round(totals.operations / minutes)} a minute), ` +
+    `${(totals.faults / runs).toFixed(1)} faults a run, ${totals.events} events stored, in ${minutes.toFixed(1)} min`,
 );
+console.log(describeHappenings(totals));

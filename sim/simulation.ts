@@ -1,10 +1,11 @@
+import pg from 'pg';
 import { Checker } from './checker.js';
 import { pry } from './prying.js';
 import { expect, Violation } from './violation.js';
 import { SimGroup } from './groups.js';
 import { live, SimTask, type Attempt, type Machine } from './jobs.js';
 import type { Operation, Scenario } from './operations.js';
-import { World } from './world.js';
+import { SIM_PG_URL, World } from './world.js';
 
 const TENANT_NAMES = ['acme', 'globex', 'initech'];
 /** Delivery rounds without progress before the simulation calls a stream stuck: a liveness failure. */
@@ -15,7 +16,19 @@ export interface SimulationReport {
   operations: number;
   faults: number;
   events: number;
+  /** What the faults and mistakes came to, counted: `job process killed at commit:after-write`, `wrong token refused at open`… */
+  happened: Record<string, number>;
 }
+
+/** Adds `more` into `totals`: a campaign's figures over its runs. */
+export function addReport(totals: SimulationReport, more: SimulationReport): void {
+  totals.operations += more.operations;
+  totals.faults += more.faults;
+  totals.events += more.events;
+  for (const [what, count] of Object.entries(more.happened)) totals.happened[what] = (totals.happened[what] ?? 0) + count;
+}
+
+export const emptyReport = (): SimulationReport => ({ operations: 0, faults: 0, events: 0, happened: {} });
 
 /** A violation with where it happened: the operation's index in the list (or the final phase). */
 export class SimulationFailure extends Error {
@@ -31,7 +44,7 @@ export class SimulationFailure extends Error {
 /** ONCEBOX_SIM_TRACE=1 prints each operation as it is applied: where a run that hangs stands. */
 const trace = process.env.ONCEBOX_SIM_TRACE ? (at: number | string, operation?: unknown) => console.error(`sim: ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`) : () => undefined;
 
-const FAULTS = new Set<Operation['op']>(['crash and restart', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'lose consumer machine', 'replace consumer beside its zombie', 'pry', 'restart server', 'release held requests']);
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'kill the job process', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'lose consumer machine', 'replace consumer beside its zombie', 'pry', 'restart server', 'release held requests']);
 
 /**
  * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
@@ -40,7 +53,10 @@ const FAULTS = new Set<Operation['op']>(['crash and restart', 'retry', 'retry be
  */
 export async function simulate(scenario: Scenario): Promise<SimulationReport> {
   trace('scenario', scenario);
-  const world = new World(scenario.layout.tenants.map((_, i) => TENANT_NAMES[i]!));
+  const world = new World(
+    scenario.layout.tenants.map((_, i) => TENANT_NAMES[i]!),
+    scenario.layout.store === 'postgres' && (await postgresReachable()) ? 'postgres' : 'sqlite',
+  );
   await world.start();
   const tasks: SimTask[] = [];
   const groups: SimGroup[] = [];
@@ -76,7 +92,7 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
     } catch (error) {
       throw new SimulationFailure(error as Error, 'final', undefined);
     }
-    return { operations: scenario.operations.length, faults, events: checker.eventsSeen };
+    return { operations: scenario.operations.length, faults, events: checker.eventsSeen, happened: Object.fromEntries(world.happenings) };
   } finally {
     for (const group of groups) await group.stop().catch(() => undefined);
     for (const task of tasks) {
@@ -85,6 +101,30 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
     }
     await world.stop();
   }
+}
+
+let postgres: Promise<boolean> | undefined;
+
+/**
+ * Whether the PostgreSQL worlds can run here. Outside CI, without a PostgreSQL, they run on SQLite and
+ * say so once; under CI=true a missing PostgreSQL fails the run.
+ */
+function postgresReachable(): Promise<boolean> {
+  postgres ??= (async () => {
+    const client = new pg.Client({ connectionString: SIM_PG_URL, connectionTimeoutMillis: 3000 });
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+      return true;
+    } catch (error) {
+      if (process.env.CI === 'true') throw new Error(`the simulation's PostgreSQL worlds need ${SIM_PG_URL} under CI=true: ${(error as Error).message}`);
+      console.warn(`simulation: no PostgreSQL at ${SIM_PG_URL} (${(error as Error).message}): its PostgreSQL worlds run on SQLite; set ONCEBOX_TEST_PG`);
+      return false;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  })();
+  return postgres;
 }
 
 /** How long one operation (or the final phase) may take on a busy machine before the world is called stuck. */
@@ -119,6 +159,11 @@ class System {
         task.commit(operation.by === 'zombie' ? task.zombie : task.current);
         return;
       }
+      case 'commit checkpoint only': {
+        const task = this.task(operation.task);
+        task.commitSeen(operation.by === 'zombie' ? task.zombie : task.current);
+        return;
+      }
       case 'deliver': {
         const task = this.task(operation.task);
         const attempt = operation.by === 'zombie' ? task.zombie : task.current;
@@ -137,6 +182,8 @@ class System {
         return this.task(operation.task).end(this.task(operation.task).current, operation.how);
       case 'crash and restart':
         return this.task(operation.task).restart();
+      case 'kill the job process':
+        return this.task(operation.task).killedAt(operation.at, operation.hit, operation.batches);
       case 'retry':
         return this.task(operation.task).retry(operation.machine);
       case 'retry beside a zombie':
@@ -144,7 +191,13 @@ class System {
       case 'retry elsewhere, then back':
         return this.retryElsewhereThenBack(this.task(operation.task));
       case 'zombie works after its retry':
-        return this.zombieWorks(this.task(operation.task), operation.machine, operation.batches);
+        return this.zombieWorks(this.task(operation.task), operation.machine, operation.batches, operation.checkpointsOnly);
+      case 'wrong token, then fixed': {
+        const task = this.task(operation.task);
+        const neighbour = this.world.tenants.find((tenant) => tenant !== task.tenant)!;
+        const token = operation.token === 'neighbour' ? neighbour.tokens.job : task.tenant.tokens[operation.token];
+        return task.wrongToken(token);
+      }
       case 'misspell an asset, then fix it':
         return this.misspellAndFix(this.task(operation.task));
       case 'consume':
@@ -192,26 +245,34 @@ class System {
    * batches and its relay tries to deliver them. On the retry's file its commits are refused at once; on
    * its own, the server fences its deliveries, and it learns so.
    */
-  private async zombieWorks(task: SimTask, machine: Machine, batches: number): Promise<void> {
+  private async zombieWorks(task: SimTask, machine: Machine, batches: number, checkpointsOnly: boolean): Promise<void> {
     if (task.over) return;
     if (!live(task.zombie)) await task.startZombie(machine);
     const { current, zombie } = task;
     if (!live(zombie) || zombie.ended) return;
     if (task.commit(current) === undefined) return;
+    task.commitSeen(current);
     await this.deliverAll([current]);
+    const label = `${task.tenant.name}/${task.name}`;
     for (let i = 0; i < batches; i++) {
-      const committed = task.commit(zombie);
+      const committed = checkpointsOnly ? task.commitSeen(zombie) : task.commit(zombie) !== undefined;
       if (zombie.path === current.path && !current.crashed) {
-        expect('G10', committed === undefined, () => `${task.tenant.name}/${task.name}: attempt ${zombie.attempt} committed batch ${committed} on the file attempt ${current.attempt} opened`);
+        expect('G10', !committed, () => `${label}: attempt ${zombie.attempt} committed on the file attempt ${current.attempt} opened`);
       }
-      if (committed === undefined) return;
+      if (!committed) {
+        this.world.happened(`zombie's commit refused (${zombie.path === current.path ? "on its retry's file" : 'fenced already'})`);
+        return;
+      }
     }
     // Its relay goes on until it is told it is fenced (its rows parked), or it has nothing left to send.
     for (let round = 0; live(zombie) && zombie.box.file.pendingCount() > 0; round++) {
       await task.step(zombie, 'forward');
-      expect('liveness', round < STUCK_AFTER_ROUNDS, () => `${task.tenant.name}/${task.name}: the zombie's relay neither delivered nor learnt of its fence in ${STUCK_AFTER_ROUNDS} rounds`);
+      expect('liveness', round < STUCK_AFTER_ROUNDS, () => `${label}: the zombie's relay neither delivered nor learnt of its fence in ${STUCK_AFTER_ROUNDS} rounds`);
       if (zombie.box.file.pendingCount() > 0) this.world.clock += 1001;
     }
+    // The server knew of the newer attempt before the zombie's commits reached it: it must have fenced them.
+    expect('G10', zombie.fenced || zombie.crashed, () => `${label}: attempt ${zombie.attempt}'s ${checkpointsOnly ? 'checkpoint updates' : 'batches'} were taken after attempt ${current.attempt} delivered`);
+    this.world.happened(`zombie fenced by the server after its retry delivered (${checkpointsOnly ? 'checkpoints only' : 'batches'})`);
   }
 
   /**

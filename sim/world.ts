@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { createServer, type OnceboxServer } from '../src/dedupe/index.js';
 import { startFaultProxy, type FaultProxy } from '../src/testing/fault-proxy.js';
 
@@ -11,6 +12,7 @@ export const QUIET_LOGGER = { info() {}, warn() {}, error() {} };
 export const EVENT_RETENTION_MS = 2 * 24 * 3600_000;
 /** How long it keeps dedupe records: far past any retry of the simulation, as its assumption asks. */
 const DEDUPE_RETENTION_MS = 3650 * 24 * 3600_000;
+let worlds = 0;
 
 /**
  * One tenant of the simulated server: its jobs publish as `<name>-job`, its consumer group reads its own
@@ -30,17 +32,29 @@ export interface Answer {
   status: number;
 }
 
+/** Where the simulated server keeps its state: a SQLite file (one instance), or PostgreSQL (two instances over one schema). */
+export type StoreKind = 'sqlite' | 'postgres';
+
+/** The PostgreSQL the simulation's PostgreSQL worlds use: each world has a schema of its own, dropped at its end. */
+export const SIM_PG_URL = process.env.ONCEBOX_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
+
 /**
- * The world a simulation runs in: one server on a real SQLite file of its own, on a clock the simulation
- * moves, behind a fault proxy for the jobs' relays; its tenants with their tokens. Everything is real (files, HTTP on loopback, tokens); only the clock and the faults are drawn.
+ * The world a simulation runs in: the server on a real SQLite file of its own, or two instances over one
+ * PostgreSQL schema, on a clock the simulation moves, behind a fault proxy for the jobs' relays; its
+ * tenants with their tokens. Everything is real (files, databases, HTTP on loopback, tokens); only the
+ * clock and the faults are drawn.
  */
 export class World {
   clock = Date.parse('2026-01-01T00:00:00Z');
   readonly dir = mkdtempSync(join(tmpdir(), 'oncebox-sim-'));
   readonly serverPath = join(this.dir, 'server.db');
-  server!: OnceboxServer;
-  /** The server itself, for readers and consumers (no faults between them). */
-  url = '';
+  /** Its PostgreSQL schema, in a PostgreSQL world. */
+  readonly schema: string | undefined;
+  /** The server's instances: one on SQLite, two on PostgreSQL (one may be down while it fails over). */
+  private readonly instances: (OnceboxServer | undefined)[] = [];
+  private readonly urls: string[] = [];
+  /** The instance the proxy, the readers and the simulation's own reads go to. */
+  private active = 0;
   /** The jobs' way to the server: through the faults each relay step plans. */
   proxy!: FaultProxy;
   admin = '';
@@ -49,15 +63,38 @@ export class World {
   readonly answers: Answer[] = [];
   /** How many events compaction has removed so far. */
   eventsCompacted = 0;
+  /** What the faults and mistakes came to, counted, for the figures (a kill that struck, a token refused at open…). */
+  readonly happenings = new Map<string, number>();
   private files = 0;
   private readonly newest = new Map<string, number>();
 
-  constructor(private readonly tenantNames: readonly string[]) {}
+  constructor(
+    private readonly tenantNames: readonly string[],
+    readonly store: StoreKind = 'sqlite',
+  ) {
+    if (store === 'postgres') this.schema = `oncebox_sim_${process.pid}_${Date.now().toString(36)}_${worlds++}`;
+  }
 
   readonly now = () => new Date(this.clock);
 
+  /** The instance that is up and serving: what readers, consumers and the simulation's own reads use. */
+  get server(): OnceboxServer {
+    return this.instances[this.active]!;
+  }
+
+  /** The active instance's URL (no faults between it and readers or consumers). */
+  get url(): string {
+    return this.urls[this.active]!;
+  }
+
+  /** Every instance's URL: a consumer fails over between them as a deployment's clients do. */
+  get serverUrls(): string[] {
+    return [...this.urls];
+  }
+
   async start(): Promise<void> {
-    await this.startServer();
+    const count = this.store === 'postgres' ? 2 : 1;
+    for (let i = 0; i < count; i++) await this.startInstance(i);
     this.proxy = await startFaultProxy(this.url, { onAnswer: (request, status) => this.answers.push({ ...request, status }) });
     this.admin = (await this.server.store.tokens.create({ scope: 'admin', note: 'the simulation' })).token;
     for (const name of this.tenantNames) {
@@ -74,9 +111,10 @@ export class World {
     }
   }
 
-  private async startServer(): Promise<void> {
-    this.server = await createServer({
-      db: this.serverPath,
+  private async startInstance(i: number): Promise<void> {
+    const server = await createServer({
+      db: this.store === 'postgres' ? SIM_PG_URL : this.serverPath,
+      schema: this.schema,
       durability: 'normal',
       now: this.now,
       compactEveryMs: 0,
@@ -86,9 +124,14 @@ export class World {
       tokenCacheMs: 0,
       rateLimit: false,
     });
-    // The same port after a restart: consumers and the proxy find the server where it was.
-    this.url = await this.server.listen({ port: this.url === '' ? 0 : Number(new URL(this.url).port) });
-    this.proxy?.setUpstream(this.url);
+    // The same port after a restart: consumers and the proxy find the instance where it was.
+    const port = this.urls[i] === undefined ? 0 : Number(new URL(this.urls[i]!).port);
+    this.urls[i] = await server.listen({ port });
+    this.instances[i] = server;
+  }
+
+  happened(what: string): void {
+    this.happenings.set(what, (this.happenings.get(what) ?? 0) + 1);
   }
 
   /** The cursor of `asset`'s newest event (0 before its first): read through the store, as its own reads page. */
@@ -108,10 +151,21 @@ export class World {
     return join(this.dir, `${label}-${this.files++}.db`);
   }
 
-  /** The server restarts: what it acknowledged stays, what was in flight is lost with it. */
+  /**
+   * The serving instance dies: what it acknowledged stays, what was in flight is lost with it. On SQLite
+   * it starts again on its file; on PostgreSQL the proxy and the readers fail over to the other
+   * instance at once, and the dead one starts again beside it.
+   */
   async restartServer(): Promise<void> {
-    await this.server.close();
-    await this.startServer();
+    const dead = this.active;
+    await this.instances[dead]!.close();
+    this.instances[dead] = undefined;
+    if (this.instances.length > 1) {
+      this.active = (dead + 1) % this.instances.length;
+      this.proxy.setUpstream(this.url);
+    }
+    await this.startInstance(dead);
+    this.proxy.setUpstream(this.url);
   }
 
   /** Moves the clock past the events' retention and compacts: the oldest events go. */
@@ -123,8 +177,14 @@ export class World {
   }
 
   async stop(): Promise<void> {
-    await this.proxy.close();
-    await this.server.close();
+    await this.proxy?.close();
+    for (const instance of this.instances) await instance?.close();
+    if (this.schema !== undefined) {
+      const client = new pg.Client({ connectionString: SIM_PG_URL });
+      await client.connect();
+      await client.query(`DROP SCHEMA IF EXISTS "${this.schema}" CASCADE`);
+      await client.end();
+    }
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -152,7 +152,7 @@ class System {
       now: () => this.clock,
       noteFenced: true,
     });
-    return { box, relay: this.newRelay(box), attempt, path, crashed: false, fenced: false, ended: false };
+    return { box, relay: this.newRelay(box), attempt, path, crashed: false, fenced: false, ended: false, token: '' };
   }
 
   newRelay(box: Outbox): Relay {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeFailure, runCampaign } from '../../sim/campaign.js';
+import { describeFailure, describeHappenings, runCampaign } from '../../sim/campaign.js';
 
 /**
  * The whole-system simulation (sim/), at fixed seeds: several tenants, runs of one to three tasks in
@@ -20,6 +20,7 @@ describe('the whole-system simulation', () => {
       const result = await runCampaign({ seed, runs: RUNS, shrink: false });
       if (result.failure) expect.fail(describeFailure(result));
       console.log(`simulation: seed ${seed}: ${result.totals.operations} operations, ${result.totals.faults} faults, ${result.totals.events} events`);
+      console.log(describeHappenings(result.totals));
       expect(result.totals.events).toBeGreaterThan(0);
     }, 900_000);
   }

@@ -1,0 +1,42 @@
+import { z } from 'zod';
+import type { Outbox } from '../src/outbox/index.js';
+import type { Tenant } from './world.js';
+
+/** Every task runs in the one run of its tenant. */
+export const RUN_ID = 'r';
+const progressSchema = z.object({ batch: z.number().int() });
+
+/** The last batch `box`'s checkpoint records (0 before the first). */
+export function lastBatch(box: Outbox): number {
+  return box.checkpoint('progress', progressSchema).get()?.batch ?? 0;
+}
+
+/**
+ * A task's next batch in one commit: its checkpoint set to b, one event now (`<task>.<b>` on the
+ * tenant's `ready`, or on the misspelt asset by mistake) and one held for the run's success (the same
+ * partition on `done`). The simulation's in-process jobs and its job processes commit alike.
+ */
+export function commitBatch(box: Outbox, assets: Tenant['assets'], task: string, options: { typo?: boolean } = {}): number {
+  const progress = box.checkpoint('progress', progressSchema);
+  const batch = lastBatch(box) + 1;
+  const partitionKey = `${task}.${batch}`;
+  box.commit((tx) => {
+    tx.set(progress, { batch });
+    tx.emit(box.asset(options.typo ? assets.typo : assets.ready), { partitionKey });
+    tx.emit(box.asset(assets.done), { partitionKey, on: 'success' });
+  });
+  return batch;
+}
+
+const seenSchema = z.object({ attempt: z.number().int(), n: z.number().int() });
+
+/**
+ * A checkpoint-only commit, as a job makes when a batch brought no data: its second checkpoint, `seen`,
+ * counts the batches it looked at and names the attempt that set it. Consecutive ones coalesce in the
+ * file into one update, so a request may carry checkpoint items alone.
+ */
+export function commitSeen(box: Outbox, attempt: number): void {
+  const seen = box.checkpoint('seen', seenSchema);
+  const n = (seen.get()?.n ?? 0) + 1;
+  box.commit((tx) => tx.set(seen, { attempt, n }));
+}
