@@ -300,6 +300,34 @@ export class SimTask {
     this.furthest = Math.max(this.furthest, this.batch(this.current));
   }
 
+  /**
+   * A user's mistake and its fix: the task is retried with an attempt far above the run's (a runner's
+   * counter misread, a timestamp for a try number), on a fresh machine. The server refuses its requests
+   * whole (`attempt_too_high`), its rows go dead with that code, and the run's epoch does not move (G10:
+   * a number that high would fence every later attempt for good); the user reruns the task with its real
+   * try number, as the refusal says, on the machine it ran on, and the run goes on.
+   */
+  async wrongAttempt(above: number): Promise<void> {
+    if (this.over || !live(this.current) || this.current.ended) return;
+    const label = `${this.tenant.name}/${this.name}`;
+    const before = this.current;
+    this.crash(before);
+    this.world.clock += LEASE_TTL_MS + 1;
+    const wrong = await this.open(this.world.newPath(`${this.tenant.name}-${this.name}`), this.latestAttempt() + above);
+    this.world.expectedRefusals.add(`${this.producer} attempt_too_high`);
+    if (this.commit(wrong) !== undefined) {
+      for (let round = 0; live(wrong) && wrong.box.file.pendingCount() > 0; round++) {
+        expect('liveness', round < 20, () => `${label}: attempt ${wrong.attempt}'s rows were neither delivered nor refused`);
+        await this.step(wrong, 'forward');
+      }
+      const dead = new DeadLetters(wrong.box.file).list();
+      expect('G8', dead.length > 0 && dead.every((row) => row.code === 'attempt_too_high' && /try number/.test(row.reason)), () => `${label}: attempt ${wrong.attempt} (far above the run's) left dead rows ${JSON.stringify(dead.map((row) => [row.code, row.reason]))}, want attempt_too_high naming the fix`);
+      this.world.happened('an attempt far above the run\'s refused whole');
+    }
+    this.crash(wrong);
+    this.current = await this.open(before.path, this.latestAttempt() + 1);
+  }
+
   /** A retry: the next attempt, on the same machine (its file), a fresh one (a new file), or back on its first machine. */
   async retry(machine: Machine): Promise<void> {
     if (this.over) return;

@@ -31,6 +31,7 @@ export type Operation =
   | { op: 'retry elsewhere, then back'; task: number }
   | { op: 'zombie works after its retry'; task: number; machine: Machine; batches: number; checkpointsOnly: boolean }
   | { op: 'misspell an asset, then fix it'; task: number }
+  | { op: 'wrong attempt, then fixed'; task: number; above: number }
   | { op: 'wrong token, then fixed'; task: number; token: 'reader' | 'consumer' | 'neighbour' }
   | { op: 'consume'; group: number; events: number }
   | { op: 'stop consumer'; group: number }
@@ -69,6 +70,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry beside a zombie' as const), task, machine }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry elsewhere, then back' as const), task }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('zombie works after its retry' as const), task, machine, batches: fc.integer({ min: 1, max: 3 }), checkpointsOnly: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('wrong attempt, then fixed' as const), task, above: fc.integer({ min: 1001, max: 990_000 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('wrong token, then fixed' as const), task, token: fc.constantFrom('reader' as const, 'consumer' as const, 'neighbour' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('misspell an asset, then fix it' as const), task }) },
   { weight: 5, arbitrary: fc.record({ op: fc.constant('consume' as const), group, events: fc.integer({ min: 1, max: 20 }) }) },

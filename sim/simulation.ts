@@ -44,7 +44,7 @@ export class SimulationFailure extends Error {
 /** ONCEBOX_SIM_TRACE=1 prints each operation as it is applied: where a run that hangs stands. */
 const trace = process.env.ONCEBOX_SIM_TRACE ? (at: number | string, operation?: unknown) => console.error(`sim: ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`) : () => undefined;
 
-const FAULTS = new Set<Operation['op']>(['crash and restart', 'kill the job process', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'lose consumer machine', 'replace consumer beside its zombie', 'pry', 'restart server', 'release held requests']);
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'kill the job process', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'replace consumer beside its zombie', 'pry', 'restart server', 'release held requests']);
 
 /**
  * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
@@ -192,6 +192,8 @@ class System {
         return this.retryElsewhereThenBack(this.task(operation.task));
       case 'zombie works after its retry':
         return this.zombieWorks(this.task(operation.task), operation.machine, operation.batches, operation.checkpointsOnly);
+      case 'wrong attempt, then fixed':
+        return this.task(operation.task).wrongAttempt(operation.above);
       case 'wrong token, then fixed': {
         const task = this.task(operation.task);
         const neighbour = this.world.tenants.find((tenant) => tenant !== task.tenant)!;

@@ -130,6 +130,9 @@ export class World {
     this.instances[i] = server;
   }
 
+  /** Refusals a mistake of the simulation's own asked for, by `<producer> <code>`: the catalog may show them. */
+  readonly expectedRefusals = new Set<string>();
+
   happened(what: string): void {
     this.happenings.set(what, (this.happenings.get(what) ?? 0) + 1);
   }
