@@ -2194,6 +2194,43 @@ export const BREAKS: Break[] = [
     edits: [{ file: 'src/outbox/file/run-attempts.ts', find: '          .filter((row) => row.dead_code !== RejectionCode.InvalidItem ||', replace: "          .filter((row) => row.asset === null || !row.asset.startsWith('oncebox.run_'))\n          .filter((row) => row.dead_code !== RejectionCode.InvalidItem ||" }],
     caughtBy: [simulation],
   },
+  {
+    what: "PostgreSQL's group commit judging every request of a group by the first request's token (another tenant's consumer may not cite its cause)",
+    guarantee: 'G17, G20',
+    postgres: true,
+    edits: [
+      {
+        file: 'src/dedupe/postgres/ingest-groups.ts',
+        find: 'outcomes.push({ results: await runIngest(this.plan(request), this.steps.stepHandler(client, request.stream, request.items, state)) });',
+        replace: 'outcomes.push({ results: await runIngest(this.plan({ ...request, scope: group[0]!.scope }), this.steps.stepHandler(client, request.stream, request.items, state)) });',
+      },
+    ],
+    caughtBy: [simulation],
+  },
+  {
+    what: 'a relay stopped by a refused token leaving the receipts awaited before it waiting (a job awaiting its batch hangs instead of failing with the fix)',
+    guarantee: 'G19',
+    edits: [{ file: 'src/outbox/outbox.ts', find: '        if (error instanceof CredentialsError) this.waiters.rejectAll(error);\n', replace: '' }],
+    caughtBy: [simulation],
+  },
+  {
+    what: 'a receipt asked for after the relay stopped on a refused token waiting for a delivery that will never come',
+    guarantee: 'G19',
+    edits: [{ file: 'src/outbox/outbox.ts', find: "    if (row.state === 'pending' && stopped instanceof CredentialsError) return Promise.reject(stopped);\n", replace: '' }],
+    caughtBy: [simulation],
+  },
+  {
+    what: 'the relay retrying a refused token (401, 403) with backoff, forever, as if the server were down',
+    guarantee: 'G19',
+    edits: [
+      {
+        file: 'src/outbox/relay/relay.ts',
+        find: 'shouldRetry: ({ error }) => error instanceof DeliveryError,',
+        replace: 'shouldRetry: ({ error }) => error instanceof DeliveryError || [401, 403].includes((error as { status?: number }).status ?? 0),',
+      },
+    ],
+    caughtBy: [simulation],
+  },
 ];
 
 /** The table of docs/guarantees.md, generated from BREAKS. */

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { cleanCopy } from './clean-copy.js';
-import { BREAKS, breaksTable, TABLE_END, TABLE_START, type Break, type TestSelection } from './breaks.js';
+import { BREAKS, breaksTable, SIMULATION_TEST, TABLE_END, TABLE_START, type Break, type TestSelection } from './breaks.js';
 
 const { values } = parseArgs({
   options: {
@@ -108,17 +108,15 @@ if (values.table) {
 }
 
 const describe = (t: TestSelection) => `${t.file}${t.name ? ` -t "${t.name}"` : ''}`;
-const SIMULATION: TestSelection = { file: 'test/sim/simulation.test.ts' };
+const SIMULATION: TestSelection = { file: SIMULATION_TEST };
 const ofGuarantee = (b: Break) => !values.guarantee || values.guarantee.split('|').some((g) => b.guarantee.split(/,\s*/).includes(g));
 const chosen = BREAKS.filter((b) => !values.only || values.only.split('|').some((text) => b.what.includes(text)))
   .filter(ofGuarantee)
   .map((b) => (values.sim ? { ...b, caughtBy: [SIMULATION] } : b))
   .filter((b) => {
-    // The simulation's server runs on SQLite: a break of the PostgreSQL store is not its to catch.
-    if (values.sim && b.postgres) return false;
-  if (b.postgres && !postgres) console.log(`skipped (no PostgreSQL at 127.0.0.1:5432): ${b.what}`);
-  return !b.postgres || postgres;
-});
+    if (b.postgres && !postgres) console.log(`skipped (no PostgreSQL at 127.0.0.1:5432): ${b.what}`);
+    return !b.postgres || postgres;
+  });
 const dir = scratchCopy();
 let problems = 0;
 try {

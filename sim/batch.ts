@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Outbox } from '../src/outbox/index.js';
+import type { Emission, Outbox } from '../src/outbox/index.js';
 import type { Tenant } from './world.js';
 
 /** Every task runs in the one run of its tenant. */
@@ -16,16 +16,23 @@ export function lastBatch(box: Outbox): number {
  * tenant's `ready`, or on the misspelt asset by mistake) and one held for the run's success (the same
  * partition on `done`). The simulation's in-process jobs and its job processes commit alike.
  */
-export function commitBatch(box: Outbox, assets: Tenant['assets'], task: string, options: { typo?: boolean } = {}): number {
+export function commitBatch(box: Outbox, assets: Tenant['assets'], task: string, options: { typo?: boolean } = {}): CommittedBatch {
   const progress = box.checkpoint('progress', progressSchema);
   const batch = lastBatch(box) + 1;
   const partitionKey = `${task}.${batch}`;
+  let ready!: Emission;
   box.commit((tx) => {
     tx.set(progress, { batch });
-    tx.emit(box.asset(options.typo ? assets.typo : assets.ready), { partitionKey });
+    ready = tx.emit(box.asset(options.typo ? assets.typo : assets.ready), { partitionKey });
     tx.emit(box.asset(assets.done), { partitionKey, on: 'success' });
   });
-  return batch;
+  return { batch, ready };
+}
+
+/** A batch committed: its number, and its event now (whose receipt a job may await). */
+export interface CommittedBatch {
+  batch: number;
+  ready: Emission;
 }
 
 const seenSchema = z.object({ attempt: z.number().int(), n: z.number().int() });

@@ -44,6 +44,6 @@ const box = await openOutbox({
   logger: quiet,
 });
 let committed = 0;
-for (let i = 0; i < args.batches; i++) committed = commitBatch(box, args.assets, args.task);
+for (let i = 0; i < args.batches; i++) committed = commitBatch(box, args.assets, args.task).batch;
 const closed = await box.close({ timeoutMs: 30_000 });
 console.log(JSON.stringify({ committed, pending: closed.pending }));

@@ -5,7 +5,7 @@ import { DeadLetters } from '../src/outbox/file/dead-letters.js';
 import { CredentialsError, FencedError, openOutbox, RunEndedError, type Outbox } from '../src/outbox/index.js';
 import { Relay } from '../src/outbox/relay/relay.js';
 import type { Fault } from '../src/testing/fault-proxy.js';
-import { commitBatch, commitSeen, lastBatch, RUN_ID } from './batch.js';
+import { commitBatch, commitSeen, lastBatch, RUN_ID, type CommittedBatch } from './batch.js';
 import type { JobProcessArgs } from './job-process.js';
 import { expect } from './violation.js';
 import { QUIET_LOGGER, type Tenant, type World } from './world.js';
@@ -81,12 +81,16 @@ export class SimTask {
   }
 
   /** A job process of this task: its outbox (resuming from the server when the file is fresh), and its relay. */
-  async open(path: string, attempt: number, token = this.tenant.tokens.job): Promise<Attempt> {
+  async open(path: string, attempt: number, token = this.tenant.tokens.job, relay: 'manual' | 'in-process' = 'manual'): Promise<Attempt> {
     const box = await openOutbox({
       path,
       server: this.world.proxy.url,
       token,
-      relay: 'manual',
+      relay,
+      batchMaxRows: 3,
+      retryMinDelayMs: 1,
+      retryMaxDelayMs: 5,
+      leaseTtlMs: LEASE_TTL_MS,
       producer: this.producer,
       run: { workflow: 'sim', runId: RUN_ID, task: this.name, attempt },
       durability: 'normal',
@@ -116,18 +120,18 @@ export class SimTask {
   }
 
   /** The next batch of `attempt`: its data written (nothing to do here), then checkpoint and emissions in one commit. */
-  commit(attempt: Attempt | undefined, options: { typo?: boolean } = {}): number | undefined {
+  commit(attempt: Attempt | undefined, options: { typo?: boolean } = {}): CommittedBatch | undefined {
     if (!live(attempt)) return undefined;
-    let batch: number;
+    let committed: CommittedBatch;
     try {
-      batch = commitBatch(attempt.box, this.tenant.assets, this.name, options);
+      committed = commitBatch(attempt.box, this.tenant.assets, this.name, options);
     } catch (error) {
       if (this.stopped(attempt, error)) return undefined;
       throw error;
     }
-    if (options.typo) this.typos.push(batch);
-    this.furthest = Math.max(this.furthest, batch);
-    return batch;
+    if (options.typo) this.typos.push(committed.batch);
+    this.furthest = Math.max(this.furthest, committed.batch);
+    return committed;
   }
 
   /** A checkpoint-only commit of `attempt` (see commitSeen); false when the attempt may not commit. */
@@ -217,39 +221,58 @@ export class SimTask {
 
   /**
    * A user's mistake and its printed fix: the task's process is started again with a token that may not
-   * publish its stream (a read token, its consumer's, another tenant's job token). The server refuses it
-   * at open, or the job commits a batch and its relay stops at the first refusal (G19: a permanent error
-   * that names its fix, never retried, and nothing lost); the user restarts the job with its own token,
-   * as the error says, and the batch is delivered (G3).
+   * publish its stream (a read token, its consumer's, another tenant's job token), its relay running in
+   * process as a job's does. The server refuses it at open, or the job commits a batch and its relay
+   * stops at the first refusal (G19): the refusal shows in `status()`, a receipt awaited before it and
+   * one asked for after it both reject with the CredentialsError that names the fix, and nothing is lost
+   * (G3). The user restarts the job with its own token, as the error says, and the batch is delivered.
    */
   async wrongToken(token: string): Promise<void> {
     if (this.over || !live(this.current) || this.current.ended) return;
     const label = `${this.tenant.name}/${this.name}`;
-    const refusedAtOpen = await this.restart(token).then(
-      () => undefined,
-      (error: unknown) => error,
-    );
-    if (refusedAtOpen !== undefined) {
+    const before = this.current;
+    this.crash(before);
+    this.world.clock += LEASE_TTL_MS + 1;
+    const openedAt = new Date(this.world.clock).toISOString();
+    const wrong = await this.open(before.path, before.attempt, token, 'in-process').catch((error: unknown) => error);
+    if (!('box' in (wrong as object))) {
       this.world.happened('wrong token refused at open');
-      expect('G19', refusedAtOpen instanceof CredentialsError, () => `${label}: a wrong token at open failed with ${String(refusedAtOpen)}, not a CredentialsError`);
-      this.current = await this.open(this.current.path, this.current.attempt);
+      expect('G19', wrong instanceof CredentialsError, () => `${label}: a wrong token at open failed with ${String(wrong)}, not a CredentialsError`);
+      this.current = await this.open(before.path, before.attempt);
+      this.current.ended = before.ended;
       return;
     }
-    const wrong = this.current;
-    const committed = this.commit(wrong);
+    const attempt = wrong as Attempt;
+    this.current = attempt;
+    this.current.ended = before.ended;
+    const committed = this.commit(attempt);
     if (committed !== undefined) {
-      const pending = wrong.box.file.pendingCount();
-      let refused: CredentialsError | undefined;
-      for (let round = 0; refused === undefined; round++) {
-        expect('G19', round < 20, () => `${label}: the relay with a wrong token was never told it is refused`);
-        refused = await this.step(wrong, 'forward');
-        // Another relay may hold a shared file's lease (a crashed process's): it lapses with time.
-        this.world.clock += LEASE_TTL_MS + 1;
+      const early = committed.ready.receipt().then(
+        () => 'delivered',
+        (error: unknown) => error,
+      );
+      const pending = attempt.box.file.pendingCount();
+      // The relay runs on its own: wait for the refusal it records (this attempt's, not one an earlier run left in the file).
+      const refusal = await until(() => {
+        const error = attempt.box.status().lastError;
+        return error !== null && error.at >= openedAt && (error.code === 'forbidden' || error.code === 'unauthorized') ? error : undefined;
+      });
+      expect('G19', refusal !== undefined, () => `${label}: a relay with a refused token never showed the refusal in status(): ${JSON.stringify(attempt.box.status().lastError)}`);
+      expect('G19', /token/i.test(refusal!.message), () => `${label}: the refusal does not name its fix: ${refusal!.message}`);
+      const settled = async (receipt: Promise<unknown>) => Promise.race([receipt, new Promise((resolve) => setTimeout(() => resolve('still waiting'), 50))]);
+      const late = committed.ready.receipt().then(
+        () => 'delivered',
+        (error: unknown) => error,
+      );
+      for (const [when, receipt] of [['awaited before the refusal', early], ['asked for after it', late]] as const) {
+        const outcome = await settled(receipt);
+        expect('G19', outcome instanceof CredentialsError, () => `${label}: a receipt ${when} came to ${String(outcome)}, not the CredentialsError that stopped the relay`);
       }
+      expect('G3', attempt.box.file.pendingCount() === pending, () => `${label}: a refused delivery changed the rows waiting (${pending} before, ${attempt.box.file.pendingCount()} after)`);
       this.world.happened('wrong token stopped the relay at its first request');
-      expect('G19', /token/i.test(refused.message), () => `${label}: the refusal does not name its fix: ${refused.message}`);
-      expect('G3', wrong.box.file.pendingCount() === pending, () => `${label}: a refused delivery changed the rows waiting (${pending} before, ${wrong.box.file.pendingCount()} after)`);
     }
+    await attempt.box.close({ timeoutMs: 0 });
+    attempt.crashed = true;
     await this.restart();
   }
 
@@ -374,6 +397,19 @@ export class SimTask {
       return true;
     }
     return false;
+  }
+}
+
+/**
+ * Polls `found` until it gives something, for at most a minute of real time: what a relay running on its
+ * own does is waited for, never timed; the minute only ends a wait that would never end (a liveness failure).
+ */
+async function until<T>(found: () => T | undefined): Promise<T | undefined> {
+  const end = Date.now() + 60_000;
+  for (;;) {
+    const value = found();
+    if (value !== undefined || Date.now() > end) return value;
+    await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
 
