@@ -2231,6 +2231,42 @@ export const BREAKS: Break[] = [
     ],
     caughtBy: [simulation],
   },
+  {
+    what: "a file's record of a run's attempts read by run, not by task (one task's retry on a shared file fences the other task's live attempt)",
+    guarantee: 'G10, G12',
+    edits: [
+      {
+        file: 'src/outbox/file/run-attempts.ts',
+        find: "getRun: prepare(db, run, q.selectFrom('runs').select(['opened_by', 'fenced_by']).where((eb) => eb.and(ofRun))),",
+        replace: "getRun: prepare(db, run, q.selectFrom('runs').select(['opened_by', 'fenced_by']).where('run_id', '=', run.runId).orderBy('opened_by', 'desc')),",
+      },
+    ],
+    caughtBy: [simulation],
+  },
+  {
+    what: "a retry on a shared file taking over the undelivered rows of the run's other tasks too (their events sent as its own)",
+    guarantee: 'G3, G12',
+    edits: [
+      {
+        file: 'src/outbox/file/rows.ts',
+        find: "        .where((eb) => eb.and(ofRun))\n        .where('attempt', '<', attempt.attempt)",
+        replace: "        .where('run_id', '=', attempt.runId)\n        .where('attempt', '<', attempt.attempt)",
+      },
+    ],
+    caughtBy: [simulation],
+  },
+  {
+    what: "a checkpoint read by run and name, not by task (on a shared file one task resumes from another's progress)",
+    guarantee: 'G1, G3',
+    edits: [
+      {
+        file: 'src/outbox/file/checkpoints.ts',
+        find: '.where((eb) => eb.and({ run_id: checkpointOf.runId, task: checkpointOf.task, name: checkpointOf.name })),',
+        replace: ".where((eb) => eb.and({ run_id: checkpointOf.runId, name: checkpointOf.name })).orderBy('updated_at', 'desc'),",
+      },
+    ],
+    caughtBy: [simulation],
+  },
 ];
 
 /** The table of docs/guarantees.md, generated from BREAKS. */

@@ -190,7 +190,7 @@ export class SimTask {
       if (error instanceof FencedError) {
         // A relay delivers the whole file: on a shared file the fence may be of another task's attempt,
         // whose rows are parked while this task's go on. Only a fence of this attempt stops it.
-        if (attempt.box.file.runs.supersededBy({ runId: RUN_ID, task: this.name }, attempt.attempt) !== undefined) attempt.fenced = true;
+        if (attempt.box.file.runs.supersededBy({ runId: RUN_ID, task: this.name }, attempt.attempt) !== undefined) this.fence(attempt, error);
         return;
       }
       // A failed request goes again at the next step; another relay may hold a shared file's lease.
@@ -393,10 +393,20 @@ export class SimTask {
       return true;
     }
     if (error instanceof FencedError) {
-      attempt.fenced = true;
+      this.fence(attempt, error);
       return true;
     }
     return false;
+  }
+
+  /**
+   * `attempt` was told it is fenced: a job stops then. Only an attempt older than the task's newest can
+   * be (G10): a fence of the newest, with no later attempt of the task anywhere, is another task's (or
+   * another run's) attempt taken for this one's.
+   */
+  private fence(attempt: Attempt, error: FencedError): void {
+    attempt.fenced = true;
+    expect('G10', attempt.attempt < this.latestAttempt(), () => `${this.tenant.name}/${this.name}: its newest attempt ${attempt.attempt} was told it is fenced, though no later attempt of the task exists: ${error.message}`);
   }
 }
 
