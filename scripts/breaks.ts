@@ -2267,6 +2267,19 @@ export const BREAKS: Break[] = [
     ],
     caughtBy: [simulation],
   },
+  {
+    what: "a dead row sent again (a printed fix) under the attempt that committed it, though a later attempt has opened the file since (the server fences it, and the batch is lost)",
+    guarantee: 'G18, G19',
+    edits: [{ file: 'src/outbox/file/dead-letters.ts', find: 'const attempt = this.file.runs.currentAttempt(run, row.attempt);', replace: 'const attempt = row.attempt;' }],
+    caughtBy: [simulation],
+  },
+  {
+    what: 'PostgreSQL: an instance that never reloads its assets (one registered through another instance, as the fix of a misspelt asset says, is refused as unknown until a restart)',
+    guarantee: 'G13, G19',
+    postgres: true,
+    edits: [{ file: 'src/dedupe/postgres/store.ts', find: '    if (unknown) await this.loadAssets();\n', replace: '' }],
+    caughtBy: [simulation],
+  },
 ];
 
 /** The table of docs/guarantees.md, generated from BREAKS. */

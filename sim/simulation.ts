@@ -201,7 +201,7 @@ class System {
         return task.wrongToken(token);
       }
       case 'misspell an asset, then fix it':
-        return this.misspellAndFix(this.task(operation.task));
+        return this.misspellAndFix(this.task(operation.task), operation.retryFirst);
       case 'consume':
         return this.group(operation.group).catchUp(operation.events);
       case 'stop consumer':
@@ -231,14 +231,16 @@ class System {
   /**
    * A user's mistake and its printed fix: a batch's `ready` event goes to a misspelt asset, the server
    * refuses it as unknown and the row goes dead (the stream goes on); the user applies the fix the
-   * refusal names, and the row is delivered, once.
+   * refusal names, perhaps only after the task was retried on its machine (the dead row is then an older
+   * attempt's), and the row is delivered, once.
    */
-  private async misspellAndFix(task: SimTask): Promise<void> {
+  private async misspellAndFix(task: SimTask, retryFirst: boolean): Promise<void> {
     const attempt = task.current;
     if (task.commit(attempt, { typo: true }) === undefined) return;
     await this.deliverAll([attempt]);
+    if (retryFirst) await task.retry('same');
     await task.fixTypo();
-    await this.deliverAll([attempt]);
+    await this.deliverAll([task.current]);
   }
 
   /**

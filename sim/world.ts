@@ -82,6 +82,11 @@ export class World {
     return this.instances[this.active]!;
   }
 
+  /** Another instance than the serving one, where there are two (an operator's command may reach either); else the one. */
+  get otherServer(): OnceboxServer {
+    return this.instances.find((instance, i) => i !== this.active && instance !== undefined) ?? this.server;
+  }
+
   /** The active instance's URL (no faults between it and readers or consumers). */
   get url(): string {
     return this.urls[this.active]!;
