@@ -2280,6 +2280,24 @@ export const BREAKS: Break[] = [
     edits: [{ file: 'src/dedupe/postgres/store.ts', find: '    if (unknown) await this.loadAssets();\n', replace: '' }],
     caughtBy: [simulation],
   },
+  {
+    what: "the catalog's reads queued by address, not by token (every tenant's dashboard behind one proxy waits in one line: a flooding tenant holds the others out)",
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/routes/catalog.ts', find: 'return request.principal || `address:${request.ip}`;', replace: 'return `address:${request.ip}`;' }],
+    caughtBy: [simulation],
+  },
+  {
+    what: "a reader's share of the catalog's queue counted over every reader's waiting reads (one flooding tenant fills it, and the next tenant is refused)",
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/catalog/gate.ts', find: '    if (mine.length >= CATALOG_QUEUE_PER_READER) return Promise.reject(new CatalogQueueFullError(true));', replace: '    if (this.queued >= CATALOG_QUEUE_PER_READER) return Promise.reject(new CatalogQueueFullError(true));' }],
+    caughtBy: [simulation],
+  },
+  {
+    what: 'a catalog read turned away for the queue without Retry-After (a dashboard retries at once, in a loop)',
+    guarantee: 'G27',
+    edits: [{ file: 'src/dedupe/http-app.ts', find: "      reply.header('retry-after', '1');\n", replace: '' }],
+    caughtBy: [simulation],
+  },
 ];
 
 /** The table of docs/guarantees.md, generated from BREAKS. */

@@ -38,6 +38,7 @@ export type Operation =
   | { op: 'lose consumer machine'; group: number }
   | { op: 'replace consumer beside its zombie'; group: number; sameFile: boolean }
   | { op: 'pry'; tenant: number; victim: number }
+  | { op: 'flood the catalog'; tenant: number; other: number; task: number }
   | { op: 'release held requests' }
   | { op: 'restart server' }
   | { op: 'compact'; days: number };
@@ -78,6 +79,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ op: fc.constant('lose consumer machine' as const), group }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('replace consumer beside its zombie' as const), group, sameFile: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('pry' as const), tenant, victim: tenant }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('flood the catalog' as const), tenant, other: tenant, task }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('release held requests' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('restart server' as const) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('compact' as const), days: fc.integer({ min: 1, max: 3 }) }) },

@@ -1,11 +1,12 @@
 import pg from 'pg';
 import { Checker } from './checker.js';
+import { floodCatalog } from './flooding.js';
 import { pry } from './prying.js';
 import { expect, Violation } from './violation.js';
 import { SimGroup } from './groups.js';
 import { live, SimTask, type Attempt, type Machine } from './jobs.js';
 import type { Operation, Scenario } from './operations.js';
-import { SIM_PG_URL, World } from './world.js';
+import { SIM_PG_URL, World, type Tenant } from './world.js';
 
 const TENANT_NAMES = ['acme', 'globex', 'initech'];
 /** Delivery rounds without progress before the simulation calls a stream stuck: a liveness failure. */
@@ -44,7 +45,7 @@ export class SimulationFailure extends Error {
 /** ONCEBOX_SIM_TRACE=1 prints each operation as it is applied: where a run that hangs stands. */
 const trace = process.env.ONCEBOX_SIM_TRACE ? (at: number | string, operation?: unknown) => console.error(`sim: ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`) : () => undefined;
 
-const FAULTS = new Set<Operation['op']>(['crash and restart', 'kill the job process', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'replace consumer beside its zombie', 'pry', 'restart server', 'release held requests']);
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'kill the job process', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'replace consumer beside its zombie', 'pry', 'flood the catalog', 'restart server', 'release held requests']);
 
 /**
  * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
@@ -211,9 +212,16 @@ class System {
       case 'replace consumer beside its zombie':
         return this.group(operation.group).replaceBesideZombie(operation.sameFile);
       case 'pry': {
-        const prier = this.world.tenants[operation.tenant % this.world.tenants.length]!;
-        const victim = this.world.tenants[(operation.tenant + 1 + (operation.victim % (this.world.tenants.length - 1))) % this.world.tenants.length]!;
+        const [prier, victim] = this.twoTenants(operation.tenant, operation.victim);
         return pry(this.world, prier, victim);
+      }
+      case 'flood the catalog': {
+        const [flooder, other] = this.twoTenants(operation.tenant, operation.other);
+        const task = this.task(operation.task);
+        return floodCatalog(this.world, flooder, other, async () => {
+          task.commit(task.current);
+          if (live(task.current)) await this.deliverAll([task.current]);
+        });
       }
       case 'release held requests':
         return this.world.proxy.releaseHeld();
@@ -344,6 +352,13 @@ class System {
       trace(`settle: ${group.name} drains`);
       await group.drain();
     }
+  }
+
+  /** Two different tenants, drawn as indexes: the first, and another. */
+  private twoTenants(first: number, second: number): [Tenant, Tenant] {
+    const { tenants } = this.world;
+    const one = tenants[first % tenants.length]!;
+    return [one, tenants[(first + 1 + (second % (tenants.length - 1))) % tenants.length]!];
   }
 
   private task(index: number): SimTask {
