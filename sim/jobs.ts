@@ -245,6 +245,19 @@ export class SimTask {
     const attempt = wrong as Attempt;
     this.current = attempt;
     this.current.ended = before.ended;
+    try {
+      await this.whileRefused(attempt, openedAt);
+    } finally {
+      // Its relay runs on its own: it stops with the file's close, whatever the checks found.
+      await attempt.box.close({ timeoutMs: 0 });
+      attempt.crashed = true;
+    }
+    await this.restart();
+  }
+
+  /** The wrong token's attempt commits a batch; its relay must stop on the refusal, say so, and lose nothing. */
+  private async whileRefused(attempt: Attempt, openedAt: string): Promise<void> {
+    const label = `${this.tenant.name}/${this.name}`;
     const committed = this.commit(attempt);
     if (committed !== undefined) {
       const early = committed.ready.receipt().then(
@@ -271,9 +284,6 @@ export class SimTask {
       expect('G3', attempt.box.file.pendingCount() === pending, () => `${label}: a refused delivery changed the rows waiting (${pending} before, ${attempt.box.file.pendingCount()} after)`);
       this.world.happened('wrong token stopped the relay at its first request');
     }
-    await attempt.box.close({ timeoutMs: 0 });
-    attempt.crashed = true;
-    await this.restart();
   }
 
   /**
