@@ -23,10 +23,15 @@ export function commitBatch(box: Outbox, assets: Tenant['assets'], task: string,
   let ready!: Emission;
   box.commit((tx) => {
     tx.set(progress, { batch });
-    ready = tx.emit(box.asset(options.typo ? assets.typo : assets.ready), { partitionKey });
+    ready = tx.emit(box.asset(options.typo ? assets.typo : assets.ready), { partitionKey, partitionDate: partitionDateOf(batch) });
     tx.emit(box.asset(assets.done), { partitionKey, on: 'success' });
   });
   return { batch, ready };
+}
+
+/** The day a batch's data is of: batch b covers the b-th day of 2026. */
+export function partitionDateOf(batch: number): string {
+  return new Date(Date.UTC(2026, 0, batch)).toISOString();
 }
 
 /** A batch committed: its number, and its event now (whose receipt a job may await). */

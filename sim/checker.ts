@@ -4,7 +4,8 @@ import type { AssetSummary, ConsumerGroup, Page, Rejection, StreamSummary } from
 import type { EventPage, StoredEvent } from '../src/protocol/wire.js';
 import type { SimGroup } from './groups.js';
 import type { SimTask } from './jobs.js';
-import { PRY_RUN } from './prying.js';
+import { partitionDateOf } from './batch.js';
+import { PRY_RUN, withoutPryRefusals } from './prying.js';
 import { expect } from './violation.js';
 import type { Tenant, World } from './world.js';
 
@@ -103,6 +104,8 @@ export class Checker {
     const batches = ready.map(batchOf);
     const typo = own.filter((event) => event.asset === task.tenant.assets.typo).map(batchOf);
     const inOrder = batches.every((batch, i) => i === 0 || batch > batches[i - 1]!);
+    const misdated = ready.filter((event) => event.partitionDate === null || Date.parse(event.partitionDate) !== Date.parse(partitionDateOf(batchOf(event))));
+    expect('G3', misdated.length === 0, () => `${label}: events stored with another partition date than committed: ${JSON.stringify(misdated.map((event) => [event.partitionKey, event.partitionDate]))}`);
     const gaps = Array.from({ length: Math.max(0, ...batches) }, (_, i) => i + 1).filter((batch) => !batches.includes(batch) && !task.typos.includes(batch));
     expect('G3', inOrder && gaps.length === 0, () => `${label}: ready events of batches ${JSON.stringify(batches)}, want each batch once, in commit order (misspelt: ${JSON.stringify(task.typos)})`);
     if (final && task.outcome === 'complete') {
@@ -211,7 +214,7 @@ export class Checker {
     for (const tenant of this.world.tenants) {
       const pages = catalogs.get(tenant.name)!;
       // A prying tenant's own refusals name the other tenant's asset it sent: its own words, not a leak.
-      const text = JSON.stringify({ ...pages, rejections: pages.rejections.items.filter((rejection) => rejection.runId !== PRY_RUN) });
+      const text = withoutPryRefusals(JSON.stringify(pages));
       for (const other of others(tenant.name)) {
         expect('G17', !text.includes(`${other}.`) && !text.includes(`${other}-`), () => `${tenant.name}'s reader was shown something of ${other}: ${text.slice(Math.max(0, text.search(new RegExp(`${other}[.-]`)) - 300), text.search(new RegExp(`${other}[.-]`)) + 100)}`);
       }

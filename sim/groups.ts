@@ -1,6 +1,11 @@
 import { FencedError, openConsumer, type Consumer, type EventHandler } from '../src/consumer/index.js';
+import type { ConsumerProcessArgs } from './consumer-process.js';
+import { runSimProcess } from './processes.js';
 import { Violation } from './violation.js';
 import { QUIET_LOGGER, type Tenant, type World } from './world.js';
+
+/** The failpoints a consumer process is killed at. */
+export type ConsumerKillPoint = 'consume:before-handler' | 'commit:after-write' | 'consume:after-commit' | 'relay:after-response';
 
 /**
  * What a group does with the tenant's events: a summariser reads `ready` events and, for each, records
@@ -9,12 +14,54 @@ import { QUIET_LOGGER, type Tenant, type World } from './world.js';
  */
 export type GroupKind = 'summariser' | 'closer';
 
+/** What a group's consumer is given: its file, its servers and token, and what it reads and emits. */
+export interface GroupSetup {
+  path: string;
+  servers: string[];
+  token: string;
+  group: string;
+  kind: GroupKind;
+  assets: string[];
+  output: string;
+}
+
+/** Opens a group's consumer as the simulation's in-process consumers and its consumer processes do, its work attached. */
+export async function openGroupConsumer(setup: GroupSetup): Promise<{ consumer: Consumer; handler: EventHandler | undefined }> {
+  const consumer = await openConsumer({
+    path: setup.path,
+    server: setup.servers,
+    token: setup.token,
+    group: setup.group,
+    assets: setup.assets,
+    waitSeconds: 0.1,
+    durability: 'normal',
+    logger: QUIET_LOGGER,
+  });
+  consumer.db.exec('CREATE TABLE IF NOT EXISTS effects (event_id TEXT NOT NULL, applied INTEGER NOT NULL)');
+  if (setup.kind === 'closer') {
+    consumer.trigger({ when: setup.assets, by: 'partitionKey' }, (partitionKey, events, ctx) => {
+      ctx.tx.emit(setup.output, { partitionKey, extra: { inputs: events.map((event) => event.eventId) } });
+    });
+    return { consumer, handler: undefined };
+  }
+  // The summariser: the event's effect in its own database and one summary caused by it, in one commit.
+  const handler: EventHandler = (event, ctx) => {
+    ctx.commit((tx) => {
+      tx.db.prepare('INSERT INTO effects (event_id, applied) VALUES (?, 1)').run(event.eventId);
+      tx.emit(setup.output, { partitionKey: event.partitionKey! });
+    });
+  };
+  return { consumer, handler };
+}
+
 /**
  * A tenant's consumer group. It runs until it has caught up, is stopped, or dies; a replacement runs on
  * the same file or a fresh one, sometimes while the consumer it replaces still runs (a zombie).
  */
 export class SimGroup {
   consumer: Consumer | undefined;
+  /** The summariser's handler for the open consumer; none for a closer (its trigger does the work). */
+  private handler: EventHandler | undefined;
   path: string;
   /** Compaction removed events before this group last started on a fresh file: a rebuild cannot see them (G22's assumption). */
   rebuiltWithoutHistory = false;
@@ -41,28 +88,24 @@ export class SimGroup {
     return this.kind === 'summariser' ? this.tenant.assets.summary : this.tenant.assets.closed;
   }
 
-  private async openOne(): Promise<Consumer> {
-    const consumer = await openConsumer({
+  private setup(): GroupSetup {
+    return {
       path: this.path,
-      server: this.world.serverUrls,
+      servers: this.world.serverUrls,
       token: this.kind === 'summariser' ? this.tenant.tokens.consumer : this.tenant.tokens.closer,
       group: this.name,
+      kind: this.kind,
       assets: this.assets,
-      waitSeconds: 0.1,
-      durability: 'normal',
-      logger: QUIET_LOGGER,
-    });
-    consumer.db.exec('CREATE TABLE IF NOT EXISTS effects (event_id TEXT NOT NULL, applied INTEGER NOT NULL)');
-    if (this.kind === 'closer') {
-      consumer.trigger({ when: this.assets, by: 'partitionKey' }, (partitionKey, events, ctx) => {
-        ctx.tx.emit(this.output, { partitionKey, extra: { inputs: events.map((event) => event.eventId) } });
-      });
-    }
-    return consumer;
+      output: this.output,
+    };
   }
 
   async open(): Promise<Consumer> {
-    this.consumer ??= await this.openOne();
+    if (this.consumer === undefined) {
+      const opened = await openGroupConsumer(this.setup());
+      this.consumer = opened.consumer;
+      this.handler = opened.handler;
+    }
     return this.consumer;
   }
 
@@ -78,16 +121,18 @@ export class SimGroup {
     const watcher = setInterval(() => {
       if (done(handled)) stop.abort();
     }, 5);
-    const handler: EventHandler = (event, ctx) => {
-      ctx.commit((tx) => {
-        tx.db.prepare('INSERT INTO effects (event_id, applied) VALUES (?, 1)').run(event.eventId);
-        tx.emit(this.output, { partitionKey: event.partitionKey! });
-      });
-      if (done(++handled)) stop.abort();
-    };
+    const work = this.handler;
     try {
-      if (this.kind === 'summariser') await consumer.run(handler, { signal: stop.signal });
-      else await consumer.run({ signal: stop.signal });
+      if (work === undefined) await consumer.run({ signal: stop.signal });
+      else {
+        await consumer.run(
+          (event, ctx) => {
+            work(event, ctx);
+            if (done(++handled)) stop.abort();
+          },
+          { signal: stop.signal },
+        );
+      }
     } finally {
       clearInterval(watcher);
     }
@@ -122,6 +167,20 @@ export class SimGroup {
     if (!(outcome instanceof FencedError)) throw new Violation('G21', `${this.name}: the consumer of epoch ${zombie.epoch} went on beside its replacement of epoch ${replacement.epoch}: ${String(outcome)}`);
     this.world.happened(`consumer zombie fenced (${sameFile ? 'same file' : 'another machine'})`);
     if (replacement.cursor < newest) await this.catchUp();
+  }
+
+  /**
+   * The group's consumer is a real process for a while: the in-process one stops, and a process of its
+   * own on the same file consumes every event stored now, killed with SIGKILL at the `hit`-th pass of
+   * `point` (before a handler, inside the consume commit, after it, or once the server stored what it
+   * delivered). The next consumer of the group is in process again, on the same file (G20, G22).
+   */
+  async killedAt(point: ConsumerKillPoint, hit: number): Promise<void> {
+    await this.stop();
+    const args: ConsumerProcessArgs = { ...this.setup(), until: await this.newest() };
+    const outcome = await runSimProcess('sim/consumer-process.ts', args, `${point}@${hit}`);
+    this.world.happened(outcome.killed ? `consumer process killed at ${point}` : `consumer process not killed (${point} passed fewer than ${hit} times)`);
+    if (!outcome.killed && outcome.code !== 0) throw new Violation('liveness', `${this.name}: its consumer process failed: ${outcome.code ?? outcome.signal} ${outcome.output.slice(-500)}`);
   }
 
   /** How often its database says each event's effect was applied, while its file lives. */

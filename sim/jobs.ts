@@ -1,5 +1,3 @@
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { DeliveryError, ServerClient } from '../src/client/server-client.js';
 import { DeadLetters } from '../src/outbox/file/dead-letters.js';
 import { CredentialsError, FencedError, openOutbox, RunEndedError, type Outbox } from '../src/outbox/index.js';
@@ -7,11 +5,11 @@ import { Relay } from '../src/outbox/relay/relay.js';
 import type { Fault } from '../src/testing/fault-proxy.js';
 import { commitBatch, commitSeen, lastBatch, RUN_ID, type CommittedBatch } from './batch.js';
 import type { JobProcessArgs } from './job-process.js';
+import { runSimProcess, startOncebox } from './processes.js';
 import { expect } from './violation.js';
 import { QUIET_LOGGER, type Tenant, type World } from './world.js';
 
 const LEASE_TTL_MS = 1000;
-const REPO = fileURLToPath(new URL('..', import.meta.url));
 
 /** The failpoints a job process is killed at: before a commit, inside it, after it, and after the server stored a delivery. */
 export type JobKillPoint = 'commit:before' | 'commit:after-write' | 'commit:after-commit' | 'relay:after-response';
@@ -287,6 +285,31 @@ export class SimTask {
   }
 
   /**
+   * The task's file is delivered by `oncebox relay FILE --server URL` running beside the job, as the docs
+   * show for a job opened with `relay: 'external'`: it delivers what is waiting, goes on running while
+   * idle, and delivers the batch the job commits then; it stops on SIGTERM, as a supervisor stops it (G3).
+   */
+  async deliverWithRelayCommand(): Promise<void> {
+    const attempt = this.current;
+    if (!live(attempt)) return;
+    const label = `${this.tenant.name}/${this.name}`;
+    const relay = startOncebox(['relay', attempt.path, '--server', this.world.proxy.url], { ONCEBOX_TOKEN: this.tenant.tokens.job });
+    try {
+      const idle = await until(() => (attempt.box.file.pendingCount() === 0 || !relay.running() ? true : undefined));
+      expect('liveness', idle === true, () => `${label}: \`oncebox relay\` did not deliver what was waiting in a minute`);
+      const committed = this.commit(attempt);
+      if (committed !== undefined) {
+        const delivered = await until(() => (attempt.box.file.pendingCount() === 0 || !relay.running() ? true : undefined));
+        expect('liveness', delivered === true, () => `${label}: \`oncebox relay\` did not deliver batch ${committed.batch} in a minute`);
+      }
+      expect('G3', relay.running(), () => `${label}: \`oncebox relay\` (not --drain) exited on its own, leaving ${attempt.box.file.pendingCount()} rows`);
+      this.world.happened('oncebox relay delivered beside the job');
+    } finally {
+      await relay.stop('SIGTERM');
+    }
+  }
+
+  /**
    * The task's process is a real one for a while: the current attempt goes on in a process of its own
    * (its file handed over as at a restart), commits `batches` batches and drains, and is killed with
    * SIGKILL at the `hit`-th pass of `point`, wherever in SQLite's commit or the relay's answer that is.
@@ -311,21 +334,9 @@ export class SimTask {
       leaseTtlMs: LEASE_TTL_MS,
     };
     const started = Date.now();
-    const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'sim/job-process.ts', JSON.stringify(args)], {
-        cwd: REPO,
-        env: { ...process.env, ONCEBOX_FAILPOINT: `${point}@${hit}` },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let output = '';
-      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.on('error', reject);
-      child.on('exit', (code, signal) => resolve({ code, signal, output }));
-    });
-    const killed = outcome.signal === 'SIGKILL' && outcome.output.includes('"kill":true');
-    this.world.happened(killed ? `job process killed at ${point}` : `job process not killed (${point} passed fewer than ${hit} times)`);
-    expect('liveness', killed || outcome.code === 0, () => `${this.tenant.name}/${this.name}: its job process (attempt ${before.attempt}) failed: ${outcome.code ?? outcome.signal} ${outcome.output.slice(-500)}`);
+    const outcome = await runSimProcess('sim/job-process.ts', args, `${point}@${hit}`);
+    this.world.happened(outcome.killed ? `job process killed at ${point}` : `job process not killed (${point} passed fewer than ${hit} times)`);
+    expect('liveness', outcome.killed || outcome.code === 0, () => `${this.tenant.name}/${this.name}: its job process (attempt ${before.attempt}) failed: ${outcome.code ?? outcome.signal} ${outcome.output.slice(-500)}`);
     // Its clock ran with real time: the simulation's moves past it, and past the lease it may have left.
     this.world.clock += Date.now() - started + LEASE_TTL_MS + 1;
     this.current = await this.open(before.path, before.attempt);

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import type { Fault } from '../src/testing/fault-proxy.js';
+import type { ConsumerKillPoint } from './groups.js';
 import type { Ending, JobKillPoint, Machine } from './jobs.js';
 import type { StoreKind } from './world.js';
 
@@ -23,6 +24,7 @@ export type Operation =
   | { op: 'commit checkpoint only'; task: number; by: 'current' | 'zombie' }
   | { op: 'deliver'; task: number; by: 'current' | 'zombie'; fault: Fault }
   | { op: 'deliver together' }
+  | { op: 'deliver with the relay command'; task: number }
   | { op: 'end'; task: number; how: Ending }
   | { op: 'crash and restart'; task: number }
   | { op: 'kill the job process'; task: number; at: JobKillPoint; hit: number; batches: number }
@@ -36,6 +38,7 @@ export type Operation =
   | { op: 'consume'; group: number; events: number }
   | { op: 'stop consumer'; group: number }
   | { op: 'lose consumer machine'; group: number }
+  | { op: 'kill the consumer process'; group: number; at: ConsumerKillPoint; hit: number }
   | { op: 'replace consumer beside its zombie'; group: number; sameFile: boolean }
   | { op: 'pry'; tenant: number; victim: number }
   | { op: 'flood the catalog'; tenant: number; other: number; task: number }
@@ -55,6 +58,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ op: fc.constant('commit checkpoint only' as const), task, by: fc.constantFrom('current' as const, 'current' as const, 'zombie' as const) }) },
   { weight: 14, arbitrary: fc.record({ op: fc.constant('deliver' as const), task, by: fc.constantFrom('current' as const, 'current' as const, 'zombie' as const), fault: fc.constantFrom(...faults) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('deliver together' as const) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('deliver with the relay command' as const), task }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('end' as const), task, how: fc.constantFrom<Ending>('complete', 'fail with a retry', 'fail with a retry', 'fail for good') }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('crash and restart' as const), task }) },
   {
@@ -77,6 +81,15 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 5, arbitrary: fc.record({ op: fc.constant('consume' as const), group, events: fc.integer({ min: 1, max: 20 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('stop consumer' as const), group }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('lose consumer machine' as const), group }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('kill the consumer process' as const),
+      group,
+      at: fc.constantFrom<ConsumerKillPoint>('consume:before-handler', 'commit:after-write', 'consume:after-commit', 'relay:after-response'),
+      hit: fc.integer({ min: 1, max: 4 }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('replace consumer beside its zombie' as const), group, sameFile: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('pry' as const), tenant, victim: tenant }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('flood the catalog' as const), tenant, other: tenant, task }) },

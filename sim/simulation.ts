@@ -45,7 +45,7 @@ export class SimulationFailure extends Error {
 /** ONCEBOX_SIM_TRACE=1 prints each operation as it is applied: where a run that hangs stands. */
 const trace = process.env.ONCEBOX_SIM_TRACE ? (at: number | string, operation?: unknown) => console.error(`sim: ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`) : () => undefined;
 
-const FAULTS = new Set<Operation['op']>(['crash and restart', 'kill the job process', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'replace consumer beside its zombie', 'pry', 'flood the catalog', 'restart server', 'release held requests']);
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'kill the job process', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'flood the catalog', 'restart server', 'release held requests']);
 
 /**
  * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
@@ -179,6 +179,8 @@ class System {
           ...this.groups.map((group) => group.catchUp()),
         ]);
         return;
+      case 'deliver with the relay command':
+        return this.task(operation.task).deliverWithRelayCommand();
       case 'end':
         return this.task(operation.task).end(this.task(operation.task).current, operation.how);
       case 'crash and restart':
@@ -209,6 +211,8 @@ class System {
         return this.group(operation.group).stop();
       case 'lose consumer machine':
         return this.group(operation.group).loseMachine();
+      case 'kill the consumer process':
+        return this.group(operation.group).killedAt(operation.at, operation.hit);
       case 'replace consumer beside its zombie':
         return this.group(operation.group).replaceBesideZombie(operation.sameFile);
       case 'pry': {
