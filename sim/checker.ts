@@ -4,7 +4,7 @@ import type { AssetSummary, ConsumerGroup, Page, Rejection, StreamSummary } from
 import type { EventPage, StoredEvent } from '../src/protocol/wire.js';
 import type { SimGroup } from './groups.js';
 import type { SimTask } from './jobs.js';
-import { partitionDateOf } from './batch.js';
+import { partitionDateOf, RUN_ID } from './batch.js';
 import { PRY_RUN, withoutPryRefusals } from './prying.js';
 import { expect } from './violation.js';
 import type { Tenant, World } from './world.js';
@@ -95,7 +95,7 @@ export class Checker {
    */
   private checkTask(task: SimTask, history: readonly StoredEvent[], final: boolean): void {
     const label = `${task.tenant.name}/${task.name}`;
-    const own = history.filter((event) => event.producer === task.producer && event.task === task.name);
+    const own = history.filter((event) => event.producer === task.producer && event.runId === RUN_ID && event.task === task.name);
     // G3: a task's `ready` events are its batches, each once, in commit order; a batch may be missing
     // only if some attempt misspelt its asset. A misspelt batch is on the misspelt asset once (G18): an
     // attempt that redid a batch another attempt had published (a file behind the server) misspelt it
@@ -148,11 +148,11 @@ export class Checker {
    */
   private checkStream(task: SimTask, history: readonly StoredEvent[], streams: Page<StreamSummary>, final: boolean): void {
     const label = `${task.tenant.name}/${task.name}`;
-    const stream = streams.items.find((item) => item.producer === task.producer && item.task === task.name);
+    const stream = streams.items.find((item) => item.producer === task.producer && item.runId === RUN_ID && item.task === task.name);
     if (stream === undefined) return;
     const seen = new Set(
       history
-        .filter((event) => event.producer === task.producer && event.task === task.name && (event.asset === task.tenant.assets.ready || event.asset === task.tenant.assets.typo))
+        .filter((event) => event.producer === task.producer && event.runId === RUN_ID && event.task === task.name && (event.asset === task.tenant.assets.ready || event.asset === task.tenant.assets.typo))
         .map(batchOf),
     );
     let published = 0;

@@ -1,6 +1,7 @@
 import { FencedError, openConsumer, type Consumer, type EventHandler } from '../src/consumer/index.js';
 import type { ConsumerProcessArgs } from './consumer-process.js';
 import { runSimProcess } from './processes.js';
+import { until } from './waiting.js';
 import { Violation } from './violation.js';
 import { QUIET_LOGGER, type Tenant, type World } from './world.js';
 
@@ -163,10 +164,17 @@ export class SimGroup {
       () => undefined,
       (error: unknown) => error,
     );
-    await zombie.close({ timeoutMs: 0 }).catch(() => undefined);
-    if (!(outcome instanceof FencedError)) throw new Violation('G21', `${this.name}: the consumer of epoch ${zombie.epoch} went on beside its replacement of epoch ${replacement.epoch}: ${String(outcome)}`);
-    this.world.happened(`consumer zombie fenced (${sameFile ? 'same file' : 'another machine'})`);
-    if (replacement.cursor < newest) await this.catchUp();
+    try {
+      if (!(outcome instanceof FencedError)) throw new Violation('G21', `${this.name}: the consumer of epoch ${zombie.epoch} went on beside its replacement of epoch ${replacement.epoch}: ${String(outcome)}`);
+      this.world.happened(`consumer zombie fenced (${sameFile ? 'same file' : 'another machine'})`);
+      if (replacement.cursor < newest) await this.catchUp();
+      // The fenced consumer's process lives on (it has not noticed, or will exit later): on a shared file its
+      // relay must have let go, so that the replacement delivers now, not once a lease lapses.
+      const delivered = await until(() => (replacement.status().pending === 0 ? true : undefined));
+      if (delivered === undefined) throw new Violation('G21', `${this.name}: the replacement could not deliver its ${replacement.status().pending} rows while the fenced consumer lived on${sameFile ? ' on the same file' : ''}`);
+    } finally {
+      await zombie.close({ timeoutMs: 0 }).catch(() => undefined);
+    }
   }
 
   /**

@@ -6,6 +6,7 @@ import type { Fault } from '../src/testing/fault-proxy.js';
 import { commitBatch, commitSeen, lastBatch, RUN_ID, type CommittedBatch } from './batch.js';
 import type { JobProcessArgs } from './job-process.js';
 import { runSimProcess, startOncebox } from './processes.js';
+import { until } from './waiting.js';
 import { expect } from './violation.js';
 import { QUIET_LOGGER, type Tenant, type World } from './world.js';
 
@@ -429,19 +430,6 @@ export class SimTask {
   private fence(attempt: Attempt, error: FencedError): void {
     attempt.fenced = true;
     expect('G10', attempt.attempt < this.latestAttempt(), () => `${this.tenant.name}/${this.name}: its newest attempt ${attempt.attempt} was told it is fenced, though no later attempt of the task exists: ${error.message}`);
-  }
-}
-
-/**
- * Polls `found` until it gives something, for at most a minute of real time: what a relay running on its
- * own does is waited for, never timed; the minute only ends a wait that would never end (a liveness failure).
- */
-async function until<T>(found: () => T | undefined): Promise<T | undefined> {
-  const end = Date.now() + 60_000;
-  for (;;) {
-    const value = found();
-    if (value !== undefined || Date.now() > end) return value;
-    await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
 

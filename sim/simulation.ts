@@ -2,6 +2,7 @@ import pg from 'pg';
 import { Checker } from './checker.js';
 import { floodCatalog } from './flooding.js';
 import { pry } from './prying.js';
+import { rerunBatches } from './reruns.js';
 import { expect, Violation } from './violation.js';
 import { SimGroup } from './groups.js';
 import { live, SimTask, type Attempt, type Machine } from './jobs.js';
@@ -146,6 +147,9 @@ async function finishing(what: string, phase: () => Promise<void>): Promise<void
 
 /** The world with its tasks and groups, and what each operation does to them. */
 class System {
+  /** Re-runs so far: each has a run id of its own. */
+  private reruns = 0;
+
   constructor(
     private readonly world: World,
     private readonly tasks: SimTask[],
@@ -202,6 +206,10 @@ class System {
         const neighbour = this.world.tenants.find((tenant) => tenant !== task.tenant)!;
         const token = operation.token === 'neighbour' ? neighbour.tokens.job : task.tenant.tokens[operation.token];
         return task.wrongToken(token);
+      }
+      case 'rerun earlier batches': {
+        const task = this.task(operation.task);
+        return rerunBatches(this.world, task.tenant, task.name, operation.batches, `rerun-${++this.reruns}`);
       }
       case 'misspell an asset, then fix it':
         return this.misspellAndFix(this.task(operation.task), operation.retryFirst);
