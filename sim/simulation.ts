@@ -198,7 +198,7 @@ class System {
       case 'retry elsewhere, then back':
         return this.retryElsewhereThenBack(this.task(operation.task));
       case 'zombie works after its retry':
-        return this.zombieWorks(this.task(operation.task), operation.machine, operation.batches, operation.checkpointsOnly);
+        return this.zombieWorks(this.task(operation.task), operation.machine, operation.batches, operation.checkpointsOnly, operation.retryFirst);
       case 'wrong attempt, then fixed':
         return this.task(operation.task).wrongAttempt(operation.above);
       case 'wrong token, then fixed': {
@@ -269,13 +269,15 @@ class System {
    * batches and its relay tries to deliver them. On the retry's file its commits are refused at once; on
    * its own, the server fences its deliveries, and it learns so.
    */
-  private async zombieWorks(task: SimTask, machine: Machine, batches: number, checkpointsOnly: boolean): Promise<void> {
+  private async zombieWorks(task: SimTask, machine: Machine, batches: number, checkpointsOnly: boolean, retryFirst: 'batch' | 'checkpoint'): Promise<void> {
     if (task.over) return;
     if (!live(task.zombie)) await task.startZombie(machine);
     const { current, zombie } = task;
     if (!live(zombie) || zombie.ended) return;
-    if (task.commit(current) === undefined) return;
-    task.commitSeen(current);
+    // The retry's first delivery: a batch, or a checkpoint alone (a batch that brought no data): either
+    // moves the run's epoch to the retry, and fences the zombie.
+    if (retryFirst === 'batch' && task.commit(current) === undefined) return;
+    if (!task.commitSeen(current)) return;
     await this.deliverAll([current]);
     const label = `${task.tenant.name}/${task.name}`;
     for (let i = 0; i < batches; i++) {
