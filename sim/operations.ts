@@ -42,6 +42,7 @@ export type Operation =
   | { op: 'kill the consumer process'; group: number; at: ConsumerKillPoint; hit: number }
   | { op: 'replace consumer beside its zombie'; group: number; sameFile: boolean }
   | { op: 'pry'; tenant: number; victim: number }
+  | { op: 'revoke a read token, then replace it'; tenant: number }
   | { op: 'flood the catalog'; tenant: number; other: number; task: number }
   | { op: 'release held requests' }
   | { op: 'restart server' }
@@ -94,6 +95,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('replace consumer beside its zombie' as const), group, sameFile: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('pry' as const), tenant, victim: tenant }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('revoke a read token, then replace it' as const), tenant }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('flood the catalog' as const), tenant, other: tenant, task }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('release held requests' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('restart server' as const) }) },

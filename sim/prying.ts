@@ -48,8 +48,11 @@ export async function pry(world: World, prier: Tenant, victim: Tenant): Promise<
     [tokens.reader, `/v1/catalog/assets?prefix=${victim.name}`],
     [tokens.reader, '/v1/catalog'],
   );
+  // A token made up from the victim's token id and another secret, while the victim's grant is cached on the instance.
+  const forged = victim.tokens.reader.replace(/_[A-Za-z0-9_-]{43}$/, `_${'x'.repeat(43)}`);
+  reads.push([forged, `/v1/events?asset=${victim.assets.ready}&after=0`], [forged, '/v1/catalog/streams?limit=5']);
   for (const [token, path] of reads) {
-    const response = await fetch(`${world.url}${path}`, { headers: { authorization: `Bearer ${token}` } });
+    const response = await world.fetch(path, { headers: { authorization: `Bearer ${token}` } });
     const text = withoutPryRefusals(await response.text());
     expect('no 5xx', response.status < 500, () => `GET ${path} by ${prier.name} answered ${response.status}: ${text.slice(0, 200)}`);
     const leaks = response.ok && (text.includes(`${victim.name}.`) || text.includes(`${victim.name}-`));
@@ -65,7 +68,7 @@ export async function pry(world: World, prier: Tenant, victim: Tenant): Promise<
   ];
   for (const token of [tokens.job, tokens.consumer, tokens.closer]) {
     for (const [what, path, body] of writes) {
-      const response = await fetch(`${world.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const response = await world.fetch(path, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
       const text = await response.text();
       expect('no 5xx', response.status < 500, () => `POST ${path} (${what}) by ${prier.name} answered ${response.status}: ${text.slice(0, 200)}`);
       const refused = !response.ok || (path === '/v1/emissions' && (JSON.parse(text) as { results: { status: string }[] }).results.every((result) => result.status === 'rejected'));

@@ -3,6 +3,7 @@ import { Checker } from './checker.js';
 import { floodCatalog } from './flooding.js';
 import { pry } from './prying.js';
 import { rerunBatches } from './reruns.js';
+import { revokeAndReplace } from './revoking.js';
 import { expect, Violation } from './violation.js';
 import { SimGroup } from './groups.js';
 import { live, SimTask, type Attempt, type Machine } from './jobs.js';
@@ -46,7 +47,7 @@ export class SimulationFailure extends Error {
 /** ONCEBOX_SIM_TRACE=1 prints each operation as it is applied: where a run that hangs stands. */
 const trace = process.env.ONCEBOX_SIM_TRACE ? (at: number | string, operation?: unknown) => console.error(`sim: ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`) : () => undefined;
 
-const FAULTS = new Set<Operation['op']>(['crash and restart', 'kill the job process', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'flood the catalog', 'restart server', 'release held requests']);
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'kill the job process', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'revoke a read token, then replace it', 'flood the catalog', 'restart server', 'release held requests']);
 
 /**
  * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
@@ -227,6 +228,8 @@ class System {
         const [prier, victim] = this.twoTenants(operation.tenant, operation.victim);
         return pry(this.world, prier, victim);
       }
+      case 'revoke a read token, then replace it':
+        return revokeAndReplace(this.world, this.world.tenants[operation.tenant % this.world.tenants.length]!);
       case 'flood the catalog': {
         const [flooder, other] = this.twoTenants(operation.tenant, operation.other);
         const task = this.task(operation.task);

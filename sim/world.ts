@@ -1,7 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import pg from 'pg';
+import pRetry from 'p-retry';
 import { createServer, type OnceboxServer } from '../src/dedupe/index.js';
 import { startFaultProxy, type FaultProxy } from '../src/testing/fault-proxy.js';
 
@@ -126,7 +128,8 @@ export class World {
       eventRetentionMs: EVENT_RETENTION_MS,
       dedupeRetentionMs: DEDUPE_RETENTION_MS,
       streamRetentionMs: DEDUPE_RETENTION_MS,
-      tokenCacheMs: 0,
+      // Grants cached as a deployment caches them: a revocation must reach the instance's cache at once.
+      tokenCacheMs: 60_000,
       rateLimit: false,
     });
     // The same port after a restart: consumers and the proxy find the instance where it was.
@@ -137,6 +140,38 @@ export class World {
 
   /** Refusals a mistake of the simulation's own asked for, by `<producer> <code>`: the catalog may show them. */
   readonly expectedRefusals = new Set<string>();
+
+  /**
+   * A request to the serving instance, tried again when the connection fails: a server restart closes the
+   * connections a client kept open, and a client retries (only the server's answers are judged, never the network's).
+   */
+  fetch(path: string, init: RequestInit = {}): Promise<Response> {
+    return pRetry(() => fetch(`${this.url}${path}`, init), {
+      retries: 20,
+      minTimeout: 5,
+      maxTimeout: 100,
+      shouldRetry: ({ error }) => error instanceof TypeError,
+    });
+  }
+
+  /** The rows of the server's tokens table, read as a stolen backup would be: straight from its store. */
+  async storedTokenRows(): Promise<unknown[]> {
+    if (this.schema === undefined) {
+      const db = new Database(this.serverPath, { readonly: true, fileMustExist: true });
+      try {
+        return db.prepare('SELECT * FROM tokens').all();
+      } finally {
+        db.close();
+      }
+    }
+    const client = new pg.Client({ connectionString: SIM_PG_URL });
+    await client.connect();
+    try {
+      return (await client.query(`SELECT * FROM "${this.schema}".tokens`)).rows;
+    } finally {
+      await client.end();
+    }
+  }
 
   happened(what: string): void {
     this.happenings.set(what, (this.happenings.get(what) ?? 0) + 1);
