@@ -335,8 +335,10 @@ export class SimTask {
       leaseTtlMs: LEASE_TTL_MS,
     };
     const started = Date.now();
-    const outcome = await runSimProcess('sim/job-process.ts', args, `${point}@${hit}`);
-    this.world.happened(outcome.killed ? `job process killed at ${point}` : `job process not killed (${point} passed fewer than ${hit} times)`);
+    // A commit's points are passed once a batch: the kill comes at one of its batches.
+    const at = point.startsWith('commit:') ? Math.min(hit, batches) : hit;
+    const outcome = await runSimProcess('sim/job-process.ts', args, `${point}@${at}`);
+    this.world.happened(outcome.killed ? `job process killed at ${point}` : `job process not killed (${point} passed fewer than ${at} times)`);
     expect('liveness', outcome.killed || outcome.code === 0, () => `${this.tenant.name}/${this.name}: its job process (attempt ${before.attempt}) failed: ${outcome.code ?? outcome.signal} ${outcome.output.slice(-500)}`);
     // Its clock ran with real time: the simulation's moves past it, and past the lease it may have left.
     this.world.clock += Date.now() - started + LEASE_TTL_MS + 1;

@@ -90,7 +90,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
       op: fc.constant('kill the consumer process' as const),
       group,
       at: fc.constantFrom<ConsumerKillPoint>('consume:before-handler', 'commit:after-write', 'consume:after-commit', 'relay:after-response'),
-      hit: fc.integer({ min: 1, max: 4 }),
+      hit: fc.integer({ min: 1, max: 2 }),
     }),
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('replace consumer beside its zombie' as const), group, sameFile: fc.boolean() }) },

@@ -220,8 +220,13 @@ class System {
         return this.group(operation.group).stop();
       case 'lose consumer machine':
         return this.group(operation.group).loseMachine();
-      case 'kill the consumer process':
-        return this.group(operation.group).killedAt(operation.at, operation.hit);
+      case 'kill the consumer process': {
+        // Work for it first: a batch of one of its tenant's tasks, delivered, so that the process has events to consume.
+        const group = this.group(operation.group);
+        const task = this.tasks.find((candidate) => candidate.tenant === group.tenant && live(candidate.current) && !candidate.current.ended);
+        if (task?.commit(task.current) !== undefined) await this.deliverAll([task.current]);
+        return group.killedAt(operation.at, operation.hit);
+      }
       case 'replace consumer beside its zombie':
         return this.group(operation.group).replaceBesideZombie(operation.sameFile);
       case 'pry': {

@@ -10,7 +10,7 @@ import { describeFailure, describeHappenings, runCampaign } from '../../sim/camp
  *
  * ONCEBOX_SIM_SEEDS (comma-separated) and ONCEBOX_SIM_RUNS override the fixed ones.
  */
-const SEEDS = (process.env.ONCEBOX_SIM_SEEDS ?? '20261204,20261205,20261206').split(',').map(Number);
+const SEEDS = (process.env.ONCEBOX_SIM_SEEDS ?? '20261204,20261205,20261206,20261207').split(',').map(Number);
 const RUNS = Number(process.env.ONCEBOX_SIM_RUNS ?? 12);
 
 describe('the whole-system simulation', () => {
