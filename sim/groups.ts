@@ -56,6 +56,16 @@ export async function openGroupConsumer(setup: GroupSetup): Promise<{ consumer: 
 }
 
 /**
+ * Whether a closer's triggers still have state to rebuild from the server (a fresh file's first run
+ * does it, before any new event; a consumer without triggers plans one it never needs). Read from the consumer's own file: the simulation's bookkeeping of
+ * G22's assumption, not a check.
+ */
+function rebuildPending(consumer: Consumer): boolean {
+  const plan = consumer.db.prepare('SELECT up_to, done_through FROM trigger_rebuild WHERE id = 1').get() as { up_to: number; done_through: number } | undefined;
+  return plan !== undefined && plan.done_through < plan.up_to;
+}
+
+/**
  * A tenant's consumer group. It runs until it has caught up, is stopped, or dies; a replacement runs on
  * the same file or a fresh one, sometimes while the consumer it replaces still runs (a zombie).
  */
@@ -143,8 +153,11 @@ export class SimGroup {
   async catchUp(stopAfter = Number.POSITIVE_INFINITY): Promise<void> {
     const consumer = await this.open();
     const newest = await this.newest();
-    if (consumer.cursor >= newest) return;
-    await this.runUntil(consumer, (handled) => consumer.cursor >= newest || handled >= stopAfter);
+    // A closer on a fresh file rebuilds its triggers' state when it runs: it runs until that is done too,
+    // as a consumer process would right after it opens (the rebuild needs the events the server still holds).
+    const caughtUp = () => consumer.cursor >= newest && !(this.kind === 'closer' && rebuildPending(consumer));
+    if (caughtUp()) return;
+    await this.runUntil(consumer, (handled) => caughtUp() || handled >= stopAfter);
   }
 
   /**
@@ -157,7 +170,6 @@ export class SimGroup {
     if (!sameFile) this.moveToFreshFile();
     this.consumer = undefined;
     const replacement = await this.open();
-    const newest = await this.newest();
     // The zombie is fenced at its next delivery, or, idle, at its next empty fetch: it may not outlive its
     // replacement catching up and a long-poll beyond it.
     const outcome = await this.runUntil(zombie, () => false).then(
@@ -167,7 +179,7 @@ export class SimGroup {
     try {
       if (!(outcome instanceof FencedError)) throw new Violation('G21', `${this.name}: the consumer of epoch ${zombie.epoch} went on beside its replacement of epoch ${replacement.epoch}: ${String(outcome)}`);
       this.world.happened(`consumer zombie fenced (${sameFile ? 'same file' : 'another machine'})`);
-      if (replacement.cursor < newest) await this.catchUp();
+      await this.catchUp();
       // The fenced consumer's process lives on (it has not noticed, or will exit later): on a shared file its
       // relay must have let go, so that the replacement delivers now, not once a lease lapses.
       const delivered = await until(() => (replacement.status().pending === 0 ? true : undefined));

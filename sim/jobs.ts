@@ -104,7 +104,10 @@ export class SimTask {
   newRelay(box: Outbox, token: string): Relay {
     return new Relay(box.file, {
       client: new ServerClient({ servers: [this.world.proxy.url], token, requestTimeoutMs: 5000 }),
-      batchMaxRows: 3,
+      // A batch's two rows a request, four requests in flight: a step with several batches waiting
+      // pipelines them, so that a fault on one request leaves a gap before the next.
+      batchMaxRows: 2,
+      maxInFlight: 4,
       batchMaxBytes: 1 << 20,
       retryMinDelayMs: 1,
       retryMaxDelayMs: 5,
@@ -377,12 +380,23 @@ export class SimTask {
 
   /** A retry: the next attempt, on the same machine (its file), a fresh one (a new file), or back on its first machine. */
   async retry(machine: Machine): Promise<void> {
+    return this.retryAt(this.pathOn(machine, this.current.path));
+  }
+
+  /** A retry on the machine whose file is `path` (the zombie's, say): the next attempt there. */
+  async retryAt(path: string): Promise<void> {
     if (this.over) return;
     const before = this.current;
     this.outcome = undefined;
     this.crash(before);
     this.world.clock += LEASE_TTL_MS + 1;
-    this.current = await this.open(this.pathOn(machine, before.path), this.latestAttempt() + 1);
+    const latest = this.latestAttempt();
+    // The zombie, if any, dies with the move: a retry on its machine is its machine's next process.
+    if (this.zombie?.path === path) {
+      this.crash(this.zombie);
+      this.zombie = undefined;
+    }
+    this.current = await this.open(path, latest + 1);
   }
 
   /** The current attempt lost its heartbeat, not its process: its retry starts beside it. */

@@ -31,7 +31,7 @@ export type Operation =
   | { op: 'retry'; task: number; machine: Machine }
   | { op: 'retry beside a zombie'; task: number; machine: Machine }
   | { op: 'retry elsewhere, then back'; task: number }
-  | { op: 'zombie works after its retry'; task: number; machine: Machine; batches: number; checkpointsOnly: boolean; retryFirst: 'batch' | 'checkpoint' }
+  | { op: 'zombie works after its retry'; task: number; machine: Machine; batches: number; checkpointsOnly: boolean; retryFirst: 'batch' | 'checkpoint'; thenBack: boolean }
   | { op: 'rerun earlier batches'; task: number; batches: number }
   | { op: 'misspell an asset, then fix it'; task: number; retryFirst: boolean }
   | { op: 'wrong attempt, then fixed'; task: number; above: number }
@@ -76,7 +76,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry' as const), task, machine }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry beside a zombie' as const), task, machine }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry elsewhere, then back' as const), task }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('zombie works after its retry' as const), task, machine, batches: fc.integer({ min: 1, max: 3 }), checkpointsOnly: fc.boolean(), retryFirst: fc.constantFrom('batch' as const, 'checkpoint' as const) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('zombie works after its retry' as const), task, machine, batches: fc.integer({ min: 1, max: 3 }), checkpointsOnly: fc.boolean(), retryFirst: fc.constantFrom('batch' as const, 'checkpoint' as const), thenBack: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('wrong attempt, then fixed' as const), task, above: fc.integer({ min: 1001, max: 990_000 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('wrong token, then fixed' as const), task, token: fc.constantFrom('reader' as const, 'consumer' as const, 'neighbour' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('rerun earlier batches' as const), task, batches: fc.integer({ min: 1, max: 3 }) }) },

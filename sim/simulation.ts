@@ -199,7 +199,7 @@ class System {
       case 'retry elsewhere, then back':
         return this.retryElsewhereThenBack(this.task(operation.task));
       case 'zombie works after its retry':
-        return this.zombieWorks(this.task(operation.task), operation.machine, operation.batches, operation.checkpointsOnly, operation.retryFirst);
+        return this.zombieWorks(this.task(operation.task), operation.machine, operation.batches, operation.checkpointsOnly, operation.retryFirst, operation.thenBack);
       case 'wrong attempt, then fixed':
         return this.task(operation.task).wrongAttempt(operation.above);
       case 'wrong token, then fixed': {
@@ -277,7 +277,7 @@ class System {
    * batches and its relay tries to deliver them. On the retry's file its commits are refused at once; on
    * its own, the server fences its deliveries, and it learns so.
    */
-  private async zombieWorks(task: SimTask, machine: Machine, batches: number, checkpointsOnly: boolean, retryFirst: 'batch' | 'checkpoint'): Promise<void> {
+  private async zombieWorks(task: SimTask, machine: Machine, batches: number, checkpointsOnly: boolean, retryFirst: 'batch' | 'checkpoint', thenBack: boolean): Promise<void> {
     if (task.over) return;
     if (!live(task.zombie)) await task.startZombie(machine);
     const { current, zombie } = task;
@@ -307,6 +307,12 @@ class System {
     // The server knew of the newer attempt before the zombie's commits reached it: it must have fenced them.
     expect('G10', zombie.fenced || zombie.crashed, () => `${label}: attempt ${zombie.attempt}'s ${checkpointsOnly ? 'checkpoint updates' : 'batches'} were taken after attempt ${current.attempt} delivered`);
     this.world.happened(`zombie fenced by the server after its retry delivered (${checkpointsOnly ? 'checkpoints only' : 'batches'})`);
+    if (thenBack && zombie.path !== current.path) {
+      // The next retry lands on the zombie's machine: its file's checkpoint counts the batches the zombie
+      // committed, so the retry must take over and deliver the rows the fence parked (G12), not redo them.
+      await task.retryAt(zombie.path);
+      this.world.happened("a retry took over a fenced zombie's parked rows");
+    }
   }
 
   /**
