@@ -104,9 +104,9 @@ export class SimTask {
   newRelay(box: Outbox, token: string): Relay {
     return new Relay(box.file, {
       client: new ServerClient({ servers: [this.world.proxy.url], token, requestTimeoutMs: 5000 }),
-      // A batch's two rows a request, four requests in flight: a step with several batches waiting
-      // pipelines them, so that a fault on one request leaves a gap before the next.
-      batchMaxRows: 2,
+      // Three rows a request (a batch and a half: two events in some), four requests in flight: a step
+      // with several batches waiting pipelines them, so that a fault on one request leaves a gap before the next.
+      batchMaxRows: 3,
       maxInFlight: 4,
       batchMaxBytes: 1 << 20,
       retryMinDelayMs: 1,
