@@ -65,6 +65,8 @@ export class SimTask {
     private readonly firstPath: string,
     /** When a retry takes the server's checkpoints: the default, or as the BullMQ adapter opens its files. */
     private readonly resume: 'fresh-file' | 'server-newer',
+    /** Rows a request of its relays holds. */
+    private readonly batchRows = 3,
   ) {}
 
   get producer(): string {
@@ -86,7 +88,7 @@ export class SimTask {
       server: this.world.proxy.url,
       token,
       relay,
-      batchMaxRows: 3,
+      batchMaxRows: this.batchRows,
       retryMinDelayMs: 1,
       retryMaxDelayMs: 5,
       leaseTtlMs: LEASE_TTL_MS,
@@ -104,9 +106,10 @@ export class SimTask {
   newRelay(box: Outbox, token: string): Relay {
     return new Relay(box.file, {
       client: new ServerClient({ servers: [this.world.proxy.url], token, requestTimeoutMs: 5000 }),
-      // Three rows a request (a batch and a half: two events in some), four requests in flight: a step
-      // with several batches waiting pipelines them, so that a fault on one request leaves a gap before the next.
-      batchMaxRows: 3,
+      // Two or three rows a request (a batch's commit cut in two, or two events in one request), four
+      // requests in flight: a step with several batches waiting pipelines them, so that a fault on one
+      // request leaves a gap before the next.
+      batchMaxRows: this.batchRows,
       maxInFlight: 4,
       batchMaxBytes: 1 << 20,
       retryMinDelayMs: 1,

@@ -12,7 +12,7 @@ export interface Layout {
   /** The server's store: a SQLite file, or two instances over one PostgreSQL schema. */
   store: StoreKind;
   /** `resume` as the tenant's jobs open their files: the default, or as the BullMQ adapter does. */
-  tenants: { tasks: number; sharedFile: boolean; resume: 'fresh-file' | 'server-newer' }[];
+  tenants: { tasks: number; sharedFile: boolean; resume: 'fresh-file' | 'server-newer'; batchRows: number }[];
 }
 
 /**
@@ -104,7 +104,16 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
 
 export const layoutArbitrary: fc.Arbitrary<Layout> = fc.record({
   store: fc.constantFrom<StoreKind>('sqlite', 'postgres'),
-  tenants: fc.array(fc.record({ tasks: fc.integer({ min: 1, max: 3 }), sharedFile: fc.boolean(), resume: fc.constantFrom('fresh-file' as const, 'server-newer' as const) }), { minLength: 2, maxLength: 3 }),
+  tenants: fc.array(
+    fc.record({
+      tasks: fc.integer({ min: 1, max: 3 }),
+      sharedFile: fc.boolean(),
+      resume: fc.constantFrom('fresh-file' as const, 'server-newer' as const),
+      // Rows a relay request holds: 2 cuts every batch's commit in two, 3 puts two events in some requests.
+      batchRows: fc.integer({ min: 2, max: 3 }),
+    }),
+    { minLength: 2, maxLength: 3 },
+  ),
 });
 
 /** A whole scenario: the world's layout and what happens in it. */

@@ -65,9 +65,9 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
   const groups: SimGroup[] = [];
   try {
     for (const [i, tenant] of world.tenants.entries()) {
-      const { tasks: count, sharedFile, resume } = scenario.layout.tenants[i]!;
+      const { tasks: count, sharedFile, resume, batchRows } = scenario.layout.tenants[i]!;
       const shared = world.newPath(`${tenant.name}-run`);
-      for (let k = 0; k < count; k++) tasks.push(new SimTask(world, tenant, `task${k}`, sharedFile ? shared : world.newPath(`${tenant.name}-task${k}`), resume));
+      for (let k = 0; k < count; k++) tasks.push(new SimTask(world, tenant, `task${k}`, sharedFile ? shared : world.newPath(`${tenant.name}-task${k}`), resume, batchRows));
       groups.push(new SimGroup(world, tenant, 'summariser'), new SimGroup(world, tenant, 'closer'));
     }
     for (const task of tasks) await task.start();

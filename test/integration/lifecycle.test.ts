@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { openNotifiers } from '../../src/consumer/index.js';
 import { FencedError, LifecycleAsset, openOutbox, RunEndedError, type Outbox } from '../../src/outbox/index.js';
+import { startFaultProxy } from '../../src/testing/fault-proxy.js';
 import { startServer, type RunningServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
 
@@ -148,6 +149,30 @@ describe('terminal commits', () => {
     await retry.close();
     expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2', 'batch-3']);
     expect(await partitionsOf(server, 'batch_ready')).toEqual(['batch-1', 'batch-2', 'batch-3']);
+  });
+
+  it("give a retry on a fresh machine what a commit held, wherever the relay cut the commit's rows into requests", async () => {
+    const server = await startServer();
+    // The machine is lost after the first request of the job's relay reached the server: two rows a
+    // request cut the batch's commit (its event, then its checkpoint updates) in two.
+    let posts = 0;
+    const proxy = await startFaultProxy(server.url, { choose: ({ method, url }) => (method === 'POST' && url.startsWith('/v1/emissions') && ++posts > 1 ? 'drop-request' : 'forward') });
+    try {
+      const lost = await openOutbox({ path: join(tempDir(), 'lost.db'), server: proxy.url, producer: 'orders-ingest', run: { ...RUN, attempt: 1 }, logger: quiet, batchMaxRows: 2, maxInFlight: 1 });
+      batch(lost, 1);
+      while ((await partitionsOf(server, 'batch_ready')).length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      await lost.close({ timeoutMs: 0 });
+      // The retry resumes where the server's copy of the checkpoint says, and does the rest of the work.
+      const retry = await open(server, join(tempDir(), 'fresh.db'), 2);
+      const done = retry.checkpoint('backlog', z.object({ batch: z.number() })).get()?.batch ?? 0;
+      for (let n = done + 1; n <= 2; n++) batch(retry, n);
+      retry.complete();
+      await retry.close();
+      expect(await partitionsOf(server, 'run_done')).toEqual(['batch-1', 'batch-2']);
+      expect(await partitionsOf(server, 'batch_ready')).toEqual(['batch-1', 'batch-2']);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('record a failure whatever the error holds: a code too long, a NUL, half an emoji where the message is cut', async () => {

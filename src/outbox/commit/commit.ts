@@ -198,7 +198,12 @@ export class CommitTransaction {
       writer.saveCheckpoints(new Map([[HELD_CHECKPOINT, value]]));
       this.checkpoints.set(HELD_CHECKPOINT, value);
     }
-    writer.appendCheckpointUpdates(this.checkpoints, { mayRewrite: this.emissions.length === 0 });
+    // The server's copy of what the run holds goes first among the commit's checkpoint updates: a server
+    // that has taken any checkpoint of this commit (the run's progress) has taken what it holds too,
+    // wherever the relay cuts its requests, so that a retry on a fresh machine that resumes past this
+    // commit holds its emissions again.
+    const updates = this.checkpoints.has(HELD_CHECKPOINT) ? new Map([[HELD_CHECKPOINT, this.checkpoints.get(HELD_CHECKPOINT)!], ...this.checkpoints]) : this.checkpoints;
+    writer.appendCheckpointUpdates(updates, { mayRewrite: this.emissions.length === 0 });
   }
 
   /** @internal Called once the SQLite transaction has committed. */
