@@ -18,7 +18,7 @@ export async function floodCatalog(world: World, flooder: Tenant, other: Tenant,
   let firstAnswered: () => void = () => undefined;
   const firstTaken = new Promise<void>((resolve) => (firstAnswered = resolve));
   const read = (tenant: Tenant, label: string) =>
-    fetch(`${world.url}${PATH}`, { headers: { authorization: `Bearer ${tenant.tokens.reader}` } }).then(async (response) => {
+    world.fetch(PATH, { headers: { authorization: `Bearer ${tenant.tokens.reader}` } }).then(async (response) => {
       const text = await response.text();
       if (response.status === 200) {
         order.push(label);

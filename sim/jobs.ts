@@ -207,6 +207,14 @@ export class SimTask {
     return refused;
   }
 
+  /** The current process is gone (its file closed, its lease left to lapse on the clock): what a restart or a retry starts from. */
+  private handOver(): Attempt {
+    const before = this.current;
+    this.crash(before);
+    this.world.clock += LEASE_TTL_MS + 1;
+    return before;
+  }
+
   /** A crash: the handle is dropped without draining or releasing the lease; the file is all that is left. */
   crash(attempt: Attempt | undefined): void {
     if (!attempt || attempt.crashed) return;
@@ -216,9 +224,7 @@ export class SimTask {
 
   /** The task's process died and is started again as the same attempt, on the same file (with `token`, its own by default). */
   async restart(token = this.tenant.tokens.job): Promise<void> {
-    const before = this.current;
-    this.crash(before);
-    this.world.clock += LEASE_TTL_MS + 1;
+    const before = this.handOver();
     this.current = await this.open(before.path, before.attempt, token);
     // An attempt that had ended stays ended: its process only exits again; a runner retries with the next.
     this.current.ended = before.ended;
@@ -235,9 +241,7 @@ export class SimTask {
   async wrongToken(token: string): Promise<void> {
     if (this.over || !live(this.current) || this.current.ended) return;
     const label = `${this.tenant.name}/${this.name}`;
-    const before = this.current;
-    this.crash(before);
-    this.world.clock += LEASE_TTL_MS + 1;
+    const before = this.handOver();
     const openedAt = new Date(this.world.clock).toISOString();
     const wrong = await this.open(before.path, before.attempt, token, 'in-process').catch((error: unknown) => error);
     if (!('box' in (wrong as object))) {
@@ -324,9 +328,7 @@ export class SimTask {
    */
   async killedAt(point: JobKillPoint, hit: number, batches: number): Promise<void> {
     if (this.over || !live(this.current) || this.current.ended) return;
-    const before = this.current;
-    this.crash(before);
-    this.world.clock += LEASE_TTL_MS + 1;
+    const before = this.handOver();
     const args: JobProcessArgs = {
       path: before.path,
       server: this.world.proxy.url,
@@ -363,9 +365,7 @@ export class SimTask {
   async wrongAttempt(above: number): Promise<void> {
     if (this.over || !live(this.current) || this.current.ended) return;
     const label = `${this.tenant.name}/${this.name}`;
-    const before = this.current;
-    this.crash(before);
-    this.world.clock += LEASE_TTL_MS + 1;
+    const before = this.handOver();
     const wrong = await this.open(this.world.newPath(`${this.tenant.name}-${this.name}`), this.latestAttempt() + above);
     this.world.expectedRefusals.add(`${this.producer} attempt_too_high`);
     if (this.commit(wrong) !== undefined) {
@@ -389,10 +389,8 @@ export class SimTask {
   /** A retry on the machine whose file is `path` (the zombie's, say): the next attempt there. */
   async retryAt(path: string): Promise<void> {
     if (this.over) return;
-    const before = this.current;
     this.outcome = undefined;
-    this.crash(before);
-    this.world.clock += LEASE_TTL_MS + 1;
+    this.handOver();
     const latest = this.latestAttempt();
     // The zombie, if any, dies with the move: a retry on its machine is its machine's next process.
     if (this.zombie?.path === path) {

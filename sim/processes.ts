@@ -12,33 +12,41 @@ export interface ProcessOutcome {
   output: string;
 }
 
-/** A long-running process of the simulation (a relay command), stopped with a signal when its part is done. */
+/** A process of the simulation, started from the sources with tsx: it runs until it ends, or is stopped with a signal. */
 export interface RunningProcess {
   /** It has not exited. */
   running(): boolean;
   stop(signal: NodeJS.Signals): Promise<ProcessOutcome>;
+  /** How it ended, once it has. */
+  done: Promise<ProcessOutcome>;
 }
 
-/** Starts `oncebox` itself, as a user runs it (`oncebox relay FILE --server URL`), from the sources. */
-export function startOncebox(args: string[], env: Record<string, string>): RunningProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+function startScript(script: string, args: string[], env: Record<string, string>): RunningProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   let exited = false;
-  const done = new Promise<ProcessOutcome>((resolve) =>
+  const done = new Promise<ProcessOutcome>((resolve, reject) => {
+    child.on('error', reject);
     child.on('exit', (code, signal) => {
       exited = true;
-      resolve({ code, signal, killed: false, output });
-    }),
-  );
+      resolve({ code, signal, killed: signal === 'SIGKILL' && output.includes('"kill":true'), output });
+    });
+  });
   return {
     running: () => !exited,
     stop: (signal) => {
       if (!exited) child.kill(signal);
       return done;
     },
+    done,
   };
+}
+
+/** Starts `oncebox` itself, as a user runs it (`oncebox relay FILE --server URL`), from the sources. */
+export function startOncebox(args: string[], env: Record<string, string>): RunningProcess {
+  return startScript('src/cli/main.ts', args, env);
 }
 
 /**
@@ -46,16 +54,5 @@ export function startOncebox(args: string[], env: Record<string, string>): Runni
  * failpoint that kills it, and waits for it to end: real processes, killed with SIGKILL where chosen.
  */
 export function runSimProcess(script: string, args: unknown, failpoint: string): Promise<ProcessOutcome> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, JSON.stringify(args)], {
-      cwd: REPO,
-      env: { ...process.env, ONCEBOX_FAILPOINT: failpoint },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', (code, signal) => resolve({ code, signal, killed: signal === 'SIGKILL' && output.includes('"kill":true'), output }));
-  });
+  return startScript(script, [JSON.stringify(args)], { ONCEBOX_FAILPOINT: failpoint }).done;
 }

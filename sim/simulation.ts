@@ -1,4 +1,4 @@
-import pg from 'pg';
+import { postgresMissing } from '../bench/support.js';
 import { Checker } from './checker.js';
 import { floodCatalog } from './flooding.js';
 import { pry } from './prying.js';
@@ -113,20 +113,12 @@ let postgres: Promise<boolean> | undefined;
  * say so once; under CI=true a missing PostgreSQL fails the run.
  */
 function postgresReachable(): Promise<boolean> {
-  postgres ??= (async () => {
-    const client = new pg.Client({ connectionString: SIM_PG_URL, connectionTimeoutMillis: 3000 });
-    try {
-      await client.connect();
-      await client.query('SELECT 1');
-      return true;
-    } catch (error) {
-      if (process.env.CI === 'true') throw new Error(`the simulation's PostgreSQL worlds need ${SIM_PG_URL} under CI=true: ${(error as Error).message}`);
-      console.warn(`simulation: no PostgreSQL at ${SIM_PG_URL} (${(error as Error).message}): its PostgreSQL worlds run on SQLite; set ONCEBOX_TEST_PG`);
-      return false;
-    } finally {
-      await client.end().catch(() => undefined);
-    }
-  })();
+  postgres ??= postgresMissing(SIM_PG_URL).then((missing) => {
+    if (missing === null) return true;
+    if (process.env.CI === 'true') throw new Error(`the simulation's PostgreSQL worlds need ${SIM_PG_URL} under CI=true: ${missing}`);
+    console.warn(`simulation: no PostgreSQL at ${SIM_PG_URL} (${missing}): its PostgreSQL worlds run on SQLite; set ONCEBOX_TEST_PG`);
+    return false;
+  });
   return postgres;
 }
 

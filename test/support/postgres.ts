@@ -1,22 +1,10 @@
 import pg from 'pg';
 import { afterAll } from 'vitest';
+import { postgresMissing } from '../../bench/support.js';
 
 export const PG_URL = process.env.ONCEBOX_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
 
-async function reachable(): Promise<string | undefined> {
-  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return undefined;
-  } catch (error) {
-    return (error as Error).message;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
-const problem = await reachable();
+const problem = (await postgresMissing(PG_URL)) ?? undefined;
 if (problem !== undefined && process.env.CI === 'true') {
   throw new Error(`PostgreSQL is required under CI=true, but ${PG_URL} is not reachable: ${problem}`);
 }
