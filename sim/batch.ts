@@ -16,17 +16,39 @@ export function lastBatch(box: Outbox): number {
  * tenant's `ready`, or on the misspelt asset by mistake) and one held for the run's success (the same
  * partition on `done`). The simulation's in-process jobs and its job processes commit alike.
  */
-export function commitBatch(box: Outbox, assets: Tenant['assets'], task: string, options: { typo?: boolean } = {}): CommittedBatch {
+export function commitBatch(box: Outbox, assets: Tenant['assets'], task: string, options: BatchOptions = {}): CommittedBatch {
   const progress = box.checkpoint('progress', progressSchema);
-  const batch = lastBatch(box) + 1;
+  const batch = options.batch ?? lastBatch(box) + 1;
   const partitionKey = `${task}.${batch}`;
   let ready!: Emission;
   box.commit((tx) => {
     tx.set(progress, { batch });
-    ready = tx.emit(box.asset(options.typo ? assets.typo : assets.ready), { partitionKey, partitionDate: partitionDateOf(batch) });
+    ready = tx.emit(box.asset(options.typo ? assets.typo : assets.ready), {
+      partitionKey,
+      partitionDate: partitionDateOf(batch),
+      ...(options.changed ? { extra: { rows: 'recounted' } } : {}),
+    });
     tx.emit(box.asset(assets.done), { partitionKey, on: 'success' });
   });
   return { batch, ready };
+}
+
+export interface BatchOptions {
+  /** Its `ready` event goes to the misspelt asset: a user's mistake. */
+  typo?: boolean;
+  /** This batch number rather than the next: a job that ignores its checkpoint and does a batch again. */
+  batch?: number;
+  /** Its `ready` event's content differs from what the batch emitted before (its data changed): under the same key, a conflict. */
+  changed?: boolean;
+}
+
+/**
+ * The `ready` event of a batch already done, emitted again alone, as it was (no checkpoint moves): a job
+ * that announces its last batch again as it starts. Absorbed as a duplicate wherever it was published; on
+ * the misspelt asset by mistake, refused while that asset is unknown.
+ */
+export function announceAgain(box: Outbox, assets: Tenant['assets'], task: string, batch: number, options: { typo?: boolean } = {}): void {
+  box.commit((tx) => tx.emit(box.asset(options.typo ? assets.typo : assets.ready), { partitionKey: `${task}.${batch}`, partitionDate: partitionDateOf(batch) }));
 }
 
 /** The day a batch's data is of: batch b covers the b-th day of 2026. */

@@ -1,11 +1,12 @@
 import { DeliveryError, ServerClient } from '../src/client/server-client.js';
 import { DeadLetters } from '../src/outbox/file/dead-letters.js';
-import { CredentialsError, FencedError, openOutbox, RunEndedError, type Outbox } from '../src/outbox/index.js';
+import { CredentialsError, FencedError, openOutbox, RunEndedError, type AttemptSource, type Outbox } from '../src/outbox/index.js';
 import { Relay } from '../src/outbox/relay/relay.js';
 import type { Fault } from '../src/testing/fault-proxy.js';
-import { commitBatch, commitSeen, lastBatch, RUN_ID, type CommittedBatch } from './batch.js';
+import type { Page, StreamSummary } from '../src/protocol/catalog.js';
+import { announceAgain, commitBatch, commitSeen, lastBatch, RUN_ID, type BatchOptions, type CommittedBatch } from './batch.js';
 import type { JobProcessArgs } from './job-process.js';
-import { runSimProcess, startOncebox } from './processes.js';
+import { runSimProcess, startOncebox, startSimProcess, type ProcessOutcome, type RunningProcess } from './processes.js';
 import { until } from './waiting.js';
 import { expect } from './violation.js';
 import { QUIET_LOGGER, type Tenant, type World } from './world.js';
@@ -14,6 +15,9 @@ const LEASE_TTL_MS = 1000;
 
 /** The failpoints a job process is killed at: before a commit, inside it, after it, and after the server stored a delivery. */
 export type JobKillPoint = 'commit:before' | 'commit:after-write' | 'commit:after-commit' | 'relay:after-response';
+
+/** Where a full disk fails a job process's write: inside a commit's transaction, or as the relay records the server's answers. */
+export type DiskFullPoint = 'commit:after-write' | 'relay:after-response';
 
 /** Where a retry runs: the machine of the attempt before, a fresh one, or the task's first machine (its file perhaps shared, perhaps behind). */
 export type Machine = 'same' | 'fresh' | 'first';
@@ -82,7 +86,7 @@ export class SimTask {
   }
 
   /** A job process of this task: its outbox (resuming from the server when the file is fresh), and its relay. */
-  async open(path: string, attempt: number, token = this.tenant.tokens.job, relay: 'manual' | 'in-process' = 'manual'): Promise<Attempt> {
+  async open(path: string, attempt: number | 'claim' | AttemptSource, token = this.tenant.tokens.job, relay: 'manual' | 'in-process' = 'manual'): Promise<Attempt> {
     const box = await openOutbox({
       path,
       server: this.world.proxy.url,
@@ -100,7 +104,7 @@ export class SimTask {
       resume: this.resume,
       logger: QUIET_LOGGER,
     });
-    return { box, relay: this.newRelay(box, token), attempt, path, crashed: false, fenced: false, ended: false, token };
+    return { box, relay: this.newRelay(box, token), attempt: box.run!.attempt, path, crashed: false, fenced: false, ended: false, token };
   }
 
   newRelay(box: Outbox, token: string): Relay {
@@ -125,7 +129,7 @@ export class SimTask {
   }
 
   /** The next batch of `attempt`: its data written (nothing to do here), then checkpoint and emissions in one commit. */
-  commit(attempt: Attempt | undefined, options: { typo?: boolean } = {}): CommittedBatch | undefined {
+  commit(attempt: Attempt | undefined, options: BatchOptions = {}): CommittedBatch | undefined {
     if (!live(attempt)) return undefined;
     let committed: CommittedBatch;
     try {
@@ -134,9 +138,23 @@ export class SimTask {
       if (this.stopped(attempt, error)) return undefined;
       throw error;
     }
-    if (options.typo) this.typos.push(committed.batch);
+    if (options.typo && !this.typos.includes(committed.batch)) this.typos.push(committed.batch);
     this.furthest = Math.max(this.furthest, committed.batch);
     return committed;
+  }
+
+  /** `attempt` announces its last batch again (see announceAgain); false when it has none or may not commit. */
+  announceAgain(attempt: Attempt | undefined, options: { typo?: boolean } = {}): boolean {
+    const batch = live(attempt) ? this.batch(attempt) : 0;
+    if (!live(attempt) || batch === 0) return false;
+    try {
+      announceAgain(attempt.box, this.tenant.assets, this.name, batch, options);
+      if (options.typo && !this.typos.includes(batch)) this.typos.push(batch);
+      return true;
+    } catch (error) {
+      if (this.stopped(attempt, error)) return false;
+      throw error;
+    }
   }
 
   /** A checkpoint-only commit of `attempt` (see commitSeen); false when the attempt may not commit. */
@@ -154,19 +172,32 @@ export class SimTask {
   /**
    * The attempt ends: its success, or its failure with or without a retry to come. A job completes
    * only after its work: an attempt that resumed behind the furthest batch (a fresh machine, an
-   * unacknowledged checkpoint) commits the batches up to it first.
+   * unacknowledged checkpoint) commits the batches up to it first. `twice`: the job's handler and its
+   * runner's both end it (a failure callback run twice), and the second call records nothing (G25).
    */
-  end(attempt: Attempt, how: Ending): void {
+  end(attempt: Attempt, how: Ending, twice = false): void {
     if (!live(attempt) || attempt.ended) return;
     if (how === 'complete') {
       while (this.batch(attempt) < this.furthest) if (this.commit(attempt) === undefined) return;
     }
+    const endIt = () => (how === 'complete' ? attempt.box.complete() : attempt.box.fail(new Error(`attempt ${attempt.attempt} failed`), undefined, { willRetry: how === 'fail with a retry' }));
     try {
-      if (how === 'complete') attempt.box.complete();
-      else attempt.box.fail(new Error(`attempt ${attempt.attempt} failed`), undefined, { willRetry: how === 'fail with a retry' });
+      endIt();
     } catch (error) {
       if (this.stopped(attempt, error)) return;
       throw error;
+    }
+    if (twice) {
+      // As documented: called again in the same attempt, it does nothing.
+      const again = (() => {
+        try {
+          return endIt();
+        } catch (error) {
+          return error;
+        }
+      })();
+      expect('G25', 'recorded' in (again as object) && !(again as { recorded: boolean }).recorded, () => `${this.tenant.name}/${this.name}: attempt ${attempt.attempt} ended a second time (${how}): ${again instanceof Error ? `it threw ${again.message}` : 'its end was recorded again'}`);
+      this.world.happened('an attempt ended twice, recorded once');
     }
     attempt.ended = true;
     this.outcome = how;
@@ -320,6 +351,23 @@ export class SimTask {
     }
   }
 
+  /** What a job process of this task is started with: its current attempt on `path`, `batches` batches to commit. */
+  private processArgs(path: string, attempt: number, batches: number): JobProcessArgs {
+    return {
+      path,
+      server: this.world.proxy.url,
+      token: this.tenant.tokens.job,
+      producer: this.producer,
+      task: this.name,
+      attempt,
+      resume: this.resume,
+      assets: this.tenant.assets,
+      batches,
+      clock: this.world.clock,
+      leaseTtlMs: LEASE_TTL_MS,
+    };
+  }
+
   /**
    * The task's process is a real one for a while: the current attempt goes on in a process of its own
    * (its file handed over as at a restart), commits `batches` batches and drains, and is killed with
@@ -327,32 +375,95 @@ export class SimTask {
    * Then it is started again in process as the same attempt on the same file (G1, G2, G3, G12).
    */
   async killedAt(point: JobKillPoint, hit: number, batches: number): Promise<void> {
-    if (this.over || !live(this.current) || this.current.ended) return;
-    const before = this.handOver();
-    const args: JobProcessArgs = {
-      path: before.path,
-      server: this.world.proxy.url,
-      token: this.tenant.tokens.job,
-      producer: this.producer,
-      task: this.name,
-      attempt: before.attempt,
-      resume: this.resume,
-      assets: this.tenant.assets,
-      batches,
-      clock: this.world.clock,
-      leaseTtlMs: LEASE_TTL_MS,
-    };
-    const started = Date.now();
     // A commit's points are passed once a batch: the kill comes at one of its batches.
     const at = point.startsWith('commit:') ? Math.min(hit, batches) : hit;
-    const outcome = await runSimProcess('sim/job-process.ts', args, `${point}@${at}`);
-    this.world.happened(outcome.killed ? `job process killed at ${point}` : `job process not killed (${point} passed fewer than ${at} times)`);
-    expect('liveness', outcome.killed || outcome.code === 0, () => `${this.tenant.name}/${this.name}: its job process (attempt ${before.attempt}) failed: ${outcome.code ?? outcome.signal} ${outcome.output.slice(-500)}`);
+    await this.inProcessOfItsOwn(batches, `${point}@${at}`, (outcome, label) => {
+      this.world.happened(outcome.killed ? `job process killed at ${point}` : `job process not killed (${point} passed fewer than ${at} times)`);
+      expect('liveness', outcome.killed || outcome.code === 0, () => `${label}: its job process failed: ${outcome.code ?? outcome.signal} ${outcome.output.slice(-500)}`);
+    });
+  }
+
+  /**
+   * As killedAt, but the disk is full at `point` once (SQLite's SQLITE_FULL): a commit fails whole and the
+   * job does the batch again, or the relay cannot record the server's answers and sends them again; the
+   * process still ends with everything delivered (G1, G3).
+   */
+  async diskFullAt(point: DiskFullPoint, hit: number, batches: number): Promise<void> {
+    const at = point.startsWith('commit:') ? Math.min(hit, batches) : hit;
+    await this.inProcessOfItsOwn(batches, `${point}@${at}:throw=SQLITE_FULL`, (outcome, label) => {
+      const result = lastReport(outcome);
+      expect('G3', outcome.code === 0 && result?.pending === 0, () => `${label}: a full disk at ${point} (once) left its job process with ${result?.pending ?? '?'} rows undelivered (last error ${result?.lastError ?? '?'}, exit ${outcome.code ?? outcome.signal}): ${outcome.output.slice(-500)}`);
+      this.world.happened(outcome.output.includes('"throw":"SQLITE_FULL"') ? `disk full at ${point}, then delivered` : `disk not full (${point} passed fewer than ${at} times)`);
+    });
+  }
+
+  /** The current attempt goes on in a job process on its file with `failpoint`, then in process again. */
+  private async inProcessOfItsOwn(batches: number, failpoint: string, judge: (outcome: ProcessOutcome, label: string) => void): Promise<void> {
+    if (this.over || !live(this.current) || this.current.ended) return;
+    const before = this.handOver();
+    const started = Date.now();
+    const outcome = await runSimProcess('sim/job-process.ts', this.processArgs(before.path, before.attempt, batches), failpoint);
+    judge(outcome, `${this.tenant.name}/${this.name} (attempt ${before.attempt})`);
     // Its clock ran with real time: the simulation's moves past it, and past the lease it may have left.
     this.world.clock += Date.now() - started + LEASE_TTL_MS + 1;
     this.current = await this.open(before.path, before.attempt);
     this.current.ended = before.ended;
     this.furthest = Math.max(this.furthest, this.batch(this.current));
+  }
+
+  /**
+   * The current attempt goes on as a real process, commits `hit` batches and is frozen there (SIGSTOP,
+   * as a paused VM or a stalled machine is): its heartbeat lost, a runner starts the next attempt. The
+   * frozen process is continued with `thaw` once the retry has delivered.
+   */
+  async freeze(hit: number, more: number): Promise<RunningProcess | undefined> {
+    if (this.over || !live(this.current) || this.current.ended) return undefined;
+    const before = this.handOver();
+    const started = Date.now();
+    const frozen = startSimProcess('sim/job-process.ts', this.processArgs(before.path, before.attempt, hit + more), `commit:after-commit@${hit}:stop`);
+    const stopped = await until(() => (frozen.output().includes('"stop":true') || !frozen.running() ? true : undefined));
+    expect('liveness', stopped === true && frozen.running(), () => `${this.tenant.name}/${this.name}: its job process did not reach batch ${hit} in a minute: ${frozen.output().slice(-500)}`);
+    // Frozen, its lease lapses on the world's clock as its heartbeat would.
+    this.world.clock += Date.now() - started + LEASE_TTL_MS + 1;
+    return frozen;
+  }
+
+  /**
+   * The frozen attempt goes on (SIGCONT) after its retry delivered: it commits its next batches and its
+   * relay delivers, and it must learn that it is fenced (G10): its commit refused on its retry's file, its
+   * deliveries fenced by the server on its own. What it committed before it froze is the task's all the same.
+   */
+  async thaw(frozen: RunningProcess, frozenPath: string): Promise<void> {
+    const started = Date.now();
+    frozen.signal('SIGCONT');
+    const outcome = await frozen.done;
+    const result = lastReport(outcome);
+    expect('G10', outcome.code === 3 || result?.fenced === true, () => `${this.tenant.name}/${this.name}: a frozen attempt went on after attempt ${this.current.attempt} delivered, and was not told it is fenced (exit ${outcome.code ?? outcome.signal}): ${outcome.output.slice(-500)}`);
+    this.world.happened(`frozen job process thawed and fenced (${frozenPath === this.current.path ? "on its retry's file" : 'on its own file'})`);
+    this.world.clock += Date.now() - started + LEASE_TTL_MS + 1;
+  }
+
+  /**
+   * The task's current attempt is started again with its relay in process, running on its own as a
+   * job's does, rather than stepped by the scenario: beside the other tasks of a shared file, whose
+   * commits the relay holding the file's lease must see and deliver (G3).
+   */
+  async relayOnItsOwn(): Promise<boolean> {
+    if (!live(this.current)) return false;
+    const before = this.handOver();
+    this.current = await this.open(before.path, before.attempt, this.tenant.tokens.job, 'in-process');
+    this.current.ended = before.ended;
+    return true;
+  }
+
+  /** Back from relayOnItsOwn: the process stops its relay and exits, and the attempt starts again as before. */
+  async relayByHand(): Promise<void> {
+    const attempt = this.current;
+    if (!attempt.crashed) {
+      await attempt.box.close({ timeoutMs: 0 });
+      attempt.crashed = true;
+    }
+    if (!attempt.fenced) await this.restart();
   }
 
   /**
@@ -382,12 +493,12 @@ export class SimTask {
   }
 
   /** A retry: the next attempt, on the same machine (its file), a fresh one (a new file), or back on its first machine. */
-  async retry(machine: Machine): Promise<void> {
-    return this.retryAt(this.pathOn(machine, this.current.path));
+  async retry(machine: Machine, claim?: 'claim' | 'exactly'): Promise<void> {
+    return this.retryAt(this.pathOn(machine, this.current.path), claim);
   }
 
   /** A retry on the machine whose file is `path` (the zombie's, say): the next attempt there. */
-  async retryAt(path: string): Promise<void> {
+  async retryAt(path: string, claim?: 'claim' | 'exactly'): Promise<void> {
     if (this.over) return;
     this.outcome = undefined;
     this.handOver();
@@ -397,7 +508,47 @@ export class SimTask {
       this.crash(this.zombie);
       this.zombie = undefined;
     }
-    this.current = await this.open(path, latest + 1);
+    // Counted by the runner, or claimed from the server: the next it hands out, or exactly the runner's number.
+    this.current = await this.open(path, claim === undefined ? latest + 1 : claim === 'claim' ? 'claim' : { next: async (floor) => Math.max(latest, floor) + 1 });
+  }
+
+  /**
+   * A retry whose attempt is claimed from the server: the next it hands out (`'claim'`: above the highest
+   * attempt the server has heard of, which an attempt that never delivered is not), or exactly the
+   * runner's number (through an attempt source, above every attempt the task had). Either runs above all
+   * the server knows (G26).
+   */
+  async claimedRetry(machine: Machine, claim: 'claim' | 'exactly'): Promise<void> {
+    if (this.over) return;
+    const epoch = await this.serverEpoch();
+    const latest = this.latestAttempt();
+    await this.retry(machine, claim);
+    const floor = claim === 'claim' ? epoch : Math.max(epoch, latest);
+    expect('G26', this.current.attempt > floor, () => `${this.tenant.name}/${this.name}: a retry claiming (${claim}) runs as attempt ${this.current.attempt}, though the server had heard of attempt ${epoch} and the task's latest was ${latest}`);
+  }
+
+  /** The highest attempt of this task the server has heard of (its stream's epoch), as the catalog shows it. */
+  private async serverEpoch(): Promise<number> {
+    const response = await this.world.fetch('/v1/catalog/streams?limit=200', { headers: { authorization: `Bearer ${this.tenant.tokens.reader}` } });
+    const page = (await response.json()) as Page<StreamSummary>;
+    return page.items.find((item) => item.producer === this.producer && item.runId === RUN_ID && item.task === this.name)?.epoch ?? 0;
+  }
+
+  /**
+   * A second copy of the task's current attempt starts on a fresh machine, its runner's counter proposing
+   * the number the current one already holds (a worker that took its number and paused before claiming
+   * it): the server refuses that exact claim, the source is asked again above the run's epoch, and the
+   * copy runs as the newest attempt (G26). The attempt it found becomes a zombie, fenced by the claim.
+   */
+  async copyClaimsSameNumber(): Promise<void> {
+    if (this.over || !live(this.current)) return;
+    const taken = this.current.attempt;
+    let asked = 0;
+    this.crash(this.zombie);
+    this.zombie = this.current;
+    this.current = await this.open(this.world.newPath(`${this.tenant.name}-${this.name}`), { next: async (floor) => (++asked === 1 ? taken : Math.max(taken, floor) + 1) });
+    expect('G26', this.current.attempt > taken, () => `${this.tenant.name}/${this.name}: a copy claiming exactly attempt ${taken}, which the run's newest attempt holds, runs as attempt ${this.current.attempt}`);
+    this.world.happened(asked > 1 ? 'a late exact claim refused, then granted above the epoch' : 'an exact claim granted at once');
   }
 
   /** The current attempt lost its heartbeat, not its process: its retry starts beside it. */
@@ -451,3 +602,12 @@ export class SimTask {
 }
 
 export const live = (attempt: Attempt | undefined): attempt is Attempt => attempt !== undefined && !attempt.crashed && !attempt.fenced;
+
+/** What a job process reported as it ended (sim/job-process.ts), if it got that far. */
+function lastReport(outcome: ProcessOutcome): { committed: number; pending: number; commitErrors: number; fenced: boolean; lastError: string | null } | undefined {
+  const line = outcome.output
+    .split('\n')
+    .reverse()
+    .find((text) => text.startsWith('{"committed"'));
+  return line === undefined ? undefined : JSON.parse(line);
+}

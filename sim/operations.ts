@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import type { Fault } from '../src/testing/fault-proxy.js';
 import type { ConsumerKillPoint } from './groups.js';
-import type { Ending, JobKillPoint, Machine } from './jobs.js';
+import type { DiskFullPoint, Ending, JobKillPoint, Machine } from './jobs.js';
 import type { StoreKind } from './world.js';
 
 /**
@@ -25,11 +25,16 @@ export type Operation =
   | { op: 'deliver'; task: number; by: 'current' | 'zombie'; fault: Fault }
   | { op: 'deliver together' }
   | { op: 'deliver with the relay command'; task: number }
-  | { op: 'end'; task: number; how: Ending }
+  | { op: 'end'; task: number; how: Ending; twice: boolean }
   | { op: 'crash and restart'; task: number }
   | { op: 'kill the job process'; task: number; at: JobKillPoint; hit: number; batches: number }
+  | { op: 'fill the job process\'s disk'; task: number; at: DiskFullPoint; hit: number; batches: number }
+  | { op: 'freeze the job process, retry beside it'; task: number; machine: 'same' | 'fresh'; hit: number; more: number; retryFirst: 'batch' | 'announcement' | 'misspelt announcement' }
+  | { op: 'relays deliver on their own'; tenant: number }
+  | { op: 'redo published batches'; task: number; batches: number; changed: boolean }
   | { op: 'retry'; task: number; machine: Machine }
   | { op: 'retry beside a zombie'; task: number; machine: Machine }
+  | { op: 'claim the retry, then a copy claims its number'; task: number; machine: Machine; claim: 'claim' | 'exactly' }
   | { op: 'retry elsewhere, then back'; task: number }
   | { op: 'zombie works after its retry'; task: number; machine: Machine; batches: number; checkpointsOnly: boolean; retryFirst: 'batch' | 'checkpoint'; thenBack: boolean }
   | { op: 'rerun earlier batches'; task: number; batches: number }
@@ -61,7 +66,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 14, arbitrary: fc.record({ op: fc.constant('deliver' as const), task, by: fc.constantFrom('current' as const, 'current' as const, 'zombie' as const), fault: fc.constantFrom(...faults) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('deliver together' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('deliver with the relay command' as const), task }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('end' as const), task, how: fc.constantFrom<Ending>('complete', 'fail with a retry', 'fail with a retry', 'fail for good') }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('end' as const), task, how: fc.constantFrom<Ending>('complete', 'fail with a retry', 'fail with a retry', 'fail for good'), twice: fc.boolean() }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('crash and restart' as const), task }) },
   {
     weight: 2,
@@ -73,8 +78,32 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
       batches: fc.integer({ min: 1, max: 3 }),
     }),
   },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant("fill the job process's disk" as const),
+      task,
+      at: fc.constantFrom<DiskFullPoint>('commit:after-write', 'relay:after-response'),
+      hit: fc.integer({ min: 1, max: 2 }),
+      batches: fc.integer({ min: 1, max: 3 }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('freeze the job process, retry beside it' as const),
+      task,
+      machine: fc.constantFrom('same' as const, 'fresh' as const),
+      hit: fc.integer({ min: 1, max: 2 }),
+      more: fc.integer({ min: 1, max: 2 }),
+      retryFirst: fc.constantFrom('batch' as const, 'announcement' as const, 'misspelt announcement' as const),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('relays deliver on their own' as const), tenant }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('redo published batches' as const), task, batches: fc.integer({ min: 1, max: 2 }), changed: fc.boolean() }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry' as const), task, machine }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry beside a zombie' as const), task, machine }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('claim the retry, then a copy claims its number' as const), task, machine, claim: fc.constantFrom('claim' as const, 'exactly' as const) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('retry elsewhere, then back' as const), task }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('zombie works after its retry' as const), task, machine, batches: fc.integer({ min: 1, max: 3 }), checkpointsOnly: fc.boolean(), retryFirst: fc.constantFrom('batch' as const, 'checkpoint' as const), thenBack: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('wrong attempt, then fixed' as const), task, above: fc.integer({ min: 1001, max: 990_000 }) }) },

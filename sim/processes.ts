@@ -16,6 +16,10 @@ export interface ProcessOutcome {
 export interface RunningProcess {
   /** It has not exited. */
   running(): boolean;
+  /** What it printed so far, stdout and stderr together. */
+  output(): string;
+  /** Sends it a signal (SIGSTOP, SIGCONT) without waiting for it to end. */
+  signal(signal: NodeJS.Signals): void;
   stop(signal: NodeJS.Signals): Promise<ProcessOutcome>;
   /** How it ended, once it has. */
   done: Promise<ProcessOutcome>;
@@ -36,6 +40,10 @@ function startScript(script: string, args: string[], env: Record<string, string>
   });
   return {
     running: () => !exited,
+    output: () => output,
+    signal: (signal) => {
+      if (!exited) child.kill(signal);
+    },
     stop: (signal) => {
       if (!exited) child.kill(signal);
       return done;
@@ -54,5 +62,10 @@ export function startOncebox(args: string[], env: Record<string, string>): Runni
  * failpoint that kills it, and waits for it to end: real processes, killed with SIGKILL where chosen.
  */
 export function runSimProcess(script: string, args: unknown, failpoint: string): Promise<ProcessOutcome> {
-  return startScript(script, [JSON.stringify(args)], { ONCEBOX_FAILPOINT: failpoint }).done;
+  return startSimProcess(script, args, failpoint).done;
+}
+
+/** As runSimProcess, without waiting: for a process the simulation stops (SIGSTOP) and continues. */
+export function startSimProcess(script: string, args: unknown, failpoint: string): RunningProcess {
+  return startScript(script, [JSON.stringify(args)], { ONCEBOX_FAILPOINT: failpoint });
 }

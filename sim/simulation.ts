@@ -9,6 +9,9 @@ import { SimGroup } from './groups.js';
 import { live, SimTask, type Attempt, type Machine } from './jobs.js';
 import type { Operation, Scenario } from './operations.js';
 import { SIM_PG_URL, World, type Tenant } from './world.js';
+import { until } from './waiting.js';
+import { DeadLetters } from '../src/outbox/file/dead-letters.js';
+import { KeyConflictError } from '../src/outbox/index.js';
 
 const TENANT_NAMES = ['acme', 'globex', 'initech'];
 /** Delivery rounds without progress before the simulation calls a stream stuck: a liveness failure. */
@@ -47,7 +50,7 @@ export class SimulationFailure extends Error {
 /** ONCEBOX_SIM_TRACE=1 prints each operation as it is applied: where a run that hangs stands. */
 const trace = process.env.ONCEBOX_SIM_TRACE ? (at: number | string, operation?: unknown) => console.error(`sim: ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`) : () => undefined;
 
-const FAULTS = new Set<Operation['op']>(['crash and restart', 'kill the job process', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'revoke a read token, then replace it', 'flood the catalog', 'restart server', 'release held requests']);
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'claim the retry, then a copy claims its number', 'kill the job process', "fill the job process's disk", 'freeze the job process, retry beside it', 'redo published batches', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'revoke a read token, then replace it', 'flood the catalog', 'restart server', 'release held requests']);
 
 /**
  * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
@@ -179,15 +182,25 @@ class System {
       case 'deliver with the relay command':
         return this.task(operation.task).deliverWithRelayCommand();
       case 'end':
-        return this.task(operation.task).end(this.task(operation.task).current, operation.how);
+        return this.task(operation.task).end(this.task(operation.task).current, operation.how, operation.twice);
       case 'crash and restart':
         return this.task(operation.task).restart();
       case 'kill the job process':
         return this.task(operation.task).killedAt(operation.at, operation.hit, operation.batches);
+      case "fill the job process's disk":
+        return this.task(operation.task).diskFullAt(operation.at, operation.hit, operation.batches);
+      case 'freeze the job process, retry beside it':
+        return this.frozenBesideRetry(this.task(operation.task), operation.machine, operation.hit, operation.more, operation.retryFirst);
+      case 'relays deliver on their own':
+        return this.relaysOnTheirOwn(this.world.tenants[operation.tenant % this.world.tenants.length]!);
+      case 'redo published batches':
+        return this.redoPublished(this.task(operation.task), operation.batches, operation.changed);
       case 'retry':
         return this.task(operation.task).retry(operation.machine);
       case 'retry beside a zombie':
         return this.task(operation.task).startZombie(operation.machine);
+      case 'claim the retry, then a copy claims its number':
+        return this.claimedRetries(this.task(operation.task), operation.machine, operation.claim);
       case 'retry elsewhere, then back':
         return this.retryElsewhereThenBack(this.task(operation.task));
       case 'zombie works after its retry':
@@ -305,6 +318,119 @@ class System {
       await task.retryAt(zombie.path);
       this.world.happened("a retry took over a fenced zombie's parked rows");
     }
+  }
+
+  /**
+   * A job process frozen after its `hit`-th batch (SIGSTOP: a paused VM) loses its heartbeat; the runner
+   * starts the next attempt on the same machine or a fresh one, which delivers first a batch, or only
+   * its last batch's event announced again (a duplicate on the server: the retry's request stores
+   * nothing, and still moves the run's epoch), or announced to the misspelt asset (refused while it is
+   * unknown: a request of one refusal moves the epoch too); then the frozen process goes on, and must
+   * learn that it is fenced (G10) without any of its later batches taken (the checker's G3 and G10).
+   * A misspelt announcement is then fixed as its refusal says.
+   */
+  private async frozenBesideRetry(task: SimTask, machine: 'same' | 'fresh', hit: number, more: number, retryFirst: 'batch' | 'announcement' | 'misspelt announcement'): Promise<void> {
+    const machineOfFrozen = task.current.path;
+    const frozen = await task.freeze(hit, more);
+    if (frozen === undefined) return;
+    try {
+      await task.retry(machine);
+      const announced = retryFirst !== 'batch' && task.announceAgain(task.current, { typo: retryFirst === 'misspelt announcement' });
+      if (!announced && task.commit(task.current) === undefined) task.commitSeen(task.current);
+      await this.deliverAll([task.current]);
+      await task.thaw(frozen, machineOfFrozen);
+      if (announced && retryFirst === 'misspelt announcement') {
+        await task.fixTypo();
+        await this.deliverAll([task.current]);
+      }
+    } finally {
+      if (frozen.running()) await frozen.stop('SIGKILL');
+    }
+  }
+
+  /**
+   * The tenant's tasks run with their relays in process, on their own, as jobs do: each commits a batch,
+   * and every file must deliver within a minute; on a shared file only one relay holds the lease, and it
+   * must see and deliver the other tasks' commits, made on other connections (G3). Then the relays are
+   * stepped by the scenario again.
+   */
+  private async relaysOnTheirOwn(tenant: Tenant): Promise<void> {
+    const started: SimTask[] = [];
+    try {
+      for (const task of this.tasks.filter((candidate) => candidate.tenant === tenant && live(candidate.current))) {
+        if (await task.relayOnItsOwn()) started.push(task);
+      }
+      // One task after another, each once the file is idle: a relay that holds the lease and sleeps must
+      // be woken by a commit made on another connection.
+      for (const task of started) {
+        if (!task.current.ended) task.commit(task.current);
+        const waiting = () => started.filter((other) => live(other.current) && other.current.box.file.pendingCount() > 0);
+        const delivered = await until(() => (waiting().length === 0 ? true : undefined));
+        expect('liveness', delivered === true, () => `${tenant.name}: relays in process left ${waiting().map((other) => `${other.name}: ${other.current.box.file.pendingCount()} rows`).join(', ')} undelivered for a minute, after ${task.name} committed`);
+      }
+      const files = new Set(started.map((task) => task.current.path));
+      this.world.happened(files.size < started.length ? 'relays in process delivered a shared file' : 'relays in process delivered');
+    } finally {
+      for (const task of started) await task.relayByHand();
+    }
+  }
+
+  /**
+   * A user's mistake: the job ignores its checkpoint and does its last batches again, perhaps with data
+   * that changed since (a recount: the same key, other content). The same content is absorbed as
+   * duplicates (G3); changed content is refused, with `key_conflict`: at commit, as a KeyConflictError,
+   * when the file still holds the batch's row, or by the server, as a dead row that `dead retry` will not
+   * send again. The fix printed for it is applied: the row dropped on the record and the same content
+   * emitted; the batch stays on the server once, as first published.
+   */
+  private async redoPublished(task: SimTask, batches: number, changed: boolean): Promise<void> {
+    const attempt = task.current;
+    if (task.over || !live(attempt) || attempt.ended) return;
+    const label = `${task.tenant.name}/${task.name}`;
+    const last = task.batch(attempt);
+    if (changed) this.world.expectedRefusals.add(`${task.producer} key_conflict`);
+    for (let batch = Math.max(1, last - batches + 1); batch <= last; batch++) {
+      const change = changed && batch === last;
+      try {
+        if (task.commit(attempt, { batch, changed: change }) === undefined) return;
+      } catch (error) {
+        expect('G19', change && error instanceof KeyConflictError && error.code === 'key_conflict', () => `${label}: batch ${batch} done again ${change ? 'with other content' : 'alike'} failed with ${String(error)}`);
+        this.world.happened('changed content refused at commit (key_conflict)');
+        if (task.commit(attempt, { batch }) === undefined) return;
+      }
+    }
+    await this.deliverAll([attempt]);
+    if (!live(attempt)) return;
+    const letters = new DeadLetters(attempt.box.file);
+    const conflicts = letters.list().filter((row) => row.code === 'key_conflict');
+    if (conflicts.length === 0) return;
+    this.world.happened('changed content refused by the server (key_conflict)');
+    const { retried, skipped } = letters.retry('all', 'the simulation tries every dead row');
+    expect('G3', conflicts.every((row) => skipped.some((skip) => skip.id === row.id) && !retried.some((again) => again.id === row.id)), () => `${label}: dead retry sent a key_conflict row again (${JSON.stringify(retried)})`);
+    // As the refusal's fix says: the same content for the same key; the conflicting row dropped on the record first.
+    for (const row of conflicts) letters.discard([row.id], 'the same content is emitted again');
+    if (task.commit(attempt, { batch: last }) !== undefined) await this.deliverAll([attempt]);
+  }
+
+  /**
+   * Attempts claimed from the server, as runners whose counters cannot be trusted open them: the retry
+   * claims its attempt (the next the server hands out, or exactly the runner's number); then a copy of it
+   * starts elsewhere proposing the same number, is refused and asked again, and runs as the newest (G26);
+   * the attempt it found, fenced by that claim, commits and delivers, and must learn that it is fenced (G10).
+   */
+  private async claimedRetries(task: SimTask, machine: Machine, claim: 'claim' | 'exactly'): Promise<void> {
+    if (task.over) return;
+    await task.claimedRetry(machine, claim);
+    await task.copyClaimsSameNumber();
+    const { zombie } = task;
+    if (!live(zombie) || zombie.ended || task.commit(zombie) === undefined) return;
+    for (let round = 0; live(zombie) && zombie.box.file.pendingCount() > 0; round++) {
+      await task.step(zombie, 'forward');
+      expect('liveness', round < STUCK_AFTER_ROUNDS, () => `${task.tenant.name}/${task.name}: the zombie's relay neither delivered nor learnt of its fence in ${STUCK_AFTER_ROUNDS} rounds`);
+      if (zombie.box.file.pendingCount() > 0) this.world.clock += 1001;
+    }
+    expect('G10', zombie.fenced || zombie.crashed, () => `${task.tenant.name}/${task.name}: attempt ${zombie.attempt} delivered after attempt ${task.current.attempt} claimed the run`);
+    this.world.happened('a zombie fenced by a claim');
   }
 
   /**

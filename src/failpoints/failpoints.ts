@@ -22,7 +22,8 @@ import { writeSync } from 'node:fs';
  * - `terminal:after-write`: inside a terminal commit's transaction (`complete`, `fail`), its work done:
  *   nothing of it is committed yet.
  * - `commit:after-commit`: the commit is durable; the relay has not been woken.
- * - `relay:after-response`: the server has stored the batch and answered; no receipt is recorded yet.
+ * - `relay:after-response`: the server has stored the batch and answered; no receipt is recorded yet (a
+ *   throw there is a full disk as the relay records the answers: they are sent again).
  * - `consume:before-handler`: a consumer fetched events and is about to hand them to its handler.
  * - `consume:after-commit`: a consumer committed an event's effect and cursor; the relay may be delivering.
  * - `forward:before-post`: the Airflow forwarder is about to post an event it found no trace of.

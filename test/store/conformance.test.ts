@@ -525,7 +525,7 @@ for (const backend of BACKENDS) {
       };
       const quiet = Array.from({ length: 40 }, () => fetch(`${url}/v1/events?asset=quiet&after=0&wait=4`).then((r) => r.json() as Promise<{ events: unknown[] }>));
       const busyReaders = Array.from({ length: 40 }, () =>
-        fetch(`${url}/v1/events?asset=busy&after=0&wait=20`).then(async (r) => ({ at: Date.now(), page: (await r.json()) as { events: unknown[] } })),
+        fetch(`${url}/v1/events?asset=busy&after=0&wait=30`).then(async (r) => ({ page: (await r.json()) as { events: unknown[] } })),
       );
       await new Promise((resolve) => setTimeout(resolve, 500));
       const before = reads;
@@ -534,10 +534,10 @@ for (const backend of BACKENDS) {
       expect(reads - before).toBe(0);
       // One event of busy: its 40 readers are answered at once, from a few reads of the store, not 40.
       await send(url, [item(21, newKey(), { asset: 'busy', partitionKey: 'b' })]);
-      const committedAt = Date.now();
       const answered = await Promise.all(busyReaders);
       expect(answered.every(({ page }) => page.events.length === 1)).toBe(true);
-      expect(Math.max(...answered.map(({ at }) => at)) - committedAt).toBeLessThan(1000);
+      // Woken by the commit, not by their waits ending: a reader whose wait ended reads the store itself,
+      // and 40 of them would read 40 times.
       expect(reads - before).toBeLessThanOrEqual(4);
       expect((await Promise.all(quiet)).every((page) => page.events.length === 0)).toBe(true);
     });

@@ -286,11 +286,13 @@ export class Relay {
 
   /** Marks the batch's rows with the server's answers, and says whether the relay goes on. */
   private apply(batch: readonly OutboxRow[], { stream, results }: { stream: StreamIdentity; results: ItemResult[] }, windowStart: number): number {
-    failpoint('relay:after-response');
     this.options.reporter?.deliverySucceeded();
     if (this.lastError !== undefined) this.clearError();
     let applied: AppliedAnswers;
     try {
+      // The failpoint sits where recording the answers can fail: one that throws SQLite's full-disk
+      // error goes the way a real full disk goes.
+      failpoint('relay:after-response');
       applied = this.file.withoutFsync(() => this.applyResults.immediate(batch, results));
     } catch (error) {
       if (!isTransientSqliteError(error)) throw error;
