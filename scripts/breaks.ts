@@ -2210,13 +2210,25 @@ export const BREAKS: Break[] = [
   {
     what: 'a relay stopped by a refused token leaving the receipts awaited before it waiting (a job awaiting its batch hangs instead of failing with the fix)',
     guarantee: 'G19',
-    edits: [{ file: 'src/outbox/outbox.ts', find: '        if (error instanceof CredentialsError) this.waiters.rejectAll(error);\n', replace: '' }],
+    edits: [{ file: 'src/outbox/outbox.ts', find: '        if (!(error instanceof LeaseLostError)) this.waiters.rejectAll(error);\n', replace: '' }],
     caughtBy: [simulation],
+  },
+  {
+    what: 'a relay stopped for good by anything but a refused token leaving the receipts awaited waiting (after an old backup is restored, a job awaiting its batch hangs instead of failing with stream_state_lost)',
+    guarantee: 'G19',
+    edits: [
+      {
+        file: 'src/outbox/outbox.ts',
+        find: '        if (!(error instanceof LeaseLostError)) this.waiters.rejectAll(error);\n',
+        replace: "        if ((error as { code?: string }).code === 'unauthorized' || (error as { code?: string }).code === 'forbidden') this.waiters.rejectAll(error);\n",
+      },
+    ],
+    caughtBy: [{ file: 'test/integration/delivery.test.ts', name: 'relay runs on its own' }],
   },
   {
     what: 'a receipt asked for after the relay stopped on a refused token waiting for a delivery that will never come',
     guarantee: 'G19',
-    edits: [{ file: 'src/outbox/outbox.ts', find: "    if (row.state === 'pending' && stopped instanceof CredentialsError) return Promise.reject(stopped);\n", replace: '' }],
+    edits: [{ file: 'src/outbox/outbox.ts', find: "    if (row.state === 'pending' && stopped !== undefined && !(stopped instanceof LeaseLostError)) return Promise.reject(stopped);\n", replace: '' }],
     caughtBy: [simulation],
   },
   {

@@ -38,6 +38,20 @@ export class Checker {
     private readonly groups: readonly SimGroup[],
   ) {}
 
+  /**
+   * The server was restored from a backup whose newest event is at `cursor`: what came after it is gone
+   * from the server, and its cursors are handed out again. The history goes back with it; the checks
+   * go on from there (the documented fix republishes what the backup lost).
+   */
+  forgetAfter(cursor: number): void {
+    for (const key of [...this.history.keys()]) if (key > cursor) this.history.delete(key);
+  }
+
+  /** The newest cursor the server has shown (0 before any event). */
+  get newestCursor(): number {
+    return Math.max(0, ...this.history.keys());
+  }
+
   /** How many events the server has shown in all. */
   get eventsSeen(): number {
     return this.history.size;

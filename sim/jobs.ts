@@ -66,7 +66,7 @@ export class SimTask {
     readonly tenant: Tenant,
     readonly name: string,
     /** The file of its first attempt: shared with the run's other task, or its own. */
-    private readonly firstPath: string,
+    private firstPath: string,
     /** When a retry takes the server's checkpoints: the default, or as the BullMQ adapter opens its files. */
     private readonly resume: 'fresh-file' | 'server-newer',
     /** Rows a request of its relays holds. */
@@ -558,6 +558,15 @@ export class SimTask {
     this.crash(this.zombie);
     this.zombie = this.current;
     this.current = await this.open(this.pathOn(machine, this.zombie.path), this.latestAttempt() + 1);
+  }
+
+  /** The task's first machine: where a retry 'back on its first machine' lands (its file moved aside, a new one). */
+  get firstMachine(): string {
+    return this.firstPath;
+  }
+
+  set firstMachine(path: string) {
+    this.firstPath = path;
   }
 
   /** The file a process on `machine` opens, the current one being on `here`. */

@@ -51,6 +51,7 @@ export type Operation =
   | { op: 'flood the catalog'; tenant: number; other: number; task: number }
   | { op: 'release held requests' }
   | { op: 'restart server' }
+  | { op: 'restore the server from an older backup'; retries: 'numbered' | 'claim' }
   | { op: 'compact'; days: number };
 
 const faults: Fault[] = ['forward', 'forward', 'forward', 'drop-request', 'drop-response', 'duplicate', 'delay', 'fail-503', 'hold'];
@@ -128,6 +129,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ op: fc.constant('flood the catalog' as const), tenant, other: tenant, task }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('release held requests' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('restart server' as const) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('restore the server from an older backup' as const), retries: fc.constantFrom('numbered' as const, 'claim' as const) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('compact' as const), days: fc.integer({ min: 1, max: 3 }) }) },
 );
 

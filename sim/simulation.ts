@@ -11,7 +11,7 @@ import type { Operation, Scenario } from './operations.js';
 import { SIM_PG_URL, World, type Tenant } from './world.js';
 import { until } from './waiting.js';
 import { DeadLetters } from '../src/outbox/file/dead-letters.js';
-import { KeyConflictError } from '../src/outbox/index.js';
+import { KeyConflictError, StreamStateLostError } from '../src/outbox/index.js';
 
 const TENANT_NAMES = ['acme', 'globex', 'initech'];
 /** Delivery rounds without progress before the simulation calls a stream stuck: a liveness failure. */
@@ -50,7 +50,7 @@ export class SimulationFailure extends Error {
 /** ONCEBOX_SIM_TRACE=1 prints each operation as it is applied: where a run that hangs stands. */
 const trace = process.env.ONCEBOX_SIM_TRACE ? (at: number | string, operation?: unknown) => console.error(`sim: ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`) : () => undefined;
 
-const FAULTS = new Set<Operation['op']>(['crash and restart', 'claim the retry, then a copy claims its number', 'kill the job process', "fill the job process's disk", 'freeze the job process, retry beside it', 'redo published batches', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'revoke a read token, then replace it', 'flood the catalog', 'restart server', 'release held requests']);
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'claim the retry, then a copy claims its number', 'kill the job process', "fill the job process's disk", 'freeze the job process, retry beside it', 'redo published batches', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'revoke a read token, then replace it', 'flood the catalog', 'restart server', 'restore the server from an older backup', 'release held requests']);
 
 /**
  * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
@@ -252,6 +252,8 @@ class System {
         return this.world.proxy.releaseHeld();
       case 'restart server':
         return this.world.restartServer();
+      case 'restore the server from an older backup':
+        return this.restoreOlderBackup(operation.retries);
       case 'compact':
         // Consumers keep up within the events' retention, as its assumption asks (G15): they catch up first.
         for (const group of this.groups) await group.catchUp();
@@ -431,6 +433,88 @@ class System {
     }
     expect('G10', zombie.fenced || zombie.crashed, () => `${task.tenant.name}/${task.name}: attempt ${zombie.attempt} delivered after attempt ${task.current.attempt} claimed the run`);
     this.world.happened('a zombie fenced by a claim');
+  }
+
+  /**
+   * The server is restored from an older backup (SQLite's online backup, docs/operations.md): taken at a
+   * quiet moment, then every live task commits and delivers a batch, then the backup goes back. A relay
+   * whose stream the server now has behind stops with `stream_state_lost`, marks nothing and says so in
+   * `status()` (it never resends out of order). The documented fix is applied: every job of the runs is
+   * stopped, its file moved aside, and each task not over is retried on a fresh machine with a higher
+   * attempt (numbered, or claimed from the server), resuming from what the backup holds; what it lost is
+   * published again as the tasks go on (the checker forgets it with the server).
+   */
+  private async restoreOlderBackup(retries: 'numbered' | 'claim'): Promise<void> {
+    if (this.world.store !== 'sqlite') {
+      this.world.happened('no backup restored (a PostgreSQL world)');
+      return;
+    }
+    // A quiet moment: held requests arrive, zombies are gone, every file delivers, every group drains.
+    await this.world.proxy.releaseHeld();
+    for (const task of this.tasks) {
+      task.crash(task.zombie);
+      task.zombie = undefined;
+    }
+    await this.deliverAll(this.tasks.map((task) => task.current));
+    for (const group of this.groups) {
+      await group.catchUp();
+      await group.drain();
+    }
+    await this.checker.check();
+    const backedUpTo = this.checker.newestCursor;
+    const backup = await this.world.backup();
+    // The jobs go on after the backup: what they deliver now, the backup does not hold.
+    const touched = this.tasks.filter((task) => !task.over && live(task.current) && !task.current.ended && task.commit(task.current) !== undefined);
+    await this.deliverAll(touched.map((task) => task.current));
+    await this.world.restore(backup);
+    this.checker.forgetAfter(backedUpTo);
+    // A job goes on with its relay in process: its relay must stop, mark nothing, and say so.
+    const witness = touched.find((task) => live(task.current));
+    if (witness !== undefined && (await witness.relayOnItsOwn())) {
+      try {
+        await this.streamStateLost(witness);
+      } finally {
+        await witness.relayByHand();
+      }
+    }
+    // As docs/operations.md says: stop every job of the runs, move their files aside (a file the tasks
+    // shared is one new file on their first machine), retry on fresh files.
+    const movedAside = new Map<string, string>();
+    for (const task of this.tasks) {
+      const path = movedAside.get(task.firstMachine) ?? this.world.newPath(`${task.tenant.name}-moved-aside`);
+      movedAside.set(task.firstMachine, path);
+      task.firstMachine = path;
+    }
+    for (const task of this.tasks) {
+      if (task.over) continue;
+      if (retries === 'claim') await task.claimedRetry('fresh', 'claim');
+      else await task.retry('fresh');
+    }
+    this.world.happened(`the server restored from an older backup, the runs retried on fresh machines (${retries})`);
+  }
+
+  /**
+   * After a restore from an older backup, `task`'s job commits a batch with its relay in process: the
+   * server expects positions the file settled long ago, so the relay stops with `stream_state_lost`
+   * rather than resend out of order; it marks nothing, `status()` shows it, and the batch's receipt
+   * rejects with it (G3, G19).
+   */
+  private async streamStateLost(task: SimTask): Promise<void> {
+    const attempt = task.current;
+    const label = `${task.tenant.name}/${task.name}`;
+    const committed = task.commit(attempt);
+    if (committed === undefined) return;
+    const pending = attempt.box.file.pendingCount();
+    let outcome: unknown;
+    committed.ready.receipt().then(
+      () => (outcome = 'delivered'),
+      (error: unknown) => (outcome = error),
+    );
+    const stopped = await until(() => (attempt.box.status().lastError?.code === 'stream_state_lost' && outcome !== undefined ? true : undefined));
+    expect('G19', stopped === true, () => `${label}: after a restore, its relay's stop was not shown: status() says ${JSON.stringify(attempt.box.status().lastError)}, the receipt ${String(outcome)}`);
+    expect('G3', outcome instanceof StreamStateLostError, () => `${label}: after a restore, the batch's receipt came to ${String(outcome)}`);
+    expect('G3', attempt.box.file.pendingCount() === pending, () => `${label}: a relay stopped by stream_state_lost changed the rows waiting (${pending} before, ${attempt.box.file.pendingCount()} after)`);
+    this.world.happened('a relay stopped with stream_state_lost after a restore');
   }
 
   /**

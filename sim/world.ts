@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -209,6 +209,33 @@ export class World {
     }
     await this.startInstance(dead);
     this.proxy.setUpstream(this.url);
+  }
+
+  /**
+   * A backup of the SQLite server's file, taken online with SQLite's backup as docs/operations.md says
+   * (never a copy of a live WAL file).
+   */
+  async backup(): Promise<string> {
+    const path = join(this.dir, `backup-${this.files++}.db`);
+    const db = new Database(this.serverPath, { readonly: true, fileMustExist: true });
+    try {
+      await db.backup(path);
+    } finally {
+      db.close();
+    }
+    return path;
+  }
+
+  /** The SQLite server is stopped, its file replaced by `backup`, and started again on its port: it forgets what came after. */
+  async restore(backup: string): Promise<void> {
+    await this.instances[this.active]!.close();
+    this.instances[this.active] = undefined;
+    for (const suffix of ['', '-wal', '-shm']) rmSync(`${this.serverPath}${suffix}`, { force: true });
+    copyFileSync(backup, this.serverPath);
+    await this.startInstance(this.active);
+    this.proxy.setUpstream(this.url);
+    // Cursors past the backup's are handed out again.
+    this.newest.clear();
   }
 
   /** Moves the clock past the events' retention and compacts: the oldest events go. */

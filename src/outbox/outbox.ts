@@ -4,6 +4,7 @@ import { assetNameSchema, describeFirstIssue, emissionPayloadSchema } from '../p
 import {
   CredentialsError,
   EmissionValidationError,
+  LeaseLostError,
   NoRunContextError,
   NotCommittedError,
   OutboxClosedError,
@@ -95,9 +96,11 @@ export class Outbox {
         this.waiters.settle(rows);
         this.metrics?.settled(rows, Date.now());
       },
-      // A refused token is refused again for every row: the receipts awaited say so now, not at close.
+      // A relay stopped for good (a refused token, a server that lost what it acknowledged) delivers
+      // nothing more: the receipts awaited say why now, not at close. A lost lease is not such a stop:
+      // the relay that took the lease delivers, and the receipts come through the file.
       onStopped: (error) => {
-        if (error instanceof CredentialsError) this.waiters.rejectAll(error);
+        if (!(error instanceof LeaseLostError)) this.waiters.rejectAll(error);
       },
     });
     this.logger = delivery.logger;
@@ -379,7 +382,7 @@ export class Outbox {
     }
     const row = this.file.rows.rowById.get({ id: emission.rowId })!;
     const stopped = this.relay?.failure;
-    if (row.state === 'pending' && stopped instanceof CredentialsError) return Promise.reject(stopped);
+    if (row.state === 'pending' && stopped !== undefined && !(stopped instanceof LeaseLostError)) return Promise.reject(stopped);
     const promise = this.waiters.wait(row, emission.recommitted, this.fenceOf(row));
     if (row.state === 'pending') {
       // With no relay of ours delivering, receipts come from whichever process does, through the file.

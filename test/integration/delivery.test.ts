@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { copyFileSync, rmSync } from 'node:fs';
 import { LeaseLostError, openOutbox, RejectedError, StreamStateLostError } from '../../src/outbox/index.js';
@@ -190,6 +190,41 @@ describe('a server that lost what it acknowledged', () => {
       expect(box.file.rows.rowById.get({ id: b3.rowId! })?.state).toBe('pending');
     },
   );
+
+  it('is restored from an old backup under a job whose relay runs on its own: the receipts awaited and asked for reject with stream_state_lost, not wait for ever', async () => {
+    const dbPath = join(tempDir(), 'server.db');
+    const backup = join(tempDir(), 'backup.db');
+    let server = await startServer({ db: dbPath });
+    const proxy = await startFaultProxy(server.url);
+    const box = await testOutbox({ server: proxy.url });
+    const ready = box.asset('batch_ready');
+    await box.commit((tx) => tx.emit(ready, { partitionKey: 'b1' })).receipt();
+    await server.close();
+    copyFileSync(dbPath, backup);
+    server = await startServer({ db: dbPath });
+    proxy.setUpstream(server.url);
+    await box.commit((tx) => tx.emit(ready, { partitionKey: 'b2' })).receipt();
+    await server.close();
+    for (const suffix of ['-wal', '-shm']) rmSync(`${dbPath}${suffix}`, { force: true });
+    copyFileSync(backup, dbPath);
+    server = await startServer({ db: dbPath });
+    proxy.setUpstream(server.url);
+
+    const b3 = box.commit((tx) => tx.emit(ready, { partitionKey: 'b3' }));
+    const awaited = b3.receipt().then(
+      () => 'delivered',
+      (error: unknown) => error,
+    );
+    await vi.waitFor(() => expect(box.status().lastError?.code).toBe('stream_state_lost'), { timeout: 60_000 });
+    // The relay stopped in the step that recorded its error: the receipt awaited is settled by now (its
+    // callbacks run before the next turn of the event loop), and one asked for now rejects at once.
+    const settled = await Promise.race([awaited, new Promise((resolve) => setImmediate(() => resolve('still waiting')))]);
+    expect(settled).toBeInstanceOf(StreamStateLostError);
+    await expect(b3.receipt()).rejects.toMatchObject({ code: 'stream_state_lost' });
+    expect(box.status()).toMatchObject({ pending: 1 });
+    const closed = await box.close({ timeoutMs: 0 });
+    expect(closed.pending).toBe(1);
+  });
 });
 
 describe('the relay lease', () => {
