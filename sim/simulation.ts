@@ -6,16 +6,16 @@ import { rerunBatches } from './reruns.js';
 import { revokeAndReplace } from './revoking.js';
 import { expect, Violation } from './violation.js';
 import { SimGroup } from './groups.js';
-import { live, SimTask, type Attempt, type Machine } from './jobs.js';
+import { live, SimTask, type Attempt } from './jobs.js';
 import type { Operation, Scenario } from './operations.js';
 import { SIM_PG_URL, World, type Tenant } from './world.js';
-import { until } from './waiting.js';
-import { DeadLetters } from '../src/outbox/file/dead-letters.js';
-import { KeyConflictError, StreamStateLostError } from '../src/outbox/index.js';
+import { STUCK_AFTER_ROUNDS, until } from './waiting.js';
+import { claimedRetries, frozenBesideRetry, zombieWorks } from './zombies.js';
+import { misspellAndFix, redoPublished } from './mistakes.js';
+import { restoreOlderBackup } from './restoring.js';
+import type { Scene } from './scene.js';
 
 const TENANT_NAMES = ['acme', 'globex', 'initech'];
-/** Delivery rounds without progress before the simulation calls a stream stuck: a liveness failure. */
-const STUCK_AFTER_ROUNDS = 60;
 
 /** What a run did, for the figures: operations applied, faults among them, events the server stored. */
 export interface SimulationReport {
@@ -142,15 +142,15 @@ async function finishing(what: string, phase: () => Promise<void>): Promise<void
 }
 
 /** The world with its tasks and groups, and what each operation does to them. */
-class System {
+class System implements Scene {
   /** Re-runs so far: each has a run id of its own. */
   private reruns = 0;
 
   constructor(
-    private readonly world: World,
-    private readonly tasks: SimTask[],
-    private readonly groups: SimGroup[],
-    private readonly checker: Checker,
+    readonly world: World,
+    readonly tasks: SimTask[],
+    readonly groups: SimGroup[],
+    readonly checker: Checker,
   ) {}
 
   async apply(operation: Operation): Promise<void> {
@@ -190,21 +190,21 @@ class System {
       case "fill the job process's disk":
         return this.task(operation.task).diskFullAt(operation.at, operation.hit, operation.batches);
       case 'freeze the job process, retry beside it':
-        return this.frozenBesideRetry(this.task(operation.task), operation.machine, operation.hit, operation.more, operation.retryFirst);
+        return frozenBesideRetry(this, this.task(operation.task), operation.machine, operation.hit, operation.more, operation.retryFirst);
       case 'relays deliver on their own':
         return this.relaysOnTheirOwn(this.world.tenants[operation.tenant % this.world.tenants.length]!);
       case 'redo published batches':
-        return this.redoPublished(this.task(operation.task), operation.batches, operation.changed);
+        return redoPublished(this, this.task(operation.task), operation.batches, operation.changed);
       case 'retry':
         return this.task(operation.task).retry(operation.machine);
       case 'retry beside a zombie':
         return this.task(operation.task).startZombie(operation.machine);
       case 'claim the retry, then a copy claims its number':
-        return this.claimedRetries(this.task(operation.task), operation.machine, operation.claim);
+        return claimedRetries(this, this.task(operation.task), operation.machine, operation.claim);
       case 'retry elsewhere, then back':
         return this.retryElsewhereThenBack(this.task(operation.task));
       case 'zombie works after its retry':
-        return this.zombieWorks(this.task(operation.task), operation.machine, operation.batches, operation.checkpointsOnly, operation.retryFirst, operation.thenBack);
+        return zombieWorks(this, this.task(operation.task), operation.machine, operation.batches, operation.checkpointsOnly, operation.retryFirst, operation.thenBack);
       case 'wrong attempt, then fixed':
         return this.task(operation.task).wrongAttempt(operation.above);
       case 'wrong token, then fixed': {
@@ -218,7 +218,7 @@ class System {
         return rerunBatches(this.world, task.tenant, task.name, operation.batches, `rerun-${++this.reruns}`);
       }
       case 'misspell an asset, then fix it':
-        return this.misspellAndFix(this.task(operation.task), operation.retryFirst);
+        return misspellAndFix(this, this.task(operation.task), operation.retryFirst);
       case 'consume':
         return this.group(operation.group).catchUp(operation.events);
       case 'stop consumer':
@@ -253,7 +253,7 @@ class System {
       case 'restart server':
         return this.world.restartServer();
       case 'restore the server from an older backup':
-        return this.restoreOlderBackup(operation.retries);
+        return restoreOlderBackup(this, operation.retries);
       case 'compact':
         // Consumers keep up within the events' retention, as its assumption asks (G15): they catch up first.
         for (const group of this.groups) await group.catchUp();
@@ -263,92 +263,8 @@ class System {
     }
   }
 
-  /**
-   * A user's mistake and its printed fix: a batch's `ready` event goes to a misspelt asset, the server
-   * refuses it as unknown and the row goes dead (the stream goes on); the user applies the fix the
-   * refusal names, perhaps only after the task was retried on its machine (the dead row is then an older
-   * attempt's), and the row is delivered, once.
-   */
-  private async misspellAndFix(task: SimTask, retryFirst: boolean): Promise<void> {
-    const attempt = task.current;
-    if (task.commit(attempt, { typo: true }) === undefined) return;
-    await this.deliverAll([attempt]);
-    if (retryFirst) await task.retry('same');
-    await task.fixTypo();
-    await this.deliverAll([task.current]);
-  }
 
-  /**
-   * G10 where it is hardest: the retry starts beside the attempt before it, commits and delivers a batch
-   * (the server now knows the newer attempt), and only then does the zombie work on: it commits its next
-   * batches and its relay tries to deliver them. On the retry's file its commits are refused at once; on
-   * its own, the server fences its deliveries, and it learns so.
-   */
-  private async zombieWorks(task: SimTask, machine: Machine, batches: number, checkpointsOnly: boolean, retryFirst: 'batch' | 'checkpoint', thenBack: boolean): Promise<void> {
-    if (task.over) return;
-    if (!live(task.zombie)) await task.startZombie(machine);
-    const { current, zombie } = task;
-    if (!live(zombie) || zombie.ended) return;
-    // The retry's first delivery: a batch, or a checkpoint alone (a batch that brought no data): either
-    // moves the run's epoch to the retry, and fences the zombie.
-    if (retryFirst === 'batch' && task.commit(current) === undefined) return;
-    if (!task.commitSeen(current)) return;
-    await this.deliverAll([current]);
-    const label = `${task.tenant.name}/${task.name}`;
-    for (let i = 0; i < batches; i++) {
-      const committed = checkpointsOnly ? task.commitSeen(zombie) : task.commit(zombie) !== undefined;
-      if (zombie.path === current.path && !current.crashed) {
-        expect('G10', !committed, () => `${label}: attempt ${zombie.attempt} committed on the file attempt ${current.attempt} opened`);
-      }
-      if (!committed) {
-        this.world.happened(`zombie's commit refused (${zombie.path === current.path ? "on its retry's file" : 'fenced already'})`);
-        return;
-      }
-    }
-    // Its relay goes on until it is told it is fenced (its rows parked), or it has nothing left to send.
-    for (let round = 0; live(zombie) && zombie.box.file.pendingCount() > 0; round++) {
-      await task.step(zombie, 'forward');
-      expect('liveness', round < STUCK_AFTER_ROUNDS, () => `${label}: the zombie's relay neither delivered nor learnt of its fence in ${STUCK_AFTER_ROUNDS} rounds`);
-      if (zombie.box.file.pendingCount() > 0) this.world.clock += 1001;
-    }
-    // The server knew of the newer attempt before the zombie's commits reached it: it must have fenced them.
-    expect('G10', zombie.fenced || zombie.crashed, () => `${label}: attempt ${zombie.attempt}'s ${checkpointsOnly ? 'checkpoint updates' : 'batches'} were taken after attempt ${current.attempt} delivered`);
-    this.world.happened(`zombie fenced by the server after its retry delivered (${checkpointsOnly ? 'checkpoints only' : 'batches'})`);
-    if (thenBack && zombie.path !== current.path) {
-      // The next retry lands on the zombie's machine: its file's checkpoint counts the batches the zombie
-      // committed, so the retry must take over and deliver the rows the fence parked (G12), not redo them.
-      await task.retryAt(zombie.path);
-      this.world.happened("a retry took over a fenced zombie's parked rows");
-    }
-  }
 
-  /**
-   * A job process frozen after its `hit`-th batch (SIGSTOP: a paused VM) loses its heartbeat; the runner
-   * starts the next attempt on the same machine or a fresh one, which delivers first a batch, or only
-   * its last batch's event announced again (a duplicate on the server: the retry's request stores
-   * nothing, and still moves the run's epoch), or announced to the misspelt asset (refused while it is
-   * unknown: a request of one refusal moves the epoch too); then the frozen process goes on, and must
-   * learn that it is fenced (G10) without any of its later batches taken (the checker's G3 and G10).
-   * A misspelt announcement is then fixed as its refusal says.
-   */
-  private async frozenBesideRetry(task: SimTask, machine: 'same' | 'fresh', hit: number, more: number, retryFirst: 'batch' | 'announcement' | 'misspelt announcement'): Promise<void> {
-    const machineOfFrozen = task.current.path;
-    const frozen = await task.freeze(hit, more);
-    if (frozen === undefined) return;
-    try {
-      await task.retry(machine);
-      const announced = retryFirst !== 'batch' && task.announceAgain(task.current, { typo: retryFirst === 'misspelt announcement' });
-      if (!announced && task.commit(task.current) === undefined) task.commitSeen(task.current);
-      await this.deliverAll([task.current]);
-      await task.thaw(frozen, machineOfFrozen);
-      if (announced && retryFirst === 'misspelt announcement') {
-        await task.fixTypo();
-        await this.deliverAll([task.current]);
-      }
-    } finally {
-      if (frozen.running()) await frozen.stop('SIGKILL');
-    }
-  }
 
   /**
    * The tenant's tasks run with their relays in process, on their own, as jobs do: each commits a batch,
@@ -377,145 +293,9 @@ class System {
     }
   }
 
-  /**
-   * A user's mistake: the job ignores its checkpoint and does its last batches again, perhaps with data
-   * that changed since (a recount: the same key, other content). The same content is absorbed as
-   * duplicates (G3); changed content is refused, with `key_conflict`: at commit, as a KeyConflictError,
-   * when the file still holds the batch's row, or by the server, as a dead row that `dead retry` will not
-   * send again. The fix printed for it is applied: the row dropped on the record and the same content
-   * emitted; the batch stays on the server once, as first published.
-   */
-  private async redoPublished(task: SimTask, batches: number, changed: boolean): Promise<void> {
-    const attempt = task.current;
-    if (task.over || !live(attempt) || attempt.ended) return;
-    const label = `${task.tenant.name}/${task.name}`;
-    const last = task.batch(attempt);
-    if (changed) this.world.expectedRefusals.add(`${task.producer} key_conflict`);
-    for (let batch = Math.max(1, last - batches + 1); batch <= last; batch++) {
-      const change = changed && batch === last;
-      try {
-        if (task.commit(attempt, { batch, changed: change }) === undefined) return;
-      } catch (error) {
-        expect('G19', change && error instanceof KeyConflictError && error.code === 'key_conflict', () => `${label}: batch ${batch} done again ${change ? 'with other content' : 'alike'} failed with ${String(error)}`);
-        this.world.happened('changed content refused at commit (key_conflict)');
-        if (task.commit(attempt, { batch }) === undefined) return;
-      }
-    }
-    await this.deliverAll([attempt]);
-    if (!live(attempt)) return;
-    const letters = new DeadLetters(attempt.box.file);
-    const conflicts = letters.list().filter((row) => row.code === 'key_conflict');
-    if (conflicts.length === 0) return;
-    this.world.happened('changed content refused by the server (key_conflict)');
-    const { retried, skipped } = letters.retry('all', 'the simulation tries every dead row');
-    expect('G3', conflicts.every((row) => skipped.some((skip) => skip.id === row.id) && !retried.some((again) => again.id === row.id)), () => `${label}: dead retry sent a key_conflict row again (${JSON.stringify(retried)})`);
-    // As the refusal's fix says: the same content for the same key; the conflicting row dropped on the record first.
-    for (const row of conflicts) letters.discard([row.id], 'the same content is emitted again');
-    if (task.commit(attempt, { batch: last }) !== undefined) await this.deliverAll([attempt]);
-  }
 
-  /**
-   * Attempts claimed from the server, as runners whose counters cannot be trusted open them: the retry
-   * claims its attempt (the next the server hands out, or exactly the runner's number); then a copy of it
-   * starts elsewhere proposing the same number, is refused and asked again, and runs as the newest (G26);
-   * the attempt it found, fenced by that claim, commits and delivers, and must learn that it is fenced (G10).
-   */
-  private async claimedRetries(task: SimTask, machine: Machine, claim: 'claim' | 'exactly'): Promise<void> {
-    if (task.over) return;
-    await task.claimedRetry(machine, claim);
-    await task.copyClaimsSameNumber();
-    const { zombie } = task;
-    if (!live(zombie) || zombie.ended || task.commit(zombie) === undefined) return;
-    for (let round = 0; live(zombie) && zombie.box.file.pendingCount() > 0; round++) {
-      await task.step(zombie, 'forward');
-      expect('liveness', round < STUCK_AFTER_ROUNDS, () => `${task.tenant.name}/${task.name}: the zombie's relay neither delivered nor learnt of its fence in ${STUCK_AFTER_ROUNDS} rounds`);
-      if (zombie.box.file.pendingCount() > 0) this.world.clock += 1001;
-    }
-    expect('G10', zombie.fenced || zombie.crashed, () => `${task.tenant.name}/${task.name}: attempt ${zombie.attempt} delivered after attempt ${task.current.attempt} claimed the run`);
-    this.world.happened('a zombie fenced by a claim');
-  }
 
-  /**
-   * The server is restored from an older backup (SQLite's online backup, docs/operations.md): taken at a
-   * quiet moment, then every live task commits and delivers a batch, then the backup goes back. A relay
-   * whose stream the server now has behind stops with `stream_state_lost`, marks nothing and says so in
-   * `status()` (it never resends out of order). The documented fix is applied: every job of the runs is
-   * stopped, its file moved aside, and each task not over is retried on a fresh machine with a higher
-   * attempt (numbered, or claimed from the server), resuming from what the backup holds; what it lost is
-   * published again as the tasks go on (the checker forgets it with the server).
-   */
-  private async restoreOlderBackup(retries: 'numbered' | 'claim'): Promise<void> {
-    if (this.world.store !== 'sqlite') {
-      this.world.happened('no backup restored (a PostgreSQL world)');
-      return;
-    }
-    // A quiet moment: held requests arrive, zombies are gone, every file delivers, every group drains.
-    await this.world.proxy.releaseHeld();
-    for (const task of this.tasks) {
-      task.crash(task.zombie);
-      task.zombie = undefined;
-    }
-    await this.deliverAll(this.tasks.map((task) => task.current));
-    for (const group of this.groups) {
-      await group.catchUp();
-      await group.drain();
-    }
-    await this.checker.check();
-    const backedUpTo = this.checker.newestCursor;
-    const backup = await this.world.backup();
-    // The jobs go on after the backup: what they deliver now, the backup does not hold.
-    const touched = this.tasks.filter((task) => !task.over && live(task.current) && !task.current.ended && task.commit(task.current) !== undefined);
-    await this.deliverAll(touched.map((task) => task.current));
-    await this.world.restore(backup);
-    this.checker.forgetAfter(backedUpTo);
-    // A job goes on with its relay in process: its relay must stop, mark nothing, and say so.
-    const witness = touched.find((task) => live(task.current));
-    if (witness !== undefined && (await witness.relayOnItsOwn())) {
-      try {
-        await this.streamStateLost(witness);
-      } finally {
-        await witness.relayByHand();
-      }
-    }
-    // As docs/operations.md says: stop every job of the runs, move their files aside (a file the tasks
-    // shared is one new file on their first machine), retry on fresh files.
-    const movedAside = new Map<string, string>();
-    for (const task of this.tasks) {
-      const path = movedAside.get(task.firstMachine) ?? this.world.newPath(`${task.tenant.name}-moved-aside`);
-      movedAside.set(task.firstMachine, path);
-      task.firstMachine = path;
-    }
-    for (const task of this.tasks) {
-      if (task.over) continue;
-      if (retries === 'claim') await task.claimedRetry('fresh', 'claim');
-      else await task.retry('fresh');
-    }
-    this.world.happened(`the server restored from an older backup, the runs retried on fresh machines (${retries})`);
-  }
 
-  /**
-   * After a restore from an older backup, `task`'s job commits a batch with its relay in process: the
-   * server expects positions the file settled long ago, so the relay stops with `stream_state_lost`
-   * rather than resend out of order; it marks nothing, `status()` shows it, and the batch's receipt
-   * rejects with it (G3, G19).
-   */
-  private async streamStateLost(task: SimTask): Promise<void> {
-    const attempt = task.current;
-    const label = `${task.tenant.name}/${task.name}`;
-    const committed = task.commit(attempt);
-    if (committed === undefined) return;
-    const pending = attempt.box.file.pendingCount();
-    let outcome: unknown;
-    committed.ready.receipt().then(
-      () => (outcome = 'delivered'),
-      (error: unknown) => (outcome = error),
-    );
-    const stopped = await until(() => (attempt.box.status().lastError?.code === 'stream_state_lost' && outcome !== undefined ? true : undefined));
-    expect('G19', stopped === true, () => `${label}: after a restore, its relay's stop was not shown: status() says ${JSON.stringify(attempt.box.status().lastError)}, the receipt ${String(outcome)}`);
-    expect('G3', outcome instanceof StreamStateLostError, () => `${label}: after a restore, the batch's receipt came to ${String(outcome)}`);
-    expect('G3', attempt.box.file.pendingCount() === pending, () => `${label}: a relay stopped by stream_state_lost changed the rows waiting (${pending} before, ${attempt.box.file.pendingCount()} after)`);
-    this.world.happened('a relay stopped with stream_state_lost after a restore');
-  }
 
   /**
    * A retry on a fresh machine gets further (it commits a batch and delivers it), then the task's next
@@ -531,7 +311,7 @@ class System {
   }
 
   /** Steps the attempts' relays without faults until their files hold nothing to deliver. */
-  private async deliverAll(attempts: Attempt[]): Promise<void> {
+  async deliverAll(attempts: Attempt[]): Promise<void> {
     for (let stuck = 0; ; ) {
       const waiting = attempts.filter((attempt) => live(attempt) && attempt.box.file.pendingCount() > 0);
       if (waiting.length === 0) return;
