@@ -1684,7 +1684,7 @@ export const BREAKS: Break[] = [
     what: 'an idle consumer never asking for its group’s epoch (a replaced consumer with no events runs on forever)',
     guarantee: 'G21',
     edits: [{ file: 'src/consumer/consumer.ts', find: '        if (events.length === 0) await this.box.learnFenceFromServer();', replace: '' }],
-    caughtBy: [{ file: 'test/fault/consumer-zombie.test.ts', name: 'within one long-poll' }],
+    caughtBy: [{ file: 'test/fault/consumer-zombie.test.ts', name: 'at the end of a long-poll' }],
   },
   {
     what: "a map entry's URI looked up without Airflow's normal form of an empty path (`ceo://refunds` not found as `ceo://refunds/`)",
