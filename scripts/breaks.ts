@@ -2223,7 +2223,7 @@ export const BREAKS: Break[] = [
         replace: "        if ((error as { code?: string }).code === 'unauthorized' || (error as { code?: string }).code === 'forbidden') this.waiters.rejectAll(error);\n",
       },
     ],
-    caughtBy: [{ file: 'test/integration/delivery.test.ts', name: 'relay runs on its own' }],
+    caughtBy: [{ file: 'test/integration/delivery.test.ts', name: 'relay runs on its own' }, simulation],
   },
   {
     what: 'a receipt asked for after the relay stopped on a refused token waiting for a delivery that will never come',

@@ -25,7 +25,7 @@ export type Operation =
   | { op: 'deliver'; task: number; by: 'current' | 'zombie'; fault: Fault }
   | { op: 'deliver together' }
   | { op: 'deliver with the relay command'; task: number }
-  | { op: 'end'; task: number; how: Ending; twice: boolean }
+  | { op: 'end'; task: number; how: Ending; twice: boolean; retryAtOnce: boolean }
   | { op: 'crash and restart'; task: number }
   | { op: 'kill the job process'; task: number; at: JobKillPoint; hit: number; batches: number }
   | { op: 'fill the job process\'s disk'; task: number; at: DiskFullPoint; hit: number; batches: number }
@@ -67,7 +67,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 14, arbitrary: fc.record({ op: fc.constant('deliver' as const), task, by: fc.constantFrom('current' as const, 'current' as const, 'zombie' as const), fault: fc.constantFrom(...faults) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('deliver together' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('deliver with the relay command' as const), task }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('end' as const), task, how: fc.constantFrom<Ending>('complete', 'fail with a retry', 'fail with a retry', 'fail for good'), twice: fc.boolean() }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('end' as const), task, how: fc.constantFrom<Ending>('complete', 'fail with a retry', 'fail with a retry', 'fail for good'), twice: fc.boolean(), retryAtOnce: fc.boolean() }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('crash and restart' as const), task }) },
   {
     weight: 2,
@@ -130,7 +130,7 @@ export const operationArbitrary: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ op: fc.constant('release held requests' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('restart server' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('restore the server from an older backup' as const), retries: fc.constantFrom('numbered' as const, 'claim' as const) }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('compact' as const), days: fc.integer({ min: 1, max: 3 }) }) },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('compact' as const), days: fc.integer({ min: 1, max: 3 }) }) },
 );
 
 export const layoutArbitrary: fc.Arbitrary<Layout> = fc.record({

@@ -181,8 +181,14 @@ class System implements Scene {
         return;
       case 'deliver with the relay command':
         return this.task(operation.task).deliverWithRelayCommand();
-      case 'end':
-        return this.task(operation.task).end(this.task(operation.task).current, operation.how, operation.twice);
+      case 'end': {
+        const task = this.task(operation.task);
+        task.end(task.current, operation.how, operation.twice);
+        // A runner that retries a failed attempt at once, on its machine: the retry opens the file
+        // before the failure's notice was delivered, and must take the notice over and deliver it (G12, G25).
+        if (operation.retryAtOnce && task.outcome === 'fail with a retry') await task.retry('same');
+        return;
+      }
       case 'crash and restart':
         return this.task(operation.task).restart();
       case 'kill the job process':
