@@ -2110,6 +2110,18 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/testing/history.test.ts', name: 'within each task' }],
   },
   {
+    what: "the testing kit's report missing the line that names a system error (`Error: ENOENT: …` names no class of its own)",
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/attempts.ts', find: '(Uncaught )?([A-Z]\\w*)?(Error|Exception)', replace: '(Uncaught )?[A-Z]\\w*(Error|Exception)' }],
+    caughtBy: [{ file: 'test/testing/check-job.test.ts', name: 'names an attempt' }],
+  },
+  {
+    what: "the testing kit's data folder left for the job to make (a job that writes its first file fails in the clean run)",
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/run-scenario.ts', find: '    mkdirSync(data);\n', replace: '' }],
+    caughtBy: [{ file: 'test/testing/check-job.test.ts', name: 'data folder' }],
+  },
+  {
     what: "the testing kit's commit errors never injected (a job that skips a batch whose commit threw passes)",
     guarantee: 'testing kit',
     edits: [{ file: 'src/testing/attempts.ts', find: "? `${FAILPOINT_OF['inside-commit']}@${end.hit}:throw=${end.error}`", replace: '? undefined' }],

@@ -150,7 +150,8 @@ export function stderrSummary(stderr: string): string {
   const tail = lines.slice(-6);
   // Node prints an uncaught error as its source line, a caret, then `Name: message` at the start of a
   // line: that line, not the source line that made the error, says what went wrong.
-  const named = lines.find((line) => /^(Uncaught )?[A-Z]\w*(Error|Exception)( \[[^\]]*\])?: /.test(line));
+  // `Error: ENOENT: …` (a system error) names no class of its own: the prefix is optional.
+  const named = lines.find((line) => /^(Uncaught )?([A-Z]\w*)?(Error|Exception)( \[[^\]]*\])?: /.test(line));
   return named === undefined || tail.includes(named) ? tail.join('\n') : [named, '…', ...tail].join('\n');
 }
 

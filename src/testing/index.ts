@@ -7,7 +7,7 @@
  * @module oncebox/testing
  */
 export { checkJob, JobCheckError, type CampaignResult, type CheckJobOptions } from './check-job.js';
-export { runScenario, assertClean, type ScenarioOutcome } from './run-scenario.js';
+export { runScenario, assertClean, JobNotCheckableError, type ScenarioOutcome } from './run-scenario.js';
 export type { JobUnderTest } from './job.js';
 export { scenarioArbitrary, singleKills, describeScenario, attemptsOf, PRODUCER_POINTS, CONSUMER_POINTS, type Scenario, type ScenarioOptions, type AttemptPlan, type AttemptEnd, type CommitError, type KillPoint } from './scenario.js';
 export { checkHistory, describeAnomalies, type Anomaly, type AnomalyKind, type Publication, type RunHistory } from './history.js';

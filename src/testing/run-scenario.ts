@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DeadLetters } from '../outbox/file/dead-letters.js';
@@ -75,19 +75,32 @@ export function cleanProfile(job: JobUnderTest): Promise<CleanProfile> {
   return profile;
 }
 
+/**
+ * The job cannot be checked at all: it fails, or publishes nothing, in a clean run without any fault.
+ * Thrown before any scenario runs, so there is nothing to replay; the message says what the clean run did.
+ */
+export class JobNotCheckableError extends Error {
+  readonly code = 'job_not_checkable';
+  constructor(message: string) {
+    super(message);
+    this.name = 'JobNotCheckableError';
+  }
+}
+
 async function profileOf(job: JobUnderTest): Promise<CleanProfile> {
   const clean = async () => {
     const run = await execute(job, CLEAN, { trace: true });
     if (run.problems.length > 0) {
-      throw new Error(`the job does not run cleanly, with no fault at all:\n${[...describeAttempts(run.attempts), ...describeAnomalies(run.problems)].join('\n')}`);
+      throw new JobNotCheckableError(`the job does not run cleanly, with no fault at all:\n${[...describeAttempts(run.attempts), ...describeAnomalies(run.problems)].join('\n')}`);
     }
     return run;
   };
   const first = await clean();
   if (!first.history.events.some((event) => !isLifecycleAsset(event.asset))) {
-    throw new Error(
+    throw new JobNotCheckableError(
       `the job published no event in a clean run (producer ${job.producer}, assets ${job.assets.join(', ')}): there is nothing to check. ` +
-        'Check that it publishes with the token and server in ONCEBOX_TOKEN and ONCEBOX_SERVER, as that producer, to those assets',
+        'Check that it publishes with the token and server in ONCEBOX_TOKEN and ONCEBOX_SERVER, as that producer, to those assets, ' +
+        'and that it awaits box.close() before it exits (its relay delivers in the background)',
     );
   }
   const second = await clean();
@@ -105,7 +118,9 @@ async function execute(job: JobUnderTest, scenario: Scenario, options: { trace?:
     const extra = (await job.setup?.(server)) ?? {};
     server.faults.plan(...scenario.network);
     const runId = job.runId ?? DEFAULT_RUN_ID;
+    // The job's data store exists before its first attempt, as a storage bucket or a mounted volume does.
     const data = join(dir, 'data');
+    mkdirSync(data);
     const [executable, args] = await commandLine(job.command);
     const env = { ONCEBOX_LOG_LEVEL: 'warn', ...job.env, ...extra, ONCEBOX_SERVER: server.url, ONCEBOX_TOKEN: token, ONCEBOX_DATA: data, ONCEBOX_RUN_ID: runId };
     const run = new RunOfAttempts({ executable, args, env, dir, timeoutMs: job.attemptTimeoutMs ?? 60_000, trace: options.trace ?? false });

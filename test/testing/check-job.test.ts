@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkJob, runScenario, type JobUnderTest } from '../../src/testing/index.js';
+import { assertClean, checkJob, JobNotCheckableError, runScenario, type JobUnderTest } from '../../src/testing/index.js';
 import { stderrSummary } from '../../src/testing/attempts.js';
 import { withEnvironment } from '../support/environment.js';
 
@@ -63,11 +63,37 @@ describe('checkJob', () => {
       'Node.js v20.20.2',
     ].join('\n');
     expect(stderrSummary(stderr).split('\n')[0]).toBe('TypeError: config broken: FOO is missing (fix: set FOO)');
+    // A system error is a plain `Error: CODE: …`, followed by its properties: its line is found too.
+    const system = [
+      'node:fs:573',
+      '  return binding.open(',
+      '                 ^',
+      '',
+      "Error: ENOENT: no such file or directory, open '/tmp/data/batch-1.csv'",
+      '    at Object.openSync (node:fs:573:18)',
+      '    at main (/tmp/job.ts:5:3) {',
+      '  errno: -2,',
+      "  code: 'ENOENT',",
+      "  syscall: 'open',",
+      "  path: '/tmp/data/batch-1.csv'",
+      '}',
+      '',
+      'Node.js v20.20.2',
+    ].join('\n');
+    expect(stderrSummary(system).split('\n')[0]).toBe("Error: ENOENT: no such file or directory, open '/tmp/data/batch-1.csv'");
+  });
+
+  it('gives the job its data folder made, as a storage bucket or a volume is there before the job', { timeout: 240_000 }, async () => {
+    const job = stamped({ env: { MAKE_DATA_FOLDER: 'no' }, comparableData: () => undefined });
+    assertClean(await runScenario(job, { attempts: [{ machine: 'same', end: { kind: 'completes' } }], network: [] }));
   });
 
   it('refuses a job that publishes nothing in a clean run: there would be nothing to check', { timeout: 240_000 }, async () => {
     const error = await failure(checkJob(stamped({ env: { PUBLISH: 'no' }, comparableData: () => undefined }), { runs: 1, seed: 1, log: quiet }));
     expect(error.message).toMatch(/published no event in a clean run \(producer stamped, assets batch_ready\)/);
+    expect(error).toBeInstanceOf(JobNotCheckableError);
+    expect(error).toMatchObject({ code: 'job_not_checkable' });
+    expect(error.message).toContain('awaits box.close()');
   });
 
   it('refuses a job whose two clean runs differ, naming what differs, and takes it once comparableData maps the difference out', { timeout: 300_000 }, async () => {
