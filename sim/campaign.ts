@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { closeConsoleBrowser } from './console-reading.js';
 import { scenarioArbitrary, type Scenario } from './operations.js';
 import { addReport, emptyReport, simulate, type SimulationReport } from './simulation.js';
 
@@ -41,12 +42,15 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
     runs++;
     addReport(totals, report);
   });
-  const details = await fc.check(property, {
-    seed: options.seed,
-    numRuns: options.runs,
-    endOnFailure: options.shrink === false,
-    ...(options.path === undefined ? {} : { path: options.path }),
-  });
+  const details = await fc
+    .check(property, {
+      seed: options.seed,
+      numRuns: options.runs,
+      endOnFailure: options.shrink === false,
+      ...(options.path === undefined ? {} : { path: options.path }),
+    })
+    // The console's browser serves every scenario of the campaign: it goes with the campaign.
+    .finally(() => closeConsoleBrowser());
   if (!details.failed) return { seed: options.seed, runs: options.runs, executed: runs, shrunk: false, replayed: options.path !== undefined, totals };
   const [scenario] = details.counterexample!;
   const path = details.counterexamplePath!;

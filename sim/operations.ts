@@ -49,6 +49,8 @@ export type Operation =
   | { op: 'pry'; tenant: number; victim: number }
   | { op: 'revoke a read token, then replace it'; tenant: number }
   | { op: 'flood the catalog'; tenant: number; other: number; task: number }
+  /** Not drawn: the simulation reads the console in some scenarios (see consoleReadingOf), so that adding it left every seed's draws as they were. */
+  | { op: 'read the console'; tenant: number; other: number; task: number }
   | { op: 'release held requests' }
   | { op: 'restart server' }
   | { op: 'restore the server from an older backup'; retries: 'numbered' | 'claim' }
@@ -152,3 +154,14 @@ export const scenarioArbitrary = (maxOperations: number) =>
   fc.record({ layout: layoutArbitrary, operations: fc.array(operationArbitrary, { minLength: 1, maxLength: maxOperations, size: 'max' }) });
 
 export type Scenario = { layout: Layout; operations: Operation[] };
+
+/**
+ * Where a scenario reads the web console, if it does: in one scenario of three (by its length), after its
+ * middle operation, as a tenant chosen by its length. Derived from the scenario rather than drawn, so that
+ * the operations every seed draws stay as they were, and a replay or a shrunk scenario reads it alike.
+ */
+export function consoleReadingOf(scenario: Scenario): { after: number; operation: Operation } | undefined {
+  const n = scenario.operations.length;
+  if (n < 4 || n % 3 !== 0) return undefined;
+  return { after: Math.floor(n / 2), operation: { op: 'read the console', tenant: n, other: n + 1, task: n } };
+}

@@ -7,12 +7,13 @@ import { revokeAndReplace } from './revoking.js';
 import { expect, Violation } from './violation.js';
 import { SimGroup } from './groups.js';
 import { live, SimTask, type Attempt } from './jobs.js';
-import type { Operation, Scenario } from './operations.js';
+import { consoleReadingOf, type Operation, type Scenario } from './operations.js';
 import { SIM_PG_URL, World, type Tenant } from './world.js';
 import { STUCK_AFTER_ROUNDS, until } from './waiting.js';
 import { claimedRetries, frozenBesideRetry, zombieWorks } from './zombies.js';
 import { misspellAndFix, redoPublished } from './mistakes.js';
 import { restoreOlderBackup } from './restoring.js';
+import { readConsole } from './console-reading.js';
 import type { Scene } from './scene.js';
 
 const TENANT_NAMES = ['acme', 'globex', 'initech'];
@@ -77,6 +78,7 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
     const checker = new Checker(world, tasks, groups);
     const system = new System(world, tasks, groups, checker);
     let faults = 0;
+    const consoleReading = consoleReadingOf(scenario);
     for (const [index, operation] of scenario.operations.entries()) {
       trace(index, operation);
       try {
@@ -86,6 +88,14 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
         });
       } catch (error) {
         throw new SimulationFailure(error as Error, index, operation);
+      }
+      if (consoleReading?.after === index) {
+        trace(`${index} then`, consoleReading.operation);
+        try {
+          await finishing('the console reading', () => system.apply(consoleReading.operation));
+        } catch (error) {
+          throw new SimulationFailure(error as Error, index, consoleReading.operation);
+        }
       }
       if (FAULTS.has(operation.op) || (operation.op === 'deliver' && operation.fault !== 'forward')) faults++;
     }
@@ -252,6 +262,17 @@ class System implements Scene {
         return floodCatalog(this.world, flooder, other, async () => {
           task.commit(task.current);
           if (live(task.current)) await this.deliverAll([task.current]);
+        });
+      }
+      case 'read the console': {
+        const [reader, other] = this.twoTenants(operation.tenant, operation.other);
+        // One of the reader's own tasks: its run is what the console shows, and its next batch what the long-poll brings.
+        const own = this.tasks.filter((task) => task.tenant === reader);
+        const task = own[operation.task % own.length]!;
+        return readConsole(this.world, reader, other, task, async () => {
+          if (!live(task.current) || task.current.ended || task.commit(task.current) === undefined) return false;
+          await this.deliverAll([task.current]);
+          return true;
         });
       }
       case 'release held requests':
