@@ -2011,13 +2011,13 @@ export const BREAKS: Break[] = [
     what: "the console putting the read token in the request's URL",
     guarantee: 'G27',
     edits: [{ file: 'console/src/api.ts', find: '    response = await fetch(apiUrl(route), {', replace: "    response = await fetch(`${apiUrl(route)}${route.includes('?') ? '&' : '?'}token=${token}`, {" }],
-    caughtBy: [{ file: 'test/console/console.test.ts', name: 'keeps the token out of URLs' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'keeps the token out of URLs' }, simulation],
   },
   {
     what: 'the console keeping the token in local storage, where it outlives the tab',
     guarantee: 'G27',
     edits: [{ file: 'console/src/session.tsx', find: '    sessionStorage.setItem(KEY, next);', replace: '    localStorage.setItem(KEY, next);' }],
-    caughtBy: [{ file: 'test/console/console.test.ts', name: 'keeps the token out of URLs' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'keeps the token out of URLs' }, simulation],
   },
   {
     what: "the console rendering every one of an asset's partitions (no virtualisation)",
@@ -2032,13 +2032,13 @@ export const BREAKS: Break[] = [
       { file: 'console/src/live.tsx', find: "            bump({ newest: after, state: 'live' });", replace: "            setLive((now) => ({ ...now, newest: after!, state: 'live' }));" },
       { file: 'console/src/live.tsx', find: '    const timer = setInterval(() => bump({}), REFRESH_MS);', replace: '    const timer = setInterval(() => undefined, REFRESH_MS);' },
     ],
-    caughtBy: [{ file: 'test/console/console.test.ts', name: 'updates a view through the long-poll' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'updates a view through the long-poll' }, simulation],
   },
   {
     what: "the console dropping a route's query (a shared link to a task's run shows nothing)",
     guarantee: 'G27',
     edits: [{ file: 'console/src/hash-location.ts', find: "const currentSearch = (now: [string, string]) => now[1];", replace: "const currentSearch = (now: [string, string]) => now[1].slice(0, 0);" }],
-    caughtBy: [{ file: 'test/console/console.test.ts', name: 'shows a run as the API does' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'shows a run as the API does' }, simulation],
   },
   {
     what: "the testing kit stopping, continuing and killing only a job's wrapper script, not its process group",
@@ -2071,13 +2071,13 @@ export const BREAKS: Break[] = [
     what: "the console signing its user out on any 403, a link to another producer's run included",
     guarantee: 'G27',
     edits: [{ file: 'console/src/api.ts', find: '    return this.status === 401;', replace: '    return this.status === 401 || this.status === 403;' }],
-    caughtBy: [{ file: 'test/console/console.test.ts', name: 'a view the token may not read' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'a view the token may not read' }, simulation],
   },
   {
     what: 'the console crashing on a link with a malformed escape',
     guarantee: 'G27',
     edits: [{ file: 'console/src/main.tsx', find: '    return decodeURIComponent(text);\n  } catch {\n    return null;\n  }', replace: '    return decodeURIComponent(text);\n  } finally {\n    // nothing\n  }' }],
-    caughtBy: [{ file: 'test/console/console.test.ts', name: 'malformed escape' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'malformed escape' }, simulation],
   },
   {
     what: 'the catalog passing a forged page key with NUL to PostgreSQL (a 500)',
