@@ -2222,7 +2222,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a relay stopped by a refused token leaving the receipts awaited before it waiting (a job awaiting its batch hangs instead of failing with the fix)',
     guarantee: 'G19',
-    edits: [{ file: 'src/outbox/outbox.ts', find: '        if (!(error instanceof LeaseLostError)) this.waiters.rejectAll(error);\n', replace: '' }],
+    edits: [{ file: 'src/outbox/outbox.ts', find: '        if (endsReceipts(error)) this.waiters.rejectAll(error);\n', replace: '' }],
     caughtBy: [simulation],
   },
   {
@@ -2231,7 +2231,7 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/outbox/outbox.ts',
-        find: '        if (!(error instanceof LeaseLostError)) this.waiters.rejectAll(error);\n',
+        find: '        if (endsReceipts(error)) this.waiters.rejectAll(error);\n',
         replace: "        if ((error as { code?: string }).code === 'unauthorized' || (error as { code?: string }).code === 'forbidden') this.waiters.rejectAll(error);\n",
       },
     ],
@@ -2240,7 +2240,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a receipt asked for after the relay stopped on a refused token waiting for a delivery that will never come',
     guarantee: 'G19',
-    edits: [{ file: 'src/outbox/outbox.ts', find: "    if (row.state === 'pending' && stopped !== undefined && !(stopped instanceof LeaseLostError)) return Promise.reject(stopped);\n", replace: '' }],
+    edits: [{ file: 'src/outbox/outbox.ts', find: "    if (row.state === 'pending' && stopped !== undefined && endsReceipts(stopped)) return Promise.reject(stopped);\n", replace: '' }],
     caughtBy: [simulation],
   },
   {

@@ -375,9 +375,7 @@ export class SimTask {
    * Then it is started again in process as the same attempt on the same file (G1, G2, G3, G12).
    */
   async killedAt(point: JobKillPoint, hit: number, batches: number): Promise<void> {
-    // A commit's points are passed once a batch: the kill comes at one of its batches.
-    const at = point.startsWith('commit:') ? Math.min(hit, batches) : hit;
-    await this.inProcessOfItsOwn(batches, `${point}@${at}`, (outcome, label) => {
+    await this.inProcessOfItsOwn(point, hit, batches, '', (outcome, label, at) => {
       this.world.happened(outcome.killed ? `job process killed at ${point}` : `job process not killed (${point} passed fewer than ${at} times)`);
       expect('liveness', outcome.killed || outcome.code === 0, () => `${label}: its job process failed: ${outcome.code ?? outcome.signal} ${outcome.output.slice(-500)}`);
     });
@@ -389,21 +387,22 @@ export class SimTask {
    * process still ends with everything delivered (G1, G3).
    */
   async diskFullAt(point: DiskFullPoint, hit: number, batches: number): Promise<void> {
-    const at = point.startsWith('commit:') ? Math.min(hit, batches) : hit;
-    await this.inProcessOfItsOwn(batches, `${point}@${at}:throw=SQLITE_FULL`, (outcome, label) => {
+    await this.inProcessOfItsOwn(point, hit, batches, ':throw=SQLITE_FULL', (outcome, label, at) => {
       const result = lastReport(outcome);
       expect('G3', outcome.code === 0 && result?.pending === 0, () => `${label}: a full disk at ${point} (once) left its job process with ${result?.pending ?? '?'} rows undelivered (last error ${result?.lastError ?? '?'}, exit ${outcome.code ?? outcome.signal}): ${outcome.output.slice(-500)}`);
       this.world.happened(outcome.output.includes('"throw":"SQLITE_FULL"') ? `disk full at ${point}, then delivered` : `disk not full (${point} passed fewer than ${at} times)`);
     });
   }
 
-  /** The current attempt goes on in a job process on its file with `failpoint`, then in process again. */
-  private async inProcessOfItsOwn(batches: number, failpoint: string, judge: (outcome: ProcessOutcome, label: string) => void): Promise<void> {
+  /** The current attempt goes on in a job process on its file, `action` at the `hit`-th pass of `point` (a kill unless said), then in process again. */
+  private async inProcessOfItsOwn(point: JobKillPoint, hit: number, batches: number, action: string, judge: (outcome: ProcessOutcome, label: string, at: number) => void): Promise<void> {
     if (this.over || !live(this.current) || this.current.ended) return;
     const before = this.handOver();
     const started = Date.now();
-    const outcome = await runSimProcess('sim/job-process.ts', this.processArgs(before.path, before.attempt, batches), failpoint);
-    judge(outcome, `${this.tenant.name}/${this.name} (attempt ${before.attempt})`);
+    // A commit's points are passed once a batch: the failpoint strikes at one of its batches.
+    const at = point.startsWith('commit:') ? Math.min(hit, batches) : hit;
+    const outcome = await runSimProcess('sim/job-process.ts', this.processArgs(before.path, before.attempt, batches), `${point}@${at}${action}`);
+    judge(outcome, `${this.tenant.name}/${this.name} (attempt ${before.attempt})`, at);
     // Its clock ran with real time: the simulation's moves past it, and past the lease it may have left.
     this.world.clock += Date.now() - started + LEASE_TTL_MS + 1;
     this.current = await this.open(before.path, before.attempt);
@@ -504,10 +503,7 @@ export class SimTask {
     this.handOver();
     const latest = this.latestAttempt();
     // The zombie, if any, dies with the move: a retry on its machine is its machine's next process.
-    if (this.zombie?.path === path) {
-      this.crash(this.zombie);
-      this.zombie = undefined;
-    }
+    if (this.zombie?.path === path) this.endZombie();
     // Counted by the runner, or claimed from the server: the next it hands out, or exactly the runner's number.
     this.current = await this.open(path, claim === undefined ? latest + 1 : claim === 'claim' ? 'claim' : { next: async (floor) => Math.max(latest, floor) + 1 });
   }
@@ -549,6 +545,12 @@ export class SimTask {
     this.current = await this.open(this.world.newPath(`${this.tenant.name}-${this.name}`), { next: async (floor) => (++asked === 1 ? taken : Math.max(taken, floor) + 1) });
     expect('G26', this.current.attempt > taken, () => `${this.tenant.name}/${this.name}: a copy claiming exactly attempt ${taken}, which the run's newest attempt holds, runs as attempt ${this.current.attempt}`);
     this.world.happened(asked > 1 ? 'a late exact claim refused, then granted above the epoch' : 'an exact claim granted at once');
+  }
+
+  /** The zombie, if any, dies: its process is gone, its file left as it was. */
+  endZombie(): void {
+    this.crash(this.zombie);
+    this.zombie = undefined;
   }
 
   /** The current attempt lost its heartbeat, not its process: its retry starts beside it. */

@@ -38,14 +38,15 @@ function startScript(script: string, args: string[], env: Record<string, string>
       resolve({ code, signal, killed: signal === 'SIGKILL' && output.includes('"kill":true'), output });
     });
   });
+  const send = (signal: NodeJS.Signals) => {
+    if (!exited) child.kill(signal);
+  };
   return {
     running: () => !exited,
     output: () => output,
-    signal: (signal) => {
-      if (!exited) child.kill(signal);
-    },
+    signal: send,
     stop: (signal) => {
-      if (!exited) child.kill(signal);
+      send(signal);
       return done;
     },
     done,

@@ -20,10 +20,7 @@ export async function restoreOlderBackup(scene: Scene, retries: 'numbered' | 'cl
   }
   // A quiet moment: held requests arrive, zombies are gone, every file delivers, every group drains.
   await scene.world.proxy.releaseHeld();
-  for (const task of scene.tasks) {
-    task.crash(task.zombie);
-    task.zombie = undefined;
-  }
+  for (const task of scene.tasks) task.endZombie();
   await scene.deliverAll(scene.tasks.map((task) => task.current));
   for (const group of scene.groups) {
     await group.catchUp();

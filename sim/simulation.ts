@@ -365,10 +365,7 @@ class System implements Scene {
   async settle(): Promise<void> {
     trace('settle: release held requests, kill zombies, complete every task');
     await this.world.proxy.releaseHeld();
-    for (const task of this.tasks) {
-      task.crash(task.zombie);
-      task.zombie = undefined;
-    }
+    for (const task of this.tasks) task.endZombie();
     for (const task of this.tasks) {
       if (task.over) {
         if (task.current.crashed) await task.restart();

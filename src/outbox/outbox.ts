@@ -100,7 +100,7 @@ export class Outbox {
       // nothing more: the receipts awaited say why now, not at close. A lost lease is not such a stop:
       // the relay that took the lease delivers, and the receipts come through the file.
       onStopped: (error) => {
-        if (!(error instanceof LeaseLostError)) this.waiters.rejectAll(error);
+        if (endsReceipts(error)) this.waiters.rejectAll(error);
       },
     });
     this.logger = delivery.logger;
@@ -382,7 +382,7 @@ export class Outbox {
     }
     const row = this.file.rows.rowById.get({ id: emission.rowId })!;
     const stopped = this.relay?.failure;
-    if (row.state === 'pending' && stopped !== undefined && !(stopped instanceof LeaseLostError)) return Promise.reject(stopped);
+    if (row.state === 'pending' && stopped !== undefined && endsReceipts(stopped)) return Promise.reject(stopped);
     const promise = this.waiters.wait(row, emission.recommitted, this.fenceOf(row));
     if (row.state === 'pending') {
       // With no relay of ours delivering, receipts come from whichever process does, through the file.
@@ -396,4 +396,9 @@ export class Outbox {
     }
     return promise;
   }
+}
+
+/** Whether a relay's stop for good ends the receipts still awaited: every stop but a lost lease, after which the relay that took it delivers. */
+function endsReceipts(error: unknown): boolean {
+  return !(error instanceof LeaseLostError);
 }
