@@ -4,7 +4,6 @@ import { assetNameSchema, describeFirstIssue, emissionPayloadSchema } from '../p
 import {
   CredentialsError,
   EmissionValidationError,
-  LeaseLostError,
   NoRunContextError,
   NotCommittedError,
   OutboxClosedError,
@@ -19,7 +18,7 @@ import { failpoint } from '../failpoints/failpoints.js';
 import { OutboxFile } from './file/outbox-file.js';
 import type { OutboxRow } from './file/schema.js';
 import type { ClaimedOptions, RunContext } from './options.js';
-import { fromRow, ReceiptWaiters } from './receipts.js';
+import { endsReceipts, fromRow, ReceiptWaiters } from './receipts.js';
 import { waitUntilDrained } from './relay/file-watch.js';
 import type { Relay } from './relay/relay.js';
 import { assembleDelivery, assertStreamToken } from './relay/assemble.js';
@@ -37,7 +36,6 @@ import { OutboxMetrics } from './metrics.js';
 import type { Reporter } from './relay/reporter.js';
 import type { ServerClient } from '../client/server-client.js';
 import { runKeyOf, wireTask } from './run.js';
-
 
 /** What `box.complete` and `box.fail` return. */
 export interface TerminalResult<R> {
@@ -396,9 +394,4 @@ export class Outbox {
     }
     return promise;
   }
-}
-
-/** Whether a relay's stop for good ends the receipts still awaited: every stop but a lost lease, after which the relay that took it delivers. */
-function endsReceipts(error: unknown): boolean {
-  return !(error instanceof LeaseLostError);
 }

@@ -1,4 +1,4 @@
-import { FencedError, ProducerErrorCode, RejectedError } from '../protocol/errors.js';
+import { FencedError, LeaseLostError, ProducerErrorCode, RejectedError } from '../protocol/errors.js';
 import { deathOf } from './file/rows.js';
 import type { Receipt } from '../protocol/wire.js';
 import type { OutboxRow } from './file/schema.js';
@@ -112,4 +112,9 @@ function settleWaiter(waiter: Waiter, row: SettledRow): void {
   } else {
     waiter.reject(new RejectedError(row.code, row.key, `the server rejected emission ${row.key} (${row.code}): ${row.reason}`));
   }
+}
+
+/** Whether a relay's stop for good ends the receipts still awaited: every stop but a lost lease, after which the relay that took it delivers. @internal */
+export function endsReceipts(error: unknown): boolean {
+  return !(error instanceof LeaseLostError);
 }
