@@ -3,6 +3,7 @@ import type { AssetSummary, ConsumerGroup, Page, Rejection, StreamSummary } from
 import type { EventPage, StoredEvent } from '../src/protocol/wire.js';
 import type { SimGroup } from './groups.js';
 import type { SimTask } from './jobs.js';
+import { SimQueue } from './queue.js';
 import { partitionDateOf, RUN_ID } from './batch.js';
 import { PRY_RUN, withoutPryRefusals } from './prying.js';
 import { expect } from './violation.js';
@@ -36,6 +37,8 @@ export class Checker {
     private readonly world: World,
     private readonly tasks: readonly SimTask[],
     private readonly groups: readonly SimGroup[],
+    /** The BullMQ queues run so far: the simulation adds each as it runs it. */
+    private readonly queues: readonly SimQueue[],
   ) {}
 
   /**
@@ -45,6 +48,8 @@ export class Checker {
    */
   forgetAfter(cursor: number): void {
     for (const key of [...this.history.keys()]) if (key > cursor) this.history.delete(key);
+    // A queue's jobs are not run again: what the backup lost of them stays lost.
+    for (const queue of this.queues) queue.forgotten = true;
   }
 
   /** The newest cursor the server has shown (0 before any event). */
@@ -67,6 +72,7 @@ export class Checker {
       this.checkStream(task, history, catalogs.get(task.tenant.name)!.streams, options.final === true);
     }
     for (const group of this.groups) this.checkGroup(group, history, options.final === true);
+    for (const queue of this.queues) this.checkQueue(queue, history, catalogs.get(queue.tenant.name)!.streams);
     this.checkCatalogs(stored, catalogs);
     if (options.final) await this.checkStoredTokens();
   }
@@ -183,6 +189,41 @@ export class Checker {
     if (final) {
       const outcome = task.outcome === 'complete' ? 'succeeded' : task.outcome === 'fail for good' ? 'failed' : 'running';
       expect('G27', stream.outcome === outcome, () => `${label}: the catalog says the run is ${stream.outcome}, the task ended ${task.outcome ?? 'never'}`);
+    }
+  }
+
+  /**
+   * G3, G25 and G27 for the jobs of a BullMQ queue, as BullMQ ended them: each batch once, in commit
+   * order, all of them for a completed job; the held emissions released once, and only for a completed
+   * job; one success, or one failure for good with every earlier failure saying a retry was coming; the
+   * catalog telling the run's outcome as BullMQ's state. After a restore from an older backup, only what
+   * a lost event cannot excuse (a duplicate, an order, a release of a failed job's emissions).
+   */
+  private checkQueue(queue: SimQueue, history: readonly StoredEvent[], streams: Page<StreamSummary>): void {
+    for (const job of queue.jobs) {
+      if (job.state === undefined) continue;
+      const label = `${queue.tenant.name}'s BullMQ job ${job.id} (${job.state}; planned mischief ${JSON.stringify(job.chaos)})`;
+      const want = SimQueue.partitions(job);
+      const partitions = (asset: string) => queue.eventsOf(job, history, asset).map((event) => event.partitionKey);
+      const ready = partitions(queue.tenant.assets.ready);
+      const done = partitions(queue.tenant.assets.done);
+      const successes = queue.eventsOf(job, history, 'oncebox.run_succeeded').length;
+      const failures = queue.eventsOf(job, history, 'oncebox.run_failed').map((event) => (event.extra as unknown as LifecycleExtra).willRetry);
+      const whole = !queue.forgotten;
+      expect('G3', whole && job.state === 'completed' ? same(ready, want) : same(ready, want.slice(0, ready.length)), () => `${label}: batches published ${JSON.stringify(ready)}, want ${JSON.stringify(want)} once each, in order${job.state === 'completed' ? '' : ' (a prefix of them)'}`);
+      expect('G25', new Set(done).size === done.length, () => `${label}: a held emission released twice: ${JSON.stringify(done)}`);
+      if (job.state === 'completed') {
+        if (whole) expect('G25', same([...done].sort(), [...want].sort()), () => `${label}: held emissions released ${JSON.stringify(done)}, want each of ${JSON.stringify(want)} once`);
+        expect('G25', whole ? successes === 1 : successes <= 1, () => `${label}: ${successes} success notices`);
+        expect('G25', failures.every((willRetry) => willRetry === true), () => `${label}: completed, yet a failure said no retry was coming: ${JSON.stringify(failures)}`);
+      } else {
+        expect('G25', done.length === 0 && successes === 0, () => `${label}: failed for good, yet ${successes} successes and held emissions released: ${JSON.stringify(done)}`);
+        const final = failures.filter((willRetry) => willRetry !== true).length;
+        expect('G25', whole ? final === 1 && failures.at(-1) === false : final <= 1, () => `${label}: failures ${JSON.stringify(failures)} (willRetry of each), want one failure for good, the last`);
+      }
+      const stream = streams.items.find((item) => item.producer === queue.producer && item.runId === job.runId);
+      const outcome = job.state === 'completed' ? 'succeeded' : 'failed';
+      if (whole && stream !== undefined) expect('G27', stream.outcome === outcome, () => `${label}: the catalog says the run is ${stream.outcome}, BullMQ ended it ${job.state}`);
     }
   }
 

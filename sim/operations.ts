@@ -49,8 +49,12 @@ export type Operation =
   | { op: 'pry'; tenant: number; victim: number }
   | { op: 'revoke a read token, then replace it'; tenant: number }
   | { op: 'flood the catalog'; tenant: number; other: number; task: number }
-  /** Not drawn: the simulation reads the console in some scenarios (see consoleReadingOf), so that adding it left every seed's draws as they were. */
+  /** Not drawn: the simulation reads the console in some scenarios (see derivedOperationsOf), so that adding it left every seed's draws as they were. */
   | { op: 'read the console'; tenant: number; other: number; task: number }
+  /** Not drawn either: a tenant's BullMQ queue runs its jobs to their end in some scenarios, with mischief from `seed`. */
+  | { op: 'run a BullMQ queue'; tenant: number; seed: number }
+  /** Not drawn either: a neighbour on another address holds connections without a token, in some scenarios. */
+  | { op: 'hold connections from another address'; task: number }
   | { op: 'release held requests' }
   | { op: 'restart server' }
   | { op: 'restore the server from an older backup'; retries: 'numbered' | 'claim' }
@@ -156,12 +160,38 @@ export const scenarioArbitrary = (maxOperations: number) =>
 export type Scenario = { layout: Layout; operations: Operation[] };
 
 /**
- * Where a scenario reads the web console, if it does: in one scenario of three (by its length), after its
- * middle operation, as a tenant chosen by its length. Derived from the scenario rather than drawn, so that
- * the operations every seed draws stay as they were, and a replay or a shrunk scenario reads it alike.
+ * The operations a scenario runs without drawing them, each after the operation it names: the web
+ * console read in one scenario of three (by its length), after its middle operation, as a tenant chosen
+ * by its length; a tenant's BullMQ queue run in one of four, after its first third, its mischief seeded
+ * from the scenario; a neighbour holding connections in one of two, after two thirds; and in one of
+ * five, after its first quarter, a job process frozen beside a retry on a fresh machine whose first
+ * request is its last batch announced again (a duplicate) or announced to the misspelt asset (a
+ * refusal): requests that store nothing and must still move the run's epoch, which the drawn
+ * operations reach too rarely. Derived rather than drawn, so that the operations every seed draws stay as they
+ * were when these were added, and a replay or a shrunk scenario runs them alike.
  */
-export function consoleReadingOf(scenario: Scenario): { after: number; operation: Operation } | undefined {
+export function derivedOperationsOf(scenario: Scenario): { after: number; operation: Operation }[] {
   const n = scenario.operations.length;
-  if (n < 4 || n % 3 !== 0) return undefined;
-  return { after: Math.floor(n / 2), operation: { op: 'read the console', tenant: n, other: n + 1, task: n } };
+  const derived: { after: number; operation: Operation }[] = [];
+  if (n < 4) return derived;
+  if (n % 4 === 2) derived.push({ after: Math.floor(n / 3), operation: { op: 'run a BullMQ queue', tenant: n + 2, seed: hash(JSON.stringify(scenario)) } });
+  if (n % 3 === 0) derived.push({ after: Math.floor(n / 2), operation: { op: 'read the console', tenant: n, other: n + 1, task: n } });
+  if (n % 2 === 1) derived.push({ after: Math.floor((2 * n) / 3), operation: { op: 'hold connections from another address', task: n } });
+  if (n % 5 === 3) {
+    const retryFirst = n % 2 === 1 ? 'announcement' : 'misspelt announcement';
+    // A task whose retries resume from their own file, where there is one: a retry that takes the server's
+    // newer state may send more than the announcement in its first request.
+    const tasks = scenario.layout.tenants.flatMap((tenant) => Array.from({ length: tenant.tasks }, () => tenant.resume));
+    const fromFile = tasks.flatMap((resume, i) => (resume === 'fresh-file' ? [i] : []));
+    const task = fromFile.length > 0 ? fromFile[n % fromFile.length]! : n;
+    derived.push({ after: Math.floor(n / 4), operation: { op: 'freeze the job process, retry beside it', task, machine: 'fresh', hit: 1, more: 2, retryFirst } });
+  }
+  return derived;
+}
+
+/** A string's 32-bit FNV-1a hash: a seed that a replay of the same scenario finds again. */
+function hash(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return h >>> 0;
 }

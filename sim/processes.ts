@@ -25,7 +25,8 @@ export interface RunningProcess {
   done: Promise<ProcessOutcome>;
 }
 
-function startScript(script: string, args: string[], env: Record<string, string>): RunningProcess {
+/** Starts a script of the repository (a path from its root) with tsx, its output kept. */
+export function startProcess(script: string, args: string[], env: Record<string, string>): RunningProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -55,7 +56,7 @@ function startScript(script: string, args: string[], env: Record<string, string>
 
 /** Starts `oncebox` itself, as a user runs it (`oncebox relay FILE --server URL`), from the sources. */
 export function startOncebox(args: string[], env: Record<string, string>): RunningProcess {
-  return startScript('src/cli/main.ts', args, env);
+  return startProcess('src/cli/main.ts', args, env);
 }
 
 /**
@@ -68,5 +69,5 @@ export function runSimProcess(script: string, args: unknown, failpoint: string):
 
 /** As runSimProcess, without waiting: for a process the simulation stops (SIGSTOP) and continues. */
 export function startSimProcess(script: string, args: unknown, failpoint: string): RunningProcess {
-  return startScript(script, [JSON.stringify(args)], { ONCEBOX_FAILPOINT: failpoint });
+  return startProcess(script, [JSON.stringify(args)], { ONCEBOX_FAILPOINT: failpoint });
 }

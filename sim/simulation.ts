@@ -7,7 +7,9 @@ import { revokeAndReplace } from './revoking.js';
 import { expect, Violation } from './violation.js';
 import { SimGroup } from './groups.js';
 import { live, SimTask, type Attempt } from './jobs.js';
-import { consoleReadingOf, type Operation, type Scenario } from './operations.js';
+import { derivedOperationsOf, type Operation, type Scenario } from './operations.js';
+import { SimQueue } from './queue.js';
+import { holdConnections } from './connections.js';
 import { SIM_PG_URL, World, type Tenant } from './world.js';
 import { STUCK_AFTER_ROUNDS, until } from './waiting.js';
 import { claimedRetries, frozenBesideRetry, zombieWorks } from './zombies.js';
@@ -67,6 +69,7 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
   await world.start();
   const tasks: SimTask[] = [];
   const groups: SimGroup[] = [];
+  const queues: SimQueue[] = [];
   try {
     for (const [i, tenant] of world.tenants.entries()) {
       const { tasks: count, sharedFile, resume, batchRows } = scenario.layout.tenants[i]!;
@@ -75,10 +78,10 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
       groups.push(new SimGroup(world, tenant, 'summariser'), new SimGroup(world, tenant, 'closer'));
     }
     for (const task of tasks) await task.start();
-    const checker = new Checker(world, tasks, groups);
-    const system = new System(world, tasks, groups, checker);
+    const checker = new Checker(world, tasks, groups, queues);
+    const system = new System(world, tasks, groups, queues, checker);
     let faults = 0;
-    const consoleReading = consoleReadingOf(scenario);
+    const derived = derivedOperationsOf(scenario);
     for (const [index, operation] of scenario.operations.entries()) {
       trace(index, operation);
       try {
@@ -89,12 +92,15 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
       } catch (error) {
         throw new SimulationFailure(error as Error, index, operation);
       }
-      if (consoleReading?.after === index) {
-        trace(`${index} then`, consoleReading.operation);
+      for (const { operation: then } of derived.filter((candidate) => candidate.after === index)) {
+        trace(`${index} then`, then);
         try {
-          await finishing('the console reading', () => system.apply(consoleReading.operation));
+          await finishing(`the derived ${then.op}`, async () => {
+            await system.apply(then);
+            await checker.check();
+          });
         } catch (error) {
-          throw new SimulationFailure(error as Error, index, consoleReading.operation);
+          throw new SimulationFailure(error as Error, index, then);
         }
       }
       if (FAULTS.has(operation.op) || (operation.op === 'deliver' && operation.fault !== 'forward')) faults++;
@@ -110,6 +116,7 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
     }
     return { operations: scenario.operations.length, faults, events: checker.eventsSeen, happened: Object.fromEntries(world.happenings) };
   } finally {
+    for (const queue of queues) await queue.close().catch(() => undefined);
     for (const group of groups) await group.stop().catch(() => undefined);
     for (const task of tasks) {
       task.crash(task.zombie);
@@ -160,6 +167,7 @@ class System implements Scene {
     readonly world: World,
     readonly tasks: SimTask[],
     readonly groups: SimGroup[],
+    readonly queues: SimQueue[],
     readonly checker: Checker,
   ) {}
 
@@ -273,6 +281,22 @@ class System implements Scene {
           if (!live(task.current) || task.current.ended || task.commit(task.current) === undefined) return false;
           await this.deliverAll([task.current]);
           return true;
+        });
+      }
+      case 'run a BullMQ queue': {
+        const queue = new SimQueue(this.world, this.world.tenants[operation.tenant % this.world.tenants.length]!, operation.seed);
+        this.queues.push(queue);
+        if (!(await queue.run())) this.queues.pop();
+        return;
+      }
+      case 'hold connections from another address': {
+        const task = this.task(operation.task);
+        return holdConnections(this.world, async () => {
+          if (live(task.current) && !task.current.ended && task.commit(task.current) !== undefined) await this.deliverAll([task.current]);
+          for (const tenant of this.world.tenants) {
+            const response = await this.world.fetch('/v1/catalog/assets', { headers: { authorization: `Bearer ${tenant.tokens.reader}` } });
+            expect('G17', response.status === 200, () => `${tenant.name}'s catalog read answered ${response.status} while a neighbour held connections`);
+          }
         });
       }
       case 'release held requests':

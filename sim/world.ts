@@ -14,6 +14,8 @@ export const QUIET_LOGGER = { info() {}, warn() {}, error() {} };
 export const EVENT_RETENTION_MS = 2 * 24 * 3600_000;
 /** How long it keeps dedupe records: far past any retry of the simulation, as its assumption asks. */
 const DEDUPE_RETENTION_MS = 3650 * 24 * 3600_000;
+/** How long the simulated server lets a connection stay open without showing a token; its header timeout is far longer. */
+export const UNAUTHENTICATED_MS = 1000;
 let worlds = 0;
 
 /**
@@ -131,6 +133,11 @@ export class World {
       // Grants cached as a deployment caches them: a revocation must reach the instance's cache at once.
       tokenCacheMs: 60_000,
       rateLimit: false,
+      // A connection that shows no token is closed soon; the header and request timeouts are far past
+      // it, so that a neighbour's half-sent requests closed in time were closed for showing none.
+      unauthenticatedTimeoutMs: UNAUTHENTICATED_MS,
+      headersTimeoutMs: 120_000,
+      requestTimeoutMs: 120_000,
     });
     // The same port after a restart: consumers and the proxy find the instance where it was.
     const port = this.urls[i] === undefined ? 0 : Number(new URL(this.urls[i]!).port);

@@ -35,6 +35,11 @@ export async function zombieWorks(scene: Scene, task: SimTask, machine: Machine,
       return;
     }
   }
+  // The run's other tasks on the zombie's file commit a batch each, not yet delivered: the zombie's fence
+  // parks its own rows, never theirs, though they may carry its attempt number (G10, G12).
+  for (const sibling of scene.tasks.filter((other) => other !== task && live(other.current) && !other.current.ended && other.current.path === zombie.path)) {
+    if (sibling.commit(sibling.current) !== undefined) scene.world.happened("a zombie's run-mate committed on its file before its fence");
+  }
   await deliversUntilFenced(scene, task, zombie);
   // The server knew of the newer attempt before the zombie's commits reached it: it must have fenced them.
   expect('G10', zombie.fenced || zombie.crashed, () => `${label}: attempt ${zombie.attempt}'s ${checkpointsOnly ? 'checkpoint updates' : 'batches'} were taken after attempt ${current.attempt} delivered`);
@@ -57,6 +62,12 @@ export async function zombieWorks(scene: Scene, task: SimTask, machine: Machine,
  * A misspelt announcement is then fixed as its refusal says.
  */
 export async function frozenBesideRetry(scene: Scene, task: SimTask, machine: 'same' | 'fresh', hit: number, more: number, retryFirst: 'batch' | 'announcement' | 'misspelt announcement'): Promise<void> {
+  // An announcement again needs a batch the server holds: the task delivers what it committed, or
+  // commits a batch and delivers it first when it has none.
+  if (retryFirst !== 'batch' && live(task.current) && !task.current.ended) {
+    if (task.batch(task.current) === 0) task.commit(task.current);
+    await scene.deliverAll([task.current]);
+  }
   const machineOfFrozen = task.current.path;
   const frozen = await task.freeze(hit, more);
   if (frozen === undefined) return;

@@ -16,6 +16,7 @@ import { allEvents } from '../events.js';
 import { startFaultProxy, type Fault, type FaultProxy } from '../../src/testing/fault-proxy.js';
 import { REPO, type RunningAirflow } from './harness.js';
 import { postPlainly } from './plain-client.js';
+import { seededRandom } from '../../test/support/seeded-random.js';
 
 export interface ChainOptions {
   airflow: RunningAirflow;
@@ -43,18 +44,6 @@ export interface ChainResult {
 
 const FORWARDED_ASSET = 'oncebox_batches';
 const PLAIN_ASSET = 'plain_batches';
-
-/** A seeded stream of numbers in [0, 1): the same faults for the same seed. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 /** The first seed from `from` on whose first `count` draws `accept` says yes: a test's faults that surely happen. */
 export function seedWhere(from: number, count: number, accept: (draws: number[]) => boolean): number {

@@ -8,6 +8,8 @@ import { runScript, startScript, type StartedScript } from '../support/child.js'
 import { redisAvailable, redisConnection, redisSkipReason, REDIS_URL } from '../support/redis.js';
 import { startServer, type RunningServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
+import { planMischief, type Mischief } from '../support/bullmq-mischief.js';
+import { seededRandom } from '../support/seeded-random.js';
 
 /**
  * Several real BullMQ worker processes over a real Redis, misbehaving at random: event-loop stalls past
@@ -23,49 +25,6 @@ const JOBS = 6;
 /** Worker processes, each running two jobs at once: more slots than jobs, so that a stalled worker's job is taken over at once. */
 const WORKERS = 4;
 const LOCK_MS = 1000;
-
-/** mulberry32: a small seeded generator, so that a seed replays the same mischief. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-interface Mischief {
-  stallAtStartMs?: number;
-  stallAfter?: number;
-  stallMs?: number;
-  stallAtEndMs?: number;
-  killAfter?: number;
-  throwAfter?: number;
-}
-
-/**
- * What each of a job's first hand-outs does wrong, if anything. A doomed job throws on every hand-out, so
- * that BullMQ fails it for good after its tries; the others mostly end completed.
- */
-function plan(next: () => number, batches: number): Record<string, Mischief> {
-  const chaos: Record<string, Mischief> = {};
-  const stall = () => 2000 + Math.floor(next() * 1500);
-  const batch = () => Math.floor(next() * batches);
-  const doomed = next() < 0.3;
-  for (let handout = 1; handout <= 8; handout++) {
-    const roll = next();
-    if (doomed && roll < 0.7) chaos[handout] = { throwAfter: batch() };
-    else if (roll < 0.15) continue;
-    else if (roll < 0.33) chaos[handout] = { stallAtStartMs: stall() };
-    else if (roll < 0.48) chaos[handout] = { stallAfter: batch(), stallMs: stall() };
-    else if (roll < 0.6) chaos[handout] = { stallAtEndMs: stall() };
-    else if (roll < 0.82) chaos[handout] = { killAfter: batch() };
-    else chaos[handout] = { throwAfter: batch() };
-  }
-  return chaos;
-}
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -136,7 +95,7 @@ describe.skipIf(!redisAvailable)(`BullMQ workers misbehaving at random, against 
     for (const seed of SEEDS) {
       it(`keeps every job's batches once and in order, and oncebox's outcome equal to BullMQ's (${layout}, seed ${seed})`, { timeout: 300_000 }, async () => {
         console.log(`bullmq chaos: ${layout}, seed ${seed} (replay with ONCEBOX_SEED=${seed})`);
-        const next = random(seed);
+        const next = seededRandom(seed);
         const server = await startServer();
         const name = `oncebox-chaos-${process.pid}-${Date.now().toString(36)}`;
         const queue = new Queue(name, { connection: redisConnection });
@@ -147,7 +106,7 @@ describe.skipIf(!redisAvailable)(`BullMQ workers misbehaving at random, against 
         const jobs: { batches: number; chaos: Record<string, Mischief> }[] = [];
         for (let j = 0; j < JOBS; j++) {
           const batches = 5 + Math.floor(next() * 6);
-          jobs.push({ batches, chaos: plan(next, batches) });
+          jobs.push({ batches, chaos: planMischief(next, batches) });
         }
         const added = await queue.addBulk(jobs.map((data, j) => ({ name: 'ingest', data: { ...data, batchMs: 300 }, opts: { jobId: `job-${j}`, attempts: 3 } })));
         const ids = added.map((job) => job.id!);

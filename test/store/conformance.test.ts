@@ -6,6 +6,7 @@ import type { PostgresDedupeStore } from '../../src/dedupe/postgres/store.js';
 import { item, newKey, post, rawRequest, STREAM } from '../support/http.js';
 import { PG_URL, pgAvailable, pgSkipReason } from '../support/postgres.js';
 import { allEvents, startServer, type Backend, type RunningServer } from '../support/server.js';
+import { seededRandom } from '../support/seeded-random.js';
 
 /**
  * Makes the store's write of a stream's position fail, from outside the server (a trigger), so that a
@@ -133,14 +134,8 @@ for (const backend of BACKENDS) {
       const { url } = await startServer({ backend });
       // Characters of 4 bytes in UTF-8 each, all different (PostgreSQL compresses a repetitive index entry):
       // past its 2,704-byte index entry, when several sit in one.
-      let state = 20261202;
-      const random = () => {
-        // mulberry32, seeded: the same characters every run.
-        state = (state + 0x6d2b79f5) | 0;
-        let t = Math.imul(state ^ (state >>> 15), 1 | state);
-        t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-        return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-      };
+      // Seeded: the same characters every run.
+      const random = seededRandom(20261202);
       const long = (n: number) => Array.from({ length: n }, () => String.fromCodePoint(0x20000 + Math.floor(random() * 0xa000))).join('');
       const stream = { producer: long(200), workflow: long(200), runId: long(200), task: long(200), attempt: 1 };
       const items = [item(1, newKey(), { partitionKey: long(512) }), { seq: 2, key: newKey(), kind: 'checkpoint', name: long(200), value: 1 }];

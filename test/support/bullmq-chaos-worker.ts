@@ -12,20 +12,14 @@
  * Stalls before the claim come from ONCEBOX_FAILPOINT (bullmq:before-claim@N:stall=MS), per process.
  *
  *   tsx test/support/bullmq-chaos-worker.ts --queue NAME --server URL --dir DIR --lock-ms MS
- *     [--max-stalled N] [--concurrency N]
+ *     [--max-stalled N] [--concurrency N] [--producer NAME --ready ASSET --done ASSET]
+ *
+ * The token is ONCEBOX_TOKEN's, as a job's is.
  */
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { onceboxWorker } from '../../src/bullmq/index.js';
-
-interface Mischief {
-  stallAtStartMs?: number;
-  stallAfter?: number;
-  stallMs?: number;
-  stallAtEndMs?: number;
-  killAfter?: number;
-  throwAfter?: number;
-}
+import type { Mischief } from './bullmq-mischief.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -36,6 +30,9 @@ const { values: args } = parseArgs({
     'max-stalled': { type: 'string', default: '100' },
     concurrency: { type: 'string', default: '1' },
     redis: { type: 'string', default: 'redis://127.0.0.1:6379' },
+    producer: { type: 'string', default: 'bullmq-ingest' },
+    ready: { type: 'string', default: 'batch_ready' },
+    done: { type: 'string', default: 'run_done' },
   },
   strict: true,
 });
@@ -69,8 +66,8 @@ const worker = onceboxWorker(
     for (let batch = from + 1; batch <= data.batches; batch++) {
       box.commit((tx) => {
         tx.set(progress, { batch });
-        tx.emit(box.asset('batch_ready'), { partitionKey: `${job.id}/batch-${batch}` });
-        tx.emit(box.asset('run_done'), { partitionKey: `${job.id}/batch-${batch}`, on: 'success' });
+        tx.emit(box.asset(args.ready!), { partitionKey: `${job.id}/batch-${batch}` });
+        tx.emit(box.asset(args.done!), { partitionKey: `${job.id}/batch-${batch}`, on: 'success' });
       });
       log({ event: 'committed', job: job.id, batch, attempt: box.run?.attempt });
       act(batch - from);
@@ -82,7 +79,7 @@ const worker = onceboxWorker(
   {
     dir: args.dir!,
     server: args.server!,
-    producer: 'bullmq-ingest',
+    producer: args.producer!,
     closeTimeoutMs: 10_000,
     worker: {
       connection: { host: new URL(args.redis!).hostname, port: Number(new URL(args.redis!).port || 6379) },
