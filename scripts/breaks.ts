@@ -83,7 +83,7 @@ export const BREAKS: Break[] = [
       // A claim also looks where the key is not filed: without this it would find the key stored first.
       { file: 'src/dedupe/sqlite/store.ts', find: 's.findFiled.get({ producer, key: claim.key, ...elsewhere }) === undefined &&', replace: 'true &&' },
     ],
-    caughtBy: [{ file: model }, { file: conformance, name: 'from 16 concurrent clients' }],
+    caughtBy: [{ file: model }, { file: conformance, name: 'from 16 concurrent clients' }, simulation],
   },
   {
     what: '`commit()` run without a transaction (each statement on its own)',
@@ -128,7 +128,7 @@ export const BREAKS: Break[] = [
           "return { stream, results: await this.sendTraced(stream, batch).catch(() => batch.map((row) => ({ status: 'accepted' as const, seq: row.seq, key: row.key, eventId: '00000000-0000-7000-8000-000000000000', timestamp: new Date(0).toISOString() }))) };",
       },
     ],
-    caughtBy: [{ file: 'test/fault/network.test.ts' }, { file: model }],
+    caughtBy: [{ file: 'test/fault/network.test.ts' }, { file: model }, simulation],
   },
   {
     what: "the relay treating a `gap` answer as settled: the row is marked delivered",
@@ -141,7 +141,7 @@ export const BREAKS: Break[] = [
       },
       { file: answers, find: "const gap = results.find((result) => result.status === 'gap');", replace: 'const gap = undefined as { expectedSeq: number } | undefined;' },
     ],
-    caughtBy: [{ file: delivery, name: 'stream_state_lost' }, { file: model }],
+    caughtBy: [{ file: delivery, name: 'stream_state_lost' }, { file: model }, simulation],
   },
   {
     what: 'pending rows read in `seq` order instead of commit order',
@@ -153,7 +153,7 @@ export const BREAKS: Break[] = [
         replace: "q.selectFrom('outbox').selectAll().where('state', '=', sql.lit('pending')).orderBy('seq').limit(p.limit.limit)),",
       },
     ],
-    caughtBy: [{ file: delivery, name: 'several runs sharing a file in commit order' }],
+    caughtBy: [{ file: delivery, name: 'several runs sharing a file in commit order' }, simulation],
   },
   {
     what: 'a retried position answered from what the store held before the request, not from the items before it in the same request',
@@ -171,7 +171,7 @@ export const BREAKS: Break[] = [
     what: 'a gap between requests sent together taken for a server that lost its rows (the relay stops)',
     guarantee: 'G3, G7',
     edits: [{ file: relay, find: '    return afterAnswers(stream, batch, results, applied, windowStart);', replace: '    return afterAnswers(stream, batch, results, applied);' }],
-    caughtBy: [{ file: pipelined, name: 'seed 11' }],
+    caughtBy: [{ file: pipelined, name: 'seed 11' }, simulation],
   },
   {
     what: 'a checkpoint update stored past a gap, ahead of the events before it',
@@ -219,7 +219,7 @@ export const BREAKS: Break[] = [
     what: "resume: 'server-newer' keeping the stale file's held emissions (its success would release what another machine's attempt dropped)",
     guarantee: 'G11, G25',
     edits: [{ file: 'src/outbox/resume.ts', find: '        file.terminal.forgetHeldOfRun.run(runKeyOf(run));\n', replace: '' }],
-    caughtBy: [{ file: 'test/integration/resume.test.ts', name: 'drops what its file had not delivered' }],
+    caughtBy: [{ file: 'test/integration/resume.test.ts', name: 'drops what its file had not delivered' }, simulation],
   },
   {
     what: "resume: 'server-newer' judging \"further\" by the epoch, which the retry's own claim raised (it throws its file's progress away)",
@@ -292,31 +292,31 @@ export const BREAKS: Break[] = [
     what: "a relay that holds the lease never sees another connection's commits (two outboxes, or processes, on one file wait on each other)",
     guarantee: 'G3, G12',
     edits: [{ file: relay, find: '    this.watchForeignCommits();\n', replace: '' }],
-    caughtBy: [{ file: sameFile, name: 'two outboxes on one file' }],
+    caughtBy: [{ file: sameFile, name: 'two outboxes on one file' }, simulation],
   },
   {
     what: "the server's fencing check removed",
     guarantee: 'G10',
     edits: [{ file: ingestPlan, find: fencing, replace: '  if (false) {' }],
-    caughtBy: [{ file: model }, { file: 'test/fault/retries.test.ts', name: 'beside a zombie' }, { file: conformance, name: 'fences every item' }],
+    caughtBy: [{ file: model }, { file: 'test/fault/retries.test.ts', name: 'beside a zombie' }, { file: conformance, name: 'fences every item' }, simulation],
   },
   {
     what: 'fencing skipped for a request that carries only checkpoint items',
     guarantee: 'G10, G11',
     edits: [{ file: ingestPlan, find: fencing, replace: fencingUnlessCheckpointsOnly }],
-    caughtBy: [{ file: conformance, name: 'holds only checkpoint updates' }],
+    caughtBy: [{ file: conformance, name: 'holds only checkpoint updates' }, simulation],
   },
   {
     what: 'a commit of an older attempt not checked against the attempts that opened the file',
     guarantee: 'G10',
     edits: [{ file: 'src/outbox/outbox.ts', find: '      this.file.runs.assertCurrent(this.runKey!, this.run!.attempt);\n', replace: '' }],
-    caughtBy: [{ file: sameFile, name: 'the lost-emission interleaving' }, { file: model, name: 'the lost-emission interleaving' }],
+    caughtBy: [{ file: sameFile, name: 'the lost-emission interleaving' }, { file: model, name: 'the lost-emission interleaving' }, simulation],
   },
   {
     what: "a retry opening a file does not take over the older attempts' undelivered rows",
     guarantee: 'G12',
     edits: [{ file: 'src/outbox/file/run-attempts.ts', find: 'for (const { id } of rows) this.rows.takeOver.run', replace: 'for (const { id } of rows.slice(rows.length)) this.rows.takeOver.run' }],
-    caughtBy: [{ file: sameFile, name: 'takes over what the zombie committed' }],
+    caughtBy: [{ file: sameFile, name: 'takes over what the zombie committed' }, simulation],
   },
   {
     what: 'rows parked by a fence not taken over by a later retry on the same file',
@@ -328,13 +328,13 @@ export const BREAKS: Break[] = [
         replace: '',
       },
     ],
-    caughtBy: [{ file: sameFile, name: 'revives rows a fence parked' }],
+    caughtBy: [{ file: sameFile, name: 'revives rows a fence parked' }, simulation],
   },
   {
     what: 'the relay marking a row without checking it is still where it was sent from',
     guarantee: 'G7, G12',
     edits: [{ file: fileRows, find: 'const sentRow = { id: p.delivered.id, attempt: p.delivered.attempt, seq: p.delivered.seq, revision: p.delivered.revision };', replace: 'const sentRow = { id: p.delivered.id, revision: p.delivered.revision };' }],
-    caughtBy: [{ file: sameFile, name: 'in flight' }],
+    caughtBy: [{ file: sameFile, name: 'in flight' }, simulation],
   },
   {
     what: 'the relay stopping for good when one attempt in its file is fenced',
@@ -493,7 +493,7 @@ export const BREAKS: Break[] = [
     what: "a request's events stored in key order, not in its stream order (readers see them out of order)",
     guarantee: 'G3, G14',
     edits: [{ file: sqliteStore, find: '          claims\n            .filter(', replace: '          [...claims].sort((a, b) => (a.key < b.key ? -1 : 1))\n            .filter(' }],
-    caughtBy: [{ file: conformance, name: 'in its stream order, whatever order their keys' }],
+    caughtBy: [{ file: conformance, name: 'in its stream order, whatever order their keys' }, simulation],
   },
   {
     what: 'compaction removing recorded stream outcomes inside the retention window',
@@ -618,13 +618,13 @@ export const BREAKS: Break[] = [
     what: 'any attempt taken, however far above the epoch (one item at attempt 1,000,000 fences a run for good)',
     guarantee: 'G10, security',
     edits: [{ file: ingestPlan, find: '  if (attempt > epoch + maxAttemptStep) {', replace: '  if (false) {' }],
-    caughtBy: [{ file: conformance, name: 'refuses an attempt far above' }],
+    caughtBy: [{ file: conformance, name: 'refuses an attempt far above' }, simulation],
   },
   {
     what: 'the relay stopping for good when it cannot write to its file (a full disk)',
     guarantee: 'G3',
     edits: [{ file: relay, find: '      if (!isTransientSqliteError(error)) throw error;\n      // Not recorded', replace: '      throw error;\n      // Not recorded' }],
-    caughtBy: [{ file: 'test/fault/disk-full.test.ts' }],
+    caughtBy: [{ file: 'test/fault/disk-full.test.ts' }, simulation],
   },
   {
     what: 'each commit numbering from a count of its own instead of the file\'s last sequence number',
@@ -636,7 +636,7 @@ export const BREAKS: Break[] = [
         replace: '    this.nextSeq = ((file as unknown as { seq?: number }).seq ??= 1);',
       },
     ],
-    caughtBy: [{ file: sameFile, name: 'same attempt commit to one file' }],
+    caughtBy: [{ file: sameFile, name: 'same attempt commit to one file' }, simulation],
   },
   {
     what: "the server's ingest run without `BEGIN` (PostgreSQL)",
@@ -751,7 +751,7 @@ export const BREAKS: Break[] = [
     what: "a consumer's cursor committed on its own before the handler, not with the effect",
     guarantee: 'G20',
     edits: [{ file: 'src/consumer/consumer.ts', find: "    failpoint('consume:before-handler');", replace: "    this.advanceCursor(last);\n    failpoint('consume:before-handler');" }],
-    caughtBy: [{ file: 'test/fault/consumer-crash.test.ts', name: 'before the handler applies each effect once on restart' }],
+    caughtBy: [{ file: 'test/fault/consumer-crash.test.ts', name: 'before the handler applies each effect once on restart' }, simulation],
   },
   {
     what: "a consumer's emission keyed by when it was made, not by the event it responds to",
@@ -763,7 +763,7 @@ export const BREAKS: Break[] = [
         replace: "return uuidOf(['oncebox/v1/caused', producer, cause.eventId, cause.scope, asset, partitionKey, occurrence, String(process.hrtime.bigint())]);",
       },
     ],
-    caughtBy: [{ file: 'test/fault/consumer-crash.test.ts', name: 'after a summary was delivered, before its cursor was' }],
+    caughtBy: [{ file: 'test/fault/consumer-crash.test.ts', name: 'after a summary was delivered, before its cursor was' }, simulation],
   },
   {
     what: 'an attempt claim that hands out the epoch it found instead of the next one',
@@ -772,25 +772,26 @@ export const BREAKS: Break[] = [
     caughtBy: [
       { file: conformance, name: 'hands out claimed attempts atomically' },
       { file: 'test/fault/consumer-zombie.test.ts', name: 'start at the same instant' },
+      simulation,
     ],
   },
   {
     what: "a fenced consumer's relay keeps the lease of a file it shares with its replacement",
     guarantee: 'G21',
     edits: [{ file: 'src/consumer/consumer.ts', find: '      if (error instanceof FencedError) await this.box.relay?.stop();', replace: '' }],
-    caughtBy: [{ file: 'test/fault/consumer-zombie.test.ts', name: 'on the same file' }],
+    caughtBy: [{ file: 'test/fault/consumer-zombie.test.ts', name: 'on the same file' }, simulation],
   },
   {
     what: 'a trigger that fires again for a newer event of a partition it fired for',
     guarantee: 'G22',
     edits: [{ file: 'src/consumer/triggers.ts', find: "    if (fired > 0 && this.onNewer === 'ignore') return;", replace: '' }],
-    caughtBy: [{ file: 'test/integration/consumer-trigger.test.ts' }],
+    caughtBy: [{ file: 'test/integration/consumer-trigger.test.ts' }, simulation],
   },
   {
     what: "a consumer on a fresh file that does not rebuild its triggers' state",
     guarantee: 'G22',
     edits: [{ file: 'src/consumer/consumer.ts', find: '      await this.catchUpTriggers(signal);', replace: '' }],
-    caughtBy: [{ file: 'test/integration/consumer-trigger.test.ts' }],
+    caughtBy: [{ file: 'test/integration/consumer-trigger.test.ts' }, simulation],
   },
   {
     what: "an emission that repeats its lineage's asset and partition accepted",
@@ -857,25 +858,25 @@ export const BREAKS: Break[] = [
     what: "a run's success keyed by its attempt, so that every succeeding attempt counts",
     guarantee: 'G25',
     edits: [{ file: 'src/protocol/lifecycle.ts', find: "outcome === 'succeeded' ? null : attempt]", replace: 'attempt]' }],
-    caughtBy: [{ file: lifecycle, name: 'count a run success once' }],
+    caughtBy: [{ file: lifecycle, name: 'count a run success once' }, simulation],
   },
   {
     what: 'a failure that releases the held emissions instead of discarding them',
     guarantee: 'G25',
     edits: [{ file: 'src/outbox/commit/commit.ts', find: '    if (succeeded) {\n      for (const row of held) {', replace: '    if (succeeded || true) {\n      for (const row of held) {' }],
-    caughtBy: [{ file: lifecycle, name: 'discard the held emissions' }],
+    caughtBy: [{ file: lifecycle, name: 'discard the held emissions' }, simulation],
   },
   {
     what: "a retry on a fresh machine that does not get back what the lost file held",
     guarantee: 'G25',
     edits: [{ file: 'src/outbox/resume.ts', find: '      restoreHeld(file, run, state.checkpoints[HELD_CHECKPOINT], now);', replace: '      void restoreHeld;' }],
-    caughtBy: [{ file: lifecycle, name: 'fresh machine the emissions' }],
+    caughtBy: [{ file: lifecycle, name: 'fresh machine the emissions' }, simulation],
   },
   {
     what: 'a failure callback run twice that records a second failure',
     guarantee: 'G25',
     edits: [{ file: 'src/outbox/outbox.ts', find: '        if (earlier.outcome === terminal.outcome) return { recorded: false, value: undefined };', replace: '' }],
-    caughtBy: [{ file: lifecycle, name: 'however often fail is called' }, { file: 'test/fault/lifecycle-crash.test.ts', name: 'inside fail' }],
+    caughtBy: [{ file: lifecycle, name: 'however often fail is called' }, { file: 'test/fault/lifecycle-crash.test.ts', name: 'inside fail' }, simulation],
   },
   {
     what: 'the server checks a failure notice against the attempt that delivers it, so that a retry which took it over on the same file has it refused',
@@ -887,43 +888,44 @@ export const BREAKS: Break[] = [
       { file: model, name: 'the notice of an attempt that ended and died' },
       { file: 'test/fault/lifecycle-crash.test.ts', name: 'before its relay sent the notice' },
       { file: bullmqTest, name: 'before its relay sent it and before BullMQ heard \\(fail' },
+      simulation,
     ],
   },
   {
     what: "the server checks a fence notice's fencing attempt against the attempt that delivers it",
     guarantee: 'G12, G25',
     edits: [{ file: lifecycleCheck, find: "extra.outcome === 'fenced' && extra.fencedBy > stream.attempt", replace: "extra.outcome === 'fenced' && extra.fencedBy !== stream.attempt" }],
-    caughtBy: [{ file: lifecycleTakeover, name: 'run_fenced' }, { file: model, name: 'delivers a fence notice' }],
+    caughtBy: [{ file: lifecycleTakeover, name: 'run_fenced' }, { file: model, name: 'delivers a fence notice' }, simulation],
   },
   {
     what: 'the server takes a failure notice of any attempt, a later one than its stream\'s too (a zombie could fail the live attempt)',
     guarantee: 'G17, G25',
     edits: [{ file: lifecycleCheck, find: "extra.outcome === 'failed' && extra.attempt > stream.attempt", replace: "extra.outcome === 'failed' && extra.attempt < 0" }],
-    caughtBy: [{ file: scopedTokens, name: 'takes a lifecycle event outside' }],
+    caughtBy: [{ file: scopedTokens, name: 'takes a lifecycle event outside' }, simulation],
   },
   {
     what: "the server takes a fence notice by a later attempt than its stream's (a zombie could fence the live attempt)",
     guarantee: 'G17, G25',
     edits: [{ file: lifecycleCheck, find: "extra.outcome === 'fenced' && extra.fencedBy > stream.attempt", replace: "extra.outcome === 'fenced' && extra.fencedBy < 0" }],
-    caughtBy: [{ file: scopedTokens, name: 'takes a lifecycle event outside' }],
+    caughtBy: [{ file: scopedTokens, name: 'takes a lifecycle event outside' }, simulation],
   },
   {
     what: "a failure of an earlier attempt, later in a request than a later attempt's, sets the run's outcome",
     guarantee: 'G25, G27',
     edits: [{ file: 'src/dedupe/ingest/run-outcome.ts', find: 'if (outcome === null || failure.attempt >= outcome.attempt) outcome', replace: 'outcome' }],
-    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'later attempt said' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'later attempt said' }, simulation],
   },
   {
     what: "the embedded store lets a failure of an earlier attempt, arriving late, overwrite what a later attempt said of the run",
     guarantee: 'G25, G27',
     edits: [{ file: sqliteStatements, find: "        .where('outcome_attempt', '<=', p.outcome.outcomeAttempt),", replace: '' }],
-    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'catalog: sqlite.*later attempt said' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'catalog: sqlite.*later attempt said' }, simulation],
   },
   {
     what: "PostgreSQL lets a failure of an earlier attempt, arriving late, overwrite what a later attempt said of the run",
     guarantee: 'G25, G27',
     edits: [{ file: postgresStatements, find: "        .where('outcome_attempt', '<=', runOutcome.outcomeAttempt)", replace: '' }],
-    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'catalog: postgres.*later attempt said' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'catalog: postgres.*later attempt said' }, simulation],
     postgres: true,
   },
   {
@@ -1110,7 +1112,7 @@ export const BREAKS: Break[] = [
     what: "the BullMQ adapter tells oncebox that no retry is coming after every failure (a retried job's held emissions discarded)",
     guarantee: 'G25, G26',
     edits: [{ file: bullmqWorker, find: '    const willRetry = this.willRetry(job, error, state);', replace: '    const willRetry = false;' }],
-    caughtBy: [{ file: bullmqChaos }],
+    caughtBy: [{ file: bullmqChaos }, simulation],
   },
   {
     what: 'a `__proto__` key in one item of a batch refusing the whole request',
@@ -1331,7 +1333,7 @@ export const BREAKS: Break[] = [
         replace: '    epoch: events.length > 0 && context.attempt > context.epoch ? context.attempt : null,',
       },
     ],
-    caughtBy: [{ file: conformance, name: 'fences the zombie once a retry delivered a first request' }],
+    caughtBy: [{ file: conformance, name: 'fences the zombie once a retry delivered a first request' }, simulation],
   },
   {
     what: 'the epoch moved by new events and checkpoints, but not by duplicates or refusals',
@@ -1346,6 +1348,7 @@ export const BREAKS: Break[] = [
     caughtBy: [
       { file: conformance, name: 'fences the zombie once a retry delivered a first request holding only duplicates' },
       { file: conformance, name: 'fences the zombie once a retry delivered a first request holding only an item refused' },
+      simulation,
     ],
   },
   {
@@ -1358,7 +1361,7 @@ export const BREAKS: Break[] = [
         replace: "    epoch: tookPositions && results.some((r) => r.status !== 'rejected') && context.attempt > context.epoch ? context.attempt : null,",
       },
     ],
-    caughtBy: [{ file: conformance, name: 'fences the zombie once a retry delivered a first request holding only an item refused' }],
+    caughtBy: [{ file: conformance, name: 'fences the zombie once a retry delivered a first request holding only an item refused' }, simulation],
   },
   {
     what: "the server's copy of the held emissions cleared by a failure that will be retried (a retry on a fresh machine never releases them)",
@@ -1452,7 +1455,7 @@ export const BREAKS: Break[] = [
         replace: "    epoch: prepare(db, stream, q.selectFrom('streams').select('epoch').where((eb) => eb.and({ producer: stream.producer, run_id: stream.runId })).orderBy('epoch', 'desc')),",
       },
     ],
-    caughtBy: [{ file: model, name: 'on a file it shares with another task' }],
+    caughtBy: [{ file: model, name: 'on a file it shares with another task' }, simulation],
   },
   {
     what: "the embedded store reading an attempt's last position without its task (one task's sequence taken for another's)",
@@ -1464,7 +1467,7 @@ export const BREAKS: Break[] = [
         replace: "    lastSeq: prepare(db, attempt, q.selectFrom('stream_seqs').select('last_seq').where((eb) => eb.and({ producer: stream.producer, run_id: stream.runId, attempt: attempt.attempt })).orderBy('last_seq', 'desc')),",
       },
     ],
-    caughtBy: [{ file: model, name: 'retries every task of a shared file' }],
+    caughtBy: [{ file: model, name: 'retries every task of a shared file' }, simulation],
   },
   {
     what: "a terminal commit settling the held emissions of every task of the run on the file (the other task's success releases nothing)",
@@ -1488,7 +1491,7 @@ export const BREAKS: Break[] = [
         replace: "        .where('state', '=', sql.lit('pending'))\n        .where((eb) => eb.and({ run_id: attempt.runId, attempt: attempt.attempt }))\n        .returning('id'),",
       },
     ],
-    caughtBy: [{ file: sharedFileTasks, name: 'parks nothing of the other task' }],
+    caughtBy: [{ file: sharedFileTasks, name: 'parks nothing of the other task' }, simulation],
   },
   {
     what: "a retry taking over the older attempts' pending rows of every task of the run on the file",
@@ -1500,7 +1503,7 @@ export const BREAKS: Break[] = [
         replace: "        .where('run_id', '=', attempt.runId)\n        .where('attempt', '<', attempt.attempt)",
       },
     ],
-    caughtBy: [{ file: sharedFileTasks, name: 'takes over none of another task' }, { file: model, name: 'on a file it shares with another task' }],
+    caughtBy: [{ file: sharedFileTasks, name: 'takes over none of another task' }, { file: model, name: 'on a file it shares with another task' }, simulation],
   },
   {
     what: "pruning keeping one newest row per run's attempt, not per task (a task's stream numbers from 1 again)",
@@ -1609,7 +1612,7 @@ export const BREAKS: Break[] = [
         replace: "      db.updateTable('streams').set({ epoch: epoch.epoch, updated_at: epoch.ts }).where((eb) => eb.and({ producer: epoch.producer, run_id: epoch.runId })).compile(),",
       },
     ],
-    caughtBy: [{ file: cluster, name: 'keeps two tasks of one run apart across instances' }],
+    caughtBy: [{ file: cluster, name: 'keeps two tasks of one run apart across instances' }, simulation],
   },
   {
     what: "a refusal's field repeating the client's keys whole (stored, and answered again to every retry)",
@@ -1828,7 +1831,7 @@ export const BREAKS: Break[] = [
     what: 'a connection that asks only for public routes (a health check) closed for showing no token',
     guarantee: 'G17',
     edits: [{ file: 'src/dedupe/auth.ts', find: "    if (access === 'public') {\n      markAuthenticated(request.raw.socket);\n      return;\n    }", replace: "    if (access === 'public') return;" }],
-    caughtBy: [{ file: 'test/fault/slow-clients.test.ts', name: 'only asks for public routes' }],
+    caughtBy: [{ file: 'test/fault/slow-clients.test.ts', name: 'only asks for public routes' }, simulation],
   },
   {
     what: "a group's asset list stored as the client sent it (a name a thousand times: a thousand counts a read)",
@@ -1907,13 +1910,13 @@ export const BREAKS: Break[] = [
     what: 'no cap on the connections of one address (600 half-sent requests take every connection)',
     guarantee: 'G17',
     edits: [{ file: 'src/dedupe/connections.ts', find: '    if (limits.maxConnectionsPerAddress > 0 && held > limits.maxConnectionsPerAddress) {', replace: '    if (limits.maxConnectionsPerAddress > 0 && held < 0) {' }],
-    caughtBy: [{ file: 'test/fault/slow-clients.test.ts', name: '600 half-sent requests' }],
+    caughtBy: [{ file: 'test/fault/slow-clients.test.ts', name: '600 half-sent requests' }, simulation],
   },
   {
     what: 'a connection that never presents a token held until the header timeout',
     guarantee: 'G17',
     edits: [{ file: 'src/dedupe/connections.ts', find: '      if (!authenticated.has(socket)) answerOnSocket(', replace: '      if (authenticated.has(socket) && false) answerOnSocket(' }],
-    caughtBy: [{ file: 'test/fault/slow-clients.test.ts', name: '600 half-sent requests' }],
+    caughtBy: [{ file: 'test/fault/slow-clients.test.ts', name: '600 half-sent requests' }, simulation],
   },
   {
     what: 'a refusal at a position another key holds (sequence_reused) not listed with the rejections',
@@ -2152,6 +2155,12 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/testing/wrong-jobs.test.ts', name: 'declared effect' }],
   },
   // Bugs where two features meet, caught by the whole-system simulation alone (its own seeds, no other test named).
+  {
+    what: "the console showing a server's sentence as it is (a link's run id with an unclosed right-to-left override turns the words of the refusal after it)",
+    guarantee: 'G27',
+    edits: [{ file: 'console/src/components/status.tsx', find: '        {withVisibleControls(error.message)} <code>', replace: '        {error.message} <code>' }],
+    caughtBy: [{ file: 'test/console/console.test.ts', name: 'keeps every view within the window' }, simulation],
+  },
   {
     what: "a group commit that judges every request of the group by the first request's token (another tenant's consumer may not cite its cause)",
     guarantee: 'G17, G20',

@@ -144,6 +144,8 @@ export class Checker {
     expect('G18', new Set(typo).size === typo.length && typo.every((batch) => task.typos.includes(batch)), () => `${label}: the misspelt asset holds batches ${JSON.stringify(typo)}, want each of ${JSON.stringify(task.typos)} once at most`);
     const done = own.filter((event) => event.asset === task.tenant.assets.done).map(batchOf);
     expect('G25', new Set(done).size === done.length, () => `${label}: a held emission released twice: ${JSON.stringify(done)}`);
+    // Released in one commit, several to a request, in the order they were held: batch after batch (G3).
+    expect('G3', same(done, [...done].sort((a, b) => a - b)), () => `${label}: held emissions released in one commit, stored in the order ${JSON.stringify(done)}`);
     const succeeded = task.outcome !== 'fail for good';
     if (!succeeded) expect('G25', done.length === 0, () => `${label}: the run failed for good, yet held emissions were released: ${JSON.stringify(done)}`);
     if (final && succeeded) {

@@ -1,13 +1,18 @@
 import type { Browser, Page } from 'playwright-core';
 import type { AssetSummary, Page as CatalogPage, StreamDetail } from '../src/protocol/catalog.js';
 import { buildConsole, chromiumAvailable, launchChromium, signIn } from '../test/support/chromium.js';
+import { Limits } from '../src/protocol/limits.js';
+import { openOutbox } from '../src/outbox/index.js';
 import { RUN_ID } from './batch.js';
 import type { SimTask } from './jobs.js';
 import { Violation, expect } from './violation.js';
-import type { Tenant, World } from './world.js';
+import { QUIET_LOGGER, type Tenant, type World } from './world.js';
 
 /** How long a view may take to show what it waits for on a busy machine before the console is called stuck. */
 const VIEW_WAIT_MS = 60_000;
+const WIDTH = 1280;
+/** A character that turns the text after it right to left until it is closed: a value must not turn the console's own words. */
+const RTL = '\u202E';
 
 let browser: Promise<Browser> | undefined;
 
@@ -38,7 +43,8 @@ export async function readConsole(world: World, tenant: Tenant, other: Tenant, t
     world.happened('console not read (no Chromium)');
     return;
   }
-  const context = await (await consoleBrowser()).newContext({ viewport: { width: 1280, height: 900 } });
+  const longRun = await publishLongValues(world, tenant);
+  const context = await (await consoleBrowser()).newContext({ viewport: { width: WIDTH, height: 900 } });
   const urls: string[] = [];
   context.on('request', (request) => urls.push(request.url()));
   const page = await context.newPage();
@@ -84,6 +90,23 @@ export async function readConsole(world: World, tenant: Tenant, other: Tenant, t
       expect('G27', (await page.evaluate('window.stillHere')) === true, () => `${label}: the asset's page reloaded to show a new event`);
     }
 
+    // The longest values the server takes, starting with a turn of direction: no view grows wider than
+    // the window, and each value is isolated (or its direction control shown), so that the console's
+    // own words read as written.
+    // The last is a link to a task that run does not have: the server's refusal repeats the run id.
+    const longRunView = `/streams/${task.producer}/${encodeURIComponent(longRun)}`;
+    for (const fragment of ['/', `/assets/${tenant.assets.ready}`, '/streams', `${longRunView}?task=task0`, `${longRunView}?task=missing`]) {
+      await view(page, world, fragment, /./, label);
+      const layout = (await page.evaluate(`(() => {
+        const texts = [...document.querySelectorAll('main bdi.text')];
+        const turned = [...document.querySelectorAll('main *')].filter((element) =>
+          [...element.childNodes].some((node) => node.nodeType === 3 && node.textContent.includes('${RTL}')) && !(element.closest('bdi') || element.closest('pre')));
+        return { width: document.documentElement.scrollWidth, notIsolated: texts.filter((element) => getComputedStyle(element).unicodeBidi !== 'isolate').length, unclosed: turned.map((element) => element.tagName) };
+      })()`)) as { width: number; notIsolated: number; unclosed: string[] };
+      expect('G27', layout.width <= WIDTH, () => `${label}: the view ${fragment} is ${layout.width} px wide in a window of ${WIDTH}, with the longest values`);
+      expect('G27', layout.notIsolated === 0 && layout.unclosed.length === 0, () => `${label}: the view ${fragment} leaves a value's direction open (${layout.notIsolated} values not isolated; text turning direction in ${JSON.stringify(layout.unclosed)})`);
+    }
+
     const leaked = urls.filter((url) => url.includes(token.slice(-43)));
     expect('G17', leaked.length === 0, () => `${label}: the read token travelled in a URL: ${leaked[0]}`);
     expect('G17', (await page.evaluate('localStorage.length')) === 0 && (await context.cookies()).length === 0, () => `${label}: the read token outlives the tab (local storage or a cookie)`);
@@ -125,3 +148,30 @@ async function assetEvents(world: World, tenant: Tenant, token: string): Promise
   const page = (await response.json()) as CatalogPage<AssetSummary>;
   return page.items.find((item) => item.name === tenant.assets.ready)?.events ?? 0;
 }
+
+/**
+ * An event with the longest partition key the server takes, in a run with the longest run id, each
+ * starting with a turn of direction left open: what a careless publisher sends, published once a world
+ * with the tenant's job token under a run of its own. Returns the run id.
+ */
+async function publishLongValues(world: World, tenant: Tenant): Promise<string> {
+  const runId = `${RTL}run${'n'.repeat(Limits.maxNameLength - 4)}`;
+  if (published.get(world) === tenant.name) return runId;
+  const box = await openOutbox({
+    path: world.newPath(`${tenant.name}-long-values`),
+    server: world.proxy.url,
+    token: tenant.tokens.job,
+    producer: `${tenant.name}-job`,
+    run: { workflow: 'sim', runId, task: 'task0', attempt: 1 },
+    durability: 'normal',
+    now: () => world.clock,
+    logger: QUIET_LOGGER,
+  });
+  box.commit((tx) => tx.emit(box.asset(tenant.assets.ready), { partitionKey: `${RTL}${'k'.repeat(Limits.maxPartitionKeyLength - 1)}` }));
+  const closed = await box.close({ timeoutMs: 60_000 });
+  expect('liveness', closed.pending === 0, () => `${tenant.name}: the event with the longest values was not delivered in a minute`);
+  published.set(world, tenant.name);
+  return runId;
+}
+
+const published = new WeakMap<World, string>();

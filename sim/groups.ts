@@ -24,6 +24,8 @@ export interface GroupSetup {
   kind: GroupKind;
   assets: string[];
   output: string;
+  /** Rows its relay sends a request, one request at a time, when set: one lets a caused emission reach the server without the cursor beside it. */
+  relayRows?: number;
 }
 
 /** Opens a group's consumer as the simulation's in-process consumers and its consumer processes do, its work attached. */
@@ -37,6 +39,7 @@ export async function openGroupConsumer(setup: GroupSetup): Promise<{ consumer: 
     waitSeconds: 0.1,
     durability: 'normal',
     logger: QUIET_LOGGER,
+    ...(setup.relayRows === undefined ? {} : { relay: { batchMaxRows: setup.relayRows, maxInFlight: 1 } }),
   });
   consumer.db.exec('CREATE TABLE IF NOT EXISTS effects (event_id TEXT NOT NULL, applied INTEGER NOT NULL)');
   if (setup.kind === 'closer') {
@@ -195,12 +198,25 @@ export class SimGroup {
    * `point` (before a handler, inside the consume commit, after it, or once the server stored what it
    * delivered). The next consumer of the group is in process again, on the same file (G20, G22).
    */
-  async killedAt(point: ConsumerKillPoint, hit: number): Promise<void> {
+  async killedAt(point: ConsumerKillPoint, hit: number, relayRows?: number): Promise<void> {
     await this.stop();
-    const args: ConsumerProcessArgs = { ...this.setup(), until: await this.newest() };
+    const args: ConsumerProcessArgs = { ...this.setup(), until: await this.newest(), ...(relayRows === undefined ? {} : { relayRows }) };
     const outcome = await runSimProcess('sim/consumer-process.ts', args, `${point}@${hit}`);
     this.world.happened(outcome.killed ? `consumer process killed at ${point}` : `consumer process not killed (${point} passed fewer than ${hit} times)`);
     if (!outcome.killed && outcome.code !== 0) throw new Violation('liveness', `${this.name}: its consumer process failed: ${outcome.code ?? outcome.signal} ${outcome.output.slice(-500)}`);
+  }
+
+  /**
+   * Its consumer process, its relay sending one row a request, is killed once the server has answered
+   * its second request (the one after its opening): an emission it caused is on the server, the cursor
+   * committed with it is not. Then its
+   * machine is lost, and the group starts again on a fresh file from the server's cursor: it handles
+   * the event again, and its emission must be the same one, taken as a duplicate (G20).
+   */
+  async killedAfterFirstDeliveryThenLost(): Promise<void> {
+    await this.killedAt('relay:after-response', 2, 1);
+    await this.loseMachine();
+    await this.catchUp();
   }
 
   /** How often its database says each event's effect was applied, while its file lives. */

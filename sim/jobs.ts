@@ -8,6 +8,7 @@ import { announceAgain, commitBatch, commitSeen, lastBatch, RUN_ID, type BatchOp
 import type { JobProcessArgs } from './job-process.js';
 import { runSimProcess, startOncebox, startSimProcess, type ProcessOutcome, type RunningProcess } from './processes.js';
 import { until } from './waiting.js';
+import { startIdleCloser } from './idle-closer.js';
 import { expect } from './violation.js';
 import { QUIET_LOGGER, type Tenant, type World } from './world.js';
 
@@ -335,19 +336,23 @@ export class SimTask {
     const attempt = this.current;
     if (!live(attempt)) return;
     const label = `${this.tenant.name}/${this.name}`;
-    const relay = startOncebox(['relay', attempt.path, '--server', this.world.proxy.url], { ONCEBOX_TOKEN: this.tenant.tokens.job });
+    // Through a hop that closes idle connections: once it has delivered, the relay holds no socket, and
+    // only its own keep-alive keeps it up for the next commit.
+    const hop = await startIdleCloser(this.world.proxy.url, 200);
+    const relay = startOncebox(['relay', attempt.path, '--server', hop.url], { ONCEBOX_TOKEN: this.tenant.tokens.job });
     try {
-      const idle = await until(() => (attempt.box.file.pendingCount() === 0 || !relay.running() ? true : undefined));
+      const idle = await until(() => ((attempt.box.file.pendingCount() === 0 && hop.accepted > 0 && hop.open() === 0) || !relay.running() ? true : undefined));
       expect('liveness', idle === true, () => `${label}: \`oncebox relay\` did not deliver what was waiting in a minute`);
       const committed = this.commit(attempt);
       if (committed !== undefined) {
         const delivered = await until(() => (attempt.box.file.pendingCount() === 0 || !relay.running() ? true : undefined));
         expect('liveness', delivered === true, () => `${label}: \`oncebox relay\` did not deliver batch ${committed.batch} in a minute`);
       }
-      expect('G3', relay.running(), () => `${label}: \`oncebox relay\` (not --drain) exited on its own, leaving ${attempt.box.file.pendingCount()} rows`);
+      expect('G3', relay.running(), () => `${label}: \`oncebox relay\` (not --drain) exited on its own once idle, leaving ${attempt.box.file.pendingCount()} rows: ${relay.output().slice(-300)}`);
       this.world.happened('oncebox relay delivered beside the job');
     } finally {
       await relay.stop('SIGTERM');
+      await hop.close();
     }
   }
 

@@ -53,6 +53,10 @@ export type Operation =
   | { op: 'read the console'; tenant: number; other: number; task: number }
   /** Not drawn either: a tenant's BullMQ queue runs its jobs to their end in some scenarios, with mischief from `seed`. */
   | { op: 'run a BullMQ queue'; tenant: number; seed: number }
+  /** Not drawn either: a consumer process killed after its first delivery, its machine then lost, in some scenarios. */
+  | { op: 'kill the consumer process after its first delivery, then lose its machine'; group: number }
+  /** Not drawn either: the tasks of a tenant that share a file commit in turn, in some scenarios. */
+  | { op: 'commit in turn on a shared file'; tenant: number }
   /** Not drawn either: a neighbour on another address holds connections without a token, in some scenarios. */
   | { op: 'hold connections from another address'; task: number }
   | { op: 'release held requests' }
@@ -163,7 +167,9 @@ export type Scenario = { layout: Layout; operations: Operation[] };
  * The operations a scenario runs without drawing them, each after the operation it names: the web
  * console read in one scenario of three (by its length), after its middle operation, as a tenant chosen
  * by its length; a tenant's BullMQ queue run in one of four, after its first third, its mischief seeded
- * from the scenario; a neighbour holding connections in one of two, after two thirds; and in one of
+ * from the scenario; a neighbour holding connections in one of two, after two thirds; a tenant's tasks
+ * that share a file committing in turn in one of four, after the middle; a summariser's consumer
+ * process killed after its first delivery and its machine lost, in one of six; and in one of
  * five, after its first quarter, a job process frozen beside a retry on a fresh machine whose first
  * request is its last batch announced again (a duplicate) or announced to the misspelt asset (a
  * refusal): requests that store nothing and must still move the run's epoch, which the drawn
@@ -177,6 +183,10 @@ export function derivedOperationsOf(scenario: Scenario): { after: number; operat
   if (n % 4 === 2) derived.push({ after: Math.floor(n / 3), operation: { op: 'run a BullMQ queue', tenant: n + 2, seed: hash(JSON.stringify(scenario)) } });
   if (n % 3 === 0) derived.push({ after: Math.floor(n / 2), operation: { op: 'read the console', tenant: n, other: n + 1, task: n } });
   if (n % 2 === 1) derived.push({ after: Math.floor((2 * n) / 3), operation: { op: 'hold connections from another address', task: n } });
+  // Tenants whose tasks share a file; those whose requests hold three rows first, which can carry two of a stream's events.
+  const sharing = scenario.layout.tenants.flatMap((tenant, i) => (tenant.sharedFile && tenant.tasks > 1 ? [i] : [])).sort((a, b) => scenario.layout.tenants[b]!.batchRows - scenario.layout.tenants[a]!.batchRows);
+  if (n % 4 === 3 && sharing.length > 0) derived.push({ after: Math.floor(n / 2), operation: { op: 'commit in turn on a shared file', tenant: sharing[0]! } });
+  if (n % 6 === 5) derived.push({ after: Math.floor(n / 2) + 1, operation: { op: 'kill the consumer process after its first delivery, then lose its machine', group: 2 * n } });
   if (n % 5 === 3) {
     const retryFirst = n % 2 === 1 ? 'announcement' : 'misspelt announcement';
     // A task whose retries resume from their own file, where there is one: a retry that takes the server's

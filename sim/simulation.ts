@@ -10,6 +10,7 @@ import { live, SimTask, type Attempt } from './jobs.js';
 import { derivedOperationsOf, type Operation, type Scenario } from './operations.js';
 import { SimQueue } from './queue.js';
 import { holdConnections } from './connections.js';
+import { commitInTurn } from './shared-file.js';
 import { SIM_PG_URL, World, type Tenant } from './world.js';
 import { STUCK_AFTER_ROUNDS, until } from './waiting.js';
 import { claimedRetries, frozenBesideRetry, zombieWorks } from './zombies.js';
@@ -250,11 +251,14 @@ class System implements Scene {
       case 'lose consumer machine':
         return this.group(operation.group).loseMachine();
       case 'kill the consumer process': {
-        // Work for it first: a batch of one of its tenant's tasks, delivered, so that the process has events to consume.
         const group = this.group(operation.group);
-        const task = this.tasks.find((candidate) => candidate.tenant === group.tenant && live(candidate.current) && !candidate.current.ended);
-        if (task?.commit(task.current) !== undefined) await this.deliverAll([task.current]);
+        await this.workFor(group);
         return group.killedAt(operation.at, operation.hit);
+      }
+      case 'kill the consumer process after its first delivery, then lose its machine': {
+        const group = this.group(operation.group);
+        await this.workFor(group);
+        return group.killedAfterFirstDeliveryThenLost();
       }
       case 'replace consumer beside its zombie':
         return this.group(operation.group).replaceBesideZombie(operation.sameFile);
@@ -289,6 +293,8 @@ class System implements Scene {
         if (!(await queue.run())) this.queues.pop();
         return;
       }
+      case 'commit in turn on a shared file':
+        return commitInTurn(this, this.world.tenants[operation.tenant % this.world.tenants.length]!);
       case 'hold connections from another address': {
         const task = this.task(operation.task);
         return holdConnections(this.world, async () => {
@@ -410,6 +416,12 @@ class System implements Scene {
       trace(`settle: ${group.name} drains`);
       await group.drain();
     }
+  }
+
+  /** Work for a group's consumer process: a batch of one of its tenant's tasks, delivered, so that it has events to consume. */
+  private async workFor(group: SimGroup): Promise<void> {
+    const task = this.tasks.find((candidate) => candidate.tenant === group.tenant && live(candidate.current) && !candidate.current.ended);
+    if (task?.commit(task.current) !== undefined) await this.deliverAll([task.current]);
   }
 
   /** Two different tenants, drawn as indexes: the first, and another. */

@@ -16,3 +16,15 @@ export function streamName(stream: { producer: string; runId: string; task: stri
 export function count(n: number): string {
   return n.toLocaleString('en-US');
 }
+
+/** Characters that turn the direction of the text after them: U+202A–U+202E and U+2066–U+2069. */
+const DIRECTION_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+
+/**
+ * A server's sentence as the console shows it: the sentence may repeat a value the user sent (a run id
+ * in a link), and a direction control in that value would turn the sentence's own words after it; each
+ * is shown as its code point instead, where the user can see it.
+ */
+export function withVisibleControls(text: string): string {
+  return text.replace(DIRECTION_CONTROLS, (control) => `<U+${control.codePointAt(0)!.toString(16).toUpperCase()}>`);
+}

@@ -353,7 +353,7 @@ describe.skipIf(!chromiumAvailable)(`the web console with the longest legal valu
     await server?.close();
   });
 
-  it('keeps every view within the window, cuts each long value with the whole in its title, and isolates text that turns direction', async () => {
+  it('keeps every view within the window, cuts each long value with the whole in its title, and isolates text that turns direction (shows it, in the server\'s sentences)', async () => {
     const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
     await signIn(page, url, token);
     const run = `/streams/${encodeURIComponent(producer)}/${encodeURIComponent(runId)}?task=${encodeURIComponent(task)}`;
@@ -378,6 +378,12 @@ describe.skipIf(!chromiumAvailable)(`the web console with the longest legal valu
       expect({ view, ...(shown as object) }).toEqual({ view, width: 1280, texts: expect.any(Number), untitled: 0, notIsolated: 0, unclosed: [] });
       expect((shown as { texts: number }).texts, view).toBeGreaterThan(0);
     }
+    // A link to a task the run does not have: the server's sentence repeats the run id, whose direction
+    // control is shown as its code point rather than turning the sentence's own words.
+    await page.goto(`${url}/console/#${run.replace(/task=[^&]*/, 'task=missing')}`);
+    const refusal = page.getByRole('alert').first();
+    await refusal.waitFor();
+    await expect(refusal.textContent()).resolves.toMatch(/<U\+202E>run/);
     // The console's own words after a value that turns direction: "… ago" reads as written, after the value.
     await page.goto(`${url}/console/#/rejections`);
     await page.locator('main .rejections li').first().waitFor();

@@ -1,11 +1,12 @@
 import type { ApiError } from '../api.js';
+import { withVisibleControls } from '../format.js';
 
 /** What a view shows while it has nothing yet, or when its request failed: never a blank page. */
 export function LoadState({ loading, error }: { loading: boolean; error: ApiError | undefined }) {
   if (error) {
     return (
       <p class="error" role="alert">
-        {error.message} <code>[{error.code}]</code>
+        {withVisibleControls(error.message)} <code>[{error.code}]</code>
       </p>
     );
   }
