@@ -95,7 +95,7 @@ export async function readConsole(world: World, tenant: Tenant, other: Tenant, t
     // own words read as written.
     // The last is a link to a task that run does not have: the server's refusal repeats the run id.
     const longRunView = `/streams/${task.producer}/${encodeURIComponent(longRun)}`;
-    for (const fragment of ['/', `/assets/${tenant.assets.ready}`, '/streams', `${longRunView}?task=task0`, `${longRunView}?task=missing`]) {
+    for (const fragment of ['/', `${longRunView}?task=task0`, `${longRunView}?task=missing`]) {
       await view(page, world, fragment, /./, label);
       const layout = (await page.evaluate(`(() => {
         const texts = [...document.querySelectorAll('main bdi.text')];

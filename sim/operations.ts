@@ -166,8 +166,9 @@ export type Scenario = { layout: Layout; operations: Operation[] };
 /**
  * The operations a scenario runs without drawing them, each after the operation it names: the web
  * console read in one scenario of three (by its length), after its middle operation, as a tenant chosen
- * by its length; a tenant's BullMQ queue run in one of four, after its first third, its mischief seeded
- * from the scenario; a neighbour holding connections in one of two, after two thirds; a tenant's tasks
+ * by its length; a tenant's BullMQ queue run in one of eight (its worker processes are the dearest part
+ * of a run), after its first third, its mischief seeded from the scenario; a neighbour holding
+ * connections in one of three, after two thirds; a tenant's tasks
  * that share a file committing in turn in one of four, after the middle; a summariser's consumer
  * process killed after its first delivery and its machine lost, in one of six; and in one of
  * five, after its first quarter, a job process frozen beside a retry on a fresh machine whose first
@@ -180,9 +181,9 @@ export function derivedOperationsOf(scenario: Scenario): { after: number; operat
   const n = scenario.operations.length;
   const derived: { after: number; operation: Operation }[] = [];
   if (n < 4) return derived;
-  if (n % 4 === 2) derived.push({ after: Math.floor(n / 3), operation: { op: 'run a BullMQ queue', tenant: n + 2, seed: hash(JSON.stringify(scenario)) } });
+  if (n % 8 === 2) derived.push({ after: Math.floor(n / 3), operation: { op: 'run a BullMQ queue', tenant: n + 2, seed: hash(JSON.stringify(scenario)) } });
   if (n % 3 === 0) derived.push({ after: Math.floor(n / 2), operation: { op: 'read the console', tenant: n, other: n + 1, task: n } });
-  if (n % 2 === 1) derived.push({ after: Math.floor((2 * n) / 3), operation: { op: 'hold connections from another address', task: n } });
+  if (n % 3 === 1) derived.push({ after: Math.floor((2 * n) / 3), operation: { op: 'hold connections from another address', task: n } });
   // Tenants whose tasks share a file; those whose requests hold three rows first, which can carry two of a stream's events.
   const sharing = scenario.layout.tenants.flatMap((tenant, i) => (tenant.sharedFile && tenant.tasks > 1 ? [i] : [])).sort((a, b) => scenario.layout.tenants[b]!.batchRows - scenario.layout.tenants[a]!.batchRows);
   if (n % 4 === 3 && sharing.length > 0) derived.push({ after: Math.floor(n / 2), operation: { op: 'commit in turn on a shared file', tenant: sharing[0]! } });
