@@ -992,7 +992,7 @@ export const BREAKS: Break[] = [
     what: 'an exact attempt claim granted at or below the epoch (a late claim fences the later one that was first)',
     guarantee: 'G21, G26',
     edits: [{ file: 'src/dedupe/attempt-claim.ts', find: "  if ('exactly' in claim && wanted <= epoch) {", replace: "  if ('exactly' in claim && wanted < epoch) {" }],
-    caughtBy: [{ file: conformance, name: 'exactly' }],
+    caughtBy: [{ file: conformance, name: 'exactly' }, simulation],
   },
   {
     what: 'the BullMQ adapter claims the next attempt whatever lock it holds (a worker paused before its claim fences the live one)',
