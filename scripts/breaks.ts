@@ -2050,6 +2050,12 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/testing/check-job.test.ts', name: 'wrapper script' }],
   },
   {
+    what: "the testing kit bundling a TypeScript job with the bundle's own import.meta.url (a file read from beside the job is not found)",
+    guarantee: 'testing kit',
+    edits: [{ file: 'src/testing/bundle.ts', find: '    plugins: [ownModuleUrls],', replace: '    plugins: [],' }],
+    caughtBy: [{ file: 'test/testing/bundle.test.ts' }],
+  },
+  {
     what: 'the testing kit going straight to random scenarios, without the single kills',
     guarantee: 'testing kit',
     edits: [{ file: 'src/testing/check-job.ts', find: "  const sweep = path === undefined && options.singleKills !== false && options.scenarios === undefined ? singleKills(scenarioOptions) : [];", replace: '  const sweep: Scenario[] = [];' }],

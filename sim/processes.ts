@@ -1,5 +1,7 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nodeCommandFor } from '../src/testing/bundle.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 
@@ -25,23 +27,33 @@ export interface RunningProcess {
   done: Promise<ProcessOutcome>;
 }
 
-/** Starts a script of the repository (a path from its root) with tsx, its output kept. */
+/** Starts a script of the repository (a path from its root), bundled as the tests run theirs (nodeCommandFor), its output kept. */
 export function startProcess(script: string, args: string[], env: Record<string, string>): RunningProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let child: ChildProcess | undefined;
   let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   let exited = false;
-  const done = new Promise<ProcessOutcome>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('exit', (code, signal) => {
-      exited = true;
-      resolve({ code, signal, killed: signal === 'SIGKILL' && output.includes('"kill":true'), output });
-    });
-  });
+  // A signal sent while the script is still being bundled reaches it as soon as it starts.
+  let early: NodeJS.Signals | undefined;
   const send = (signal: NodeJS.Signals) => {
-    if (!exited) child.kill(signal);
+    if (exited) return;
+    if (child === undefined) early = signal;
+    else child.kill(signal);
   };
+  const done = nodeCommandFor(resolve(REPO, script), { packages: 'bundled' }).then(
+    ([executable, prefix]) =>
+      new Promise<ProcessOutcome>((resolve, reject) => {
+        const spawned = spawn(executable, [...prefix, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+        child = spawned;
+        if (early !== undefined) spawned.kill(early);
+        spawned.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        spawned.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        spawned.on('error', reject);
+        spawned.on('exit', (code, signal) => {
+          exited = true;
+          resolve({ code, signal, killed: signal === 'SIGKILL' && output.includes('"kill":true'), output });
+        });
+      }),
+  );
   return {
     running: () => !exited,
     output: () => output,

@@ -51,8 +51,18 @@ export class SimulationFailure extends Error {
   }
 }
 
-/** ONCEBOX_SIM_TRACE=1 prints each operation as it is applied: where a run that hangs stands. */
-const trace = process.env.ONCEBOX_SIM_TRACE ? (at: number | string, operation?: unknown) => console.error(`sim: ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`) : () => undefined;
+/**
+ * ONCEBOX_SIM_TRACE=1 prints each operation as it is applied, after how long the step before it took
+ * (`sim: +812ms 14 {…}`): where a run that hangs stands, and where a slow one spends its time.
+ */
+let lastTrace = Date.now();
+const trace = process.env.ONCEBOX_SIM_TRACE
+  ? (at: number | string, operation?: unknown) => {
+      const now = Date.now();
+      console.error(`sim: +${now - lastTrace}ms ${at}${operation ? ` ${JSON.stringify(operation)}` : ''}`);
+      lastTrace = now;
+    }
+  : () => undefined;
 
 const FAULTS = new Set<Operation['op']>(['crash and restart', 'claim the retry, then a copy claims its number', 'kill the job process', "fill the job process's disk", 'freeze the job process, retry beside it', 'redo published batches', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'revoke a read token, then replace it', 'flood the catalog', 'restart server', 'restore the server from an older backup', 'release held requests']);
 

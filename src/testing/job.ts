@@ -1,6 +1,4 @@
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, statSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { nodeCommandFor } from './bundle.js';
 import type { Publication } from './history.js';
 import type { TestServer } from './test-server.js';
 
@@ -70,49 +68,8 @@ export interface JobUnderTest {
   postgres?: { url: string; schemaPrefix: string } | undefined;
 }
 
-/**
- * @internal The executable and arguments of a job's command. A TypeScript file is bundled once with
- * esbuild, when it is installed, into `node_modules/.cache/oncebox-testing/` of the project (packages
- * stay imports, resolved from there as from the file), so that each attempt starts with plain node in a
- * fraction of the time `tsx` takes to load it; without esbuild it runs with `node --import tsx`.
- */
+/** @internal The executable and arguments of a job's command: a TypeScript file bundled (see nodeCommandFor). */
 export async function commandLine(command: string | readonly string[]): Promise<[string, string[]]> {
   if (typeof command !== 'string') return [command[0]!, [...command.slice(1)]];
-  if (!/\.(ts|mts|cts)$/.test(command)) return [process.execPath, [command]];
-  const bundled = await bundle(resolve(command));
-  // Source maps on: a stack in a report points at the job's own file, not at its bundle.
-  return bundled === undefined ? [process.execPath, ['--import', 'tsx', command]] : [process.execPath, ['--enable-source-maps', bundled]];
-}
-
-const bundles = new Map<string, Promise<string | undefined>>();
-
-function bundle(file: string): Promise<string | undefined> {
-  const version = `${file}:${statSync(file).mtimeMs}`;
-  let built = bundles.get(version);
-  if (built === undefined) {
-    built = buildBundle(file);
-    bundles.set(version, built);
-  }
-  return built;
-}
-
-async function buildBundle(file: string): Promise<string | undefined> {
-  let esbuild: typeof import('esbuild');
-  try {
-    esbuild = await import('esbuild');
-  } catch {
-    return undefined;
-  }
-  const cache = join(nearestNodeModules(dirname(file)) ?? dirname(file), '.cache', 'oncebox-testing');
-  mkdirSync(cache, { recursive: true });
-  const outfile = join(cache, `${basename(file).replace(/\.[cm]?ts$/, '')}-${createHash('sha256').update(file).digest('hex').slice(0, 12)}.mjs`);
-  await esbuild.build({ entryPoints: [file], outfile, bundle: true, packages: 'external', platform: 'node', format: 'esm', target: 'node20', sourcemap: 'inline', logLevel: 'silent' });
-  return outfile;
-}
-
-function nearestNodeModules(from: string): string | undefined {
-  for (let dir = from; ; dir = dirname(dir)) {
-    if (existsSync(join(dir, 'node_modules'))) return join(dir, 'node_modules');
-    if (dirname(dir) === dir) return undefined;
-  }
+  return nodeCommandFor(command);
 }
