@@ -18,7 +18,7 @@ if (!installed) console.warn('schema fuzzing skipped: schemathesis is not instal
 describe.skipIf(!installed)('schema-driven fuzzing', () => {
   it('finds the server equal to its OpenAPI document: no failure on either store with any token (seed 2026)', { timeout: 420_000 }, async () => {
     const stores = pgAvailable ? 'sqlite,postgres' : 'sqlite';
-    const run = await runScript('scripts/fuzz-schema.ts', ['--examples', '8', '--max-time', '30', '--seed', '2026', '--stores', stores], { timeoutMs: 400_000 });
+    const run = await runScript('scripts/fuzz-schema.ts', ['--examples', '8', '--max-time', '10', '--seed', '2026', '--stores', stores], { timeoutMs: 400_000 });
     const verdicts = run.lines.map((line) => String(line.text ?? '')).filter((text) => text.startsWith('fuzz:schema: ') && text.includes(' token: '));
     expect(verdicts).toHaveLength(stores.split(',').length * 3);
     expect(verdicts.filter((text) => !text.endsWith('no failures')), run.lines.map((line) => line.text).join('\n').slice(-6000)).toEqual([]);
