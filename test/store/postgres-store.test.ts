@@ -95,7 +95,9 @@ describe.skipIf(!pgAvailable)(`the PostgreSQL store with two instances on one sc
           await client.query(`UPDATE ${table} SET n = n + 1 WHERE id = $1`, [second]);
         });
       await Promise.all([crosswise(1, 2), crosswise(2, 1)]);
-      expect(tries).toBe(3);
+      // At least one ran again; on a busy machine both may be aborted (each one's deadlock check can run
+      // before the other's abort has released its lock), and both then run again.
+      expect(tries).toBeGreaterThanOrEqual(3);
       const { rows } = await pool.query(`SELECT n FROM ${table} ORDER BY id`);
       expect(rows.map((row) => row.n)).toEqual([2, 2]);
     } finally {
