@@ -348,7 +348,8 @@ export class SimTask {
         const delivered = await until(() => (attempt.box.file.pendingCount() === 0 || !relay.running() ? true : undefined));
         expect('liveness', delivered === true, () => `${label}: \`oncebox relay\` did not deliver batch ${committed.batch} in a minute`);
       }
-      expect('G3', relay.running(), () => `${label}: \`oncebox relay\` (not --drain) exited on its own once idle, leaving ${attempt.box.file.pendingCount()} rows: ${relay.output().slice(-300)}`);
+      const ended = relay.running() ? undefined : await relay.done;
+      expect('G3', ended === undefined, () => `${label}: \`oncebox relay\` (not --drain) exited on its own (code ${ended!.code}, signal ${ended!.signal}), leaving ${attempt.box.file.pendingCount()} rows: ${relay.output().slice(-300)}`);
       this.world.happened('oncebox relay delivered beside the job');
     } finally {
       await relay.stop('SIGTERM');
