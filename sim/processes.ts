@@ -1,7 +1,6 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { nodeCommandFor } from '../src/testing/bundle.js';
+import { spawnBundled } from '../src/testing/bundle.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 
@@ -27,26 +26,19 @@ export interface RunningProcess {
   done: Promise<ProcessOutcome>;
 }
 
-/** Starts a script of the repository (a path from its root), bundled as the tests run theirs (nodeCommandFor), its output kept. */
+/** Starts a script of the repository (a path from its root), bundled as the tests run theirs (spawnBundled), its output kept. */
 export function startProcess(script: string, args: string[], env: Record<string, string>): RunningProcess {
-  let child: ChildProcess | undefined;
   let output = '';
   let exited = false;
-  // A signal sent while the script is still being bundled reaches it as soon as it starts.
-  let early: NodeJS.Signals | undefined;
+  const started = spawnBundled(resolve(REPO, script), args, { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const send = (signal: NodeJS.Signals) => {
-    if (exited) return;
-    if (child === undefined) early = signal;
-    else child.kill(signal);
+    if (!exited) started.signal(signal);
   };
-  const done = nodeCommandFor(resolve(REPO, script), { packages: 'bundled' }).then(
-    ([executable, prefix]) =>
+  const done = started.started.then(
+    (spawned) =>
       new Promise<ProcessOutcome>((resolve, reject) => {
-        const spawned = spawn(executable, [...prefix, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-        child = spawned;
-        if (early !== undefined) spawned.kill(early);
-        spawned.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-        spawned.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        spawned.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        spawned.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
         spawned.on('error', reject);
         spawned.on('exit', (code, signal) => {
           exited = true;

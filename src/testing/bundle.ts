@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn, type SpawnOptions } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
@@ -24,6 +25,26 @@ export async function nodeCommandFor(file: string, { packages = 'external' }: { 
   if (!/\.(ts|mts|cts)$/.test(file)) return [process.execPath, [file]];
   const bundled = await bundle(resolve(file), packages);
   return bundled === undefined ? [process.execPath, ['--import', 'tsx', file]] : [process.execPath, ['--enable-source-maps', bundled]];
+}
+
+/**
+ * @internal Starts a TypeScript program of oncebox's own (a test's or the simulation's process) bundled
+ * with its packages. `signal` works from the first moment: a signal sent while the program is still
+ * being bundled reaches it as soon as it starts.
+ */
+export function spawnBundled(file: string, args: readonly string[], options: SpawnOptions): { started: Promise<ChildProcess>; signal: (signal: NodeJS.Signals) => void } {
+  let child: ChildProcess | undefined;
+  let early: NodeJS.Signals | undefined;
+  const started = nodeCommandFor(file, { packages: 'bundled' }).then(([executable, prefix]) => {
+    child = spawn(executable, [...prefix, ...args], options);
+    if (early !== undefined) child.kill(early);
+    return child;
+  });
+  const signal = (name: NodeJS.Signals) => {
+    if (child === undefined) early = name;
+    else child.kill(name);
+  };
+  return { started, signal };
 }
 
 /** Built at most once per process for each version of an entry file; the bundle is rebuilt in each new process, as its imports may have changed. */
@@ -82,7 +103,7 @@ async function buildBundle(file: string, packages: 'external' | 'bundled'): Prom
 /**
  * Each module of the program keeps its own `import.meta.url` in the bundle: a path it builds from it (its
  * package.json two folders up, a data folder beside it) means what it meant unbundled, not a path beside
- * the bundle. Packages are not bundled, so only the program's own files are read here.
+ * the bundle. Files under node_modules (the packages a bundle takes in) are left to esbuild as they are.
  */
 const ownModuleUrls: Plugin = {
   name: 'own-module-urls',

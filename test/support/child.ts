@@ -1,7 +1,6 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { nodeCommandFor } from '../../src/testing/bundle.js';
+import { spawnBundled } from '../../src/testing/bundle.js';
 import { afterEach } from 'vitest';
 
 export const REPO = fileURLToPath(new URL('../..', import.meta.url));
@@ -72,29 +71,20 @@ afterEach(() => {
 /**
  * Runs a TypeScript script of this repo in a real child process and collects its JSON-lines output.
  * `onLine` may kill the child (with SIGKILL) at a moment of the test's choosing. The script runs bundled
- * (nodeCommandFor), so that starting it costs a third of the CPU `tsx` takes on a busy machine.
+ * (spawnBundled), so that starting it costs about a fifth of the CPU `tsx` takes.
  */
 export function runScript(
   script: string,
   args: string[],
   options: { env?: Record<string, string>; onLine?: (line: Record<string, unknown>, kill: () => void) => void; timeoutMs?: number } = {},
 ): Promise<ChildResult> {
-  let child: ChildProcess | undefined;
-  // A signal sent while the script is still being bundled reaches it as soon as it starts.
-  let early: NodeJS.Signals | undefined;
-  const send = (signal: NodeJS.Signals) => {
-    if (child === undefined) early = signal;
-    else child.kill(signal);
-  };
+  const { started, signal: send } = spawnBundled(resolve(REPO, script), args, {
+    cwd: REPO,
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const kill = () => send('SIGKILL');
-  const result = nodeCommandFor(resolve(REPO, script), { packages: 'bundled' }).then(([executable, prefix]) => {
-    const spawned = spawn(executable, [...prefix, ...args], {
-      cwd: REPO,
-      env: { ...process.env, ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child = spawned;
-    if (early !== undefined) spawned.kill(early);
+  const result = started.then((spawned) => {
     const lines: Record<string, unknown>[] = [];
     let stderr = '';
     let buffered = '';
@@ -103,7 +93,7 @@ export function runScript(
       timedOut = true;
       kill();
     }, options.timeoutMs ?? 150_000);
-    spawned.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    spawned.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
       buffered += chunk;
       let newline;
       while ((newline = buffered.indexOf('\n')) >= 0) {
@@ -119,7 +109,7 @@ export function runScript(
         options.onLine?.(line, kill);
       }
     });
-    spawned.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    spawned.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     return new Promise<ChildResult>((resolve, reject) => {
       spawned.on('error', reject);
       spawned.on('close', (code, signal) => {
