@@ -1133,6 +1133,12 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'runs as a relay until stopped' }],
   },
   {
+    what: "a request's deadline timer unreferenced: a GET whose connection is closed unanswered leaves the event loop empty, and a command ends silently",
+    guarantee: 'G3',
+    edits: [{ file: 'src/client/fetch-within.ts', find: '  try {\n    const response = await fetch(', replace: '  timer.unref();\n  try {\n    const response = await fetch(' }],
+    caughtBy: [{ file: 'test/unit/fetch-within.test.ts', name: 'settles, and holds its process until it does' }],
+  },
+  {
     what: "a caused event sent again judged anew for its lineage (a retry's duplicate refused once the token's consumes changed)",
     guarantee: 'G4',
     edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    if (recorded.has(item.key)) return placement;\n', replace: '' }],

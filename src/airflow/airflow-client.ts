@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AirflowError, AirflowErrorCode } from './errors.js';
+import { fetchWithin } from '../client/fetch-within.js';
 import type { AirflowAssetEvent, AssetEventBody } from './event-body.js';
 
 export type { AirflowAssetEvent } from './event-body.js';
@@ -132,14 +133,11 @@ export class AirflowClient {
 
   /** One request with the Bearer token; a 401 renews the token once (a 401 was not processed, so it is safe). */
   private async request(method: 'GET' | 'POST', path: string, body: unknown, what: string): Promise<unknown> {
-    let response = await this.send(method, path, body, await this.bearer(), what);
+    let { response, text } = await this.send(method, path, body, await this.bearer(), what);
     if (response.status === 401 && this.canRenew()) {
       this.token = undefined;
-      response = await this.send(method, path, body, await this.bearer(), what);
+      ({ response, text } = await this.send(method, path, body, await this.bearer(), what));
     }
-    const text = await response.text().catch((error: unknown) => {
-      throw new OutcomeUnknown(`${what} at ${this.base.origin}`, `the answer was cut off: ${describe(error)}`, { cause: error });
-    });
     if (response.ok) return JSON.parse(text);
     const detail = `${response.status} ${response.statusText}${text ? `: ${text.slice(0, 300)}` : ''}`;
     if (response.status >= 500) throw new OutcomeUnknown(`${what} at ${this.base.origin}`, detail);
@@ -152,14 +150,18 @@ export class AirflowClient {
     throw new AirflowError(AirflowErrorCode.Rejected, `Airflow at ${this.base.origin} refused to ${what}: ${detail}`);
   }
 
-  private async send(method: string, path: string, body: unknown, token: string, what: string): Promise<Response> {
+  /** One request and its whole answer; no answer, or one cut off, leaves the outcome unknown. */
+  private async send(method: string, path: string, body: unknown, token: string, what: string): Promise<{ response: Response; text: string }> {
     try {
-      return await fetch(new URL(path, this.base), {
-        method,
-        headers: { authorization: `Bearer ${token}`, accept: 'application/json', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
+      return await fetchWithin(
+        new URL(path, this.base),
+        {
+          method,
+          headers: { authorization: `Bearer ${token}`, accept: 'application/json', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        },
+        this.timeoutMs,
+      );
     } catch (error) {
       throw new OutcomeUnknown(`${what} at ${this.base.origin}`, `no answer: ${describe(error)}`, { cause: error });
     }
@@ -183,18 +185,21 @@ export class AirflowClient {
     }
     const where = new URL('auth/token', this.base).href;
     let response: Response;
+    let text: string;
     try {
-      response = await fetch(where, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json' },
-        body: JSON.stringify({ username: credentials.username, password: credentials.password }),
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
+      ({ response, text } = await fetchWithin(
+        where,
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json' },
+          body: JSON.stringify({ username: credentials.username, password: credentials.password }),
+        },
+        this.timeoutMs,
+      ));
     } catch (error) {
       // Mid-run, a token endpoint that does not answer is retried like any request; at start it is an error.
       throw new OutcomeUnknown(`reach Airflow at ${where}`, `no answer: ${describe(error)}`, { cause: error });
     }
-    const text = await response.text();
     if (response.status === 401 || response.status === 400 || response.status === 403) {
       throw new AirflowError(
         AirflowErrorCode.Credentials,

@@ -76,6 +76,14 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+// Every command ends through main's promise, by process.exit. An event loop left empty before that means a
+// command's work is waiting on something that will never come (a request nothing holds open): node would
+// end with status 0 and no word, the work undone. Said instead, and a failure.
+process.once('beforeExit', () => {
+  console.error(`oncebox: ${activeCommand()} stopped before it finished: nothing was left to wait on (a defect in oncebox; please report it)`);
+  process.exit(Exit.Failed);
+});
+
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {

@@ -60,6 +60,18 @@ export const RelayExit = { Drained: Exit.Ok, NotDrained: Exit.Failed, DeadRows: 
 
 /** `oncebox relay`: delivers an outbox file that a job (opened with relay: 'external') commits to. */
 export async function runRelay(options: RelayCommandOptions): Promise<number> {
+  // The relay's timers are unref'd, so as not to hold a job's process open once its work is done; this
+  // process exists for the relay, and lives until it is told to stop. Held from the first moment: the
+  // token check below may be the only thing in flight.
+  const keepAlive = setInterval(() => undefined, 60_000);
+  try {
+    return await relayUntilStopped(options);
+  } finally {
+    clearInterval(keepAlive);
+  }
+}
+
+async function relayUntilStopped(options: RelayCommandOptions): Promise<number> {
   const file = new OutboxFile(options.db, 'full', false);
   // Built as a job's in-process relay is (relay/assemble.ts), with the defaults a job gets.
   const client = new ServerClient({ servers: options.servers, token: options.token, requestTimeoutMs: RELAY_DEFAULTS.requestTimeoutMs });
@@ -88,9 +100,6 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
   tally = options.drain ? new DrainTally(drainFile) : undefined;
   // The relay watches the file for the job's commits itself (another connection's, seen by data_version).
   relay.start();
-  // The relay's timers are unref'd, so as not to hold a job's process open once its work is done; this
-  // process exists for the relay, and lives until it is told to stop.
-  const keepAlive = setInterval(() => undefined, 60_000);
   // The exact count that found nothing pending: the drain's last word, whatever the job commits after it.
   let drained: DrainCounts | undefined;
   const progress = tally ? new DrainProgress(options.progressOutput ?? process.stdout, tally.current()) : undefined;
@@ -114,7 +123,6 @@ export async function runRelay(options: RelayCommandOptions): Promise<number> {
       await new Promise<void>((resolve) => options.signal.addEventListener('abort', () => resolve(), { once: true }));
     }
   } finally {
-    clearInterval(keepAlive);
     await relay.stop();
   }
   const failure = relay.failure;

@@ -1,4 +1,5 @@
 import pRetry from 'p-retry';
+import { fetchWithin, TimeoutError } from './fetch-within.js';
 import { CredentialsError, OnceboxError, OptionsError } from '../protocol/errors.js';
 import type { AttemptClaim, ClaimedAttempt, EmissionBatchResponse, EventPage, ItemResult, Problem, StreamState } from '../protocol/wire.js';
 
@@ -223,18 +224,13 @@ export class ServerClient {
   ): Promise<Answer> {
     const server = this.active;
     const url = this.url(route);
-    const timeout = AbortSignal.timeout(this.options.requestTimeoutMs + heldMs);
     try {
-      const response = await fetch(url, {
-        ...init,
-        headers: { ...this.headers, ...init.headers },
-        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
-      });
-      return { server, url, status: response.status, text: await response.text(), headers: response.headers };
+      const { response, text } = await fetchWithin(url, { ...init, headers: { ...this.headers, ...init.headers } }, this.options.requestTimeoutMs + heldMs, signal);
+      return { server, url, status: response.status, text, headers: response.headers };
     } catch (error) {
       // Stopped by the caller (the outbox closing): not a failure of this server, and not worth recording.
       if (signal?.aborted) throw signal.reason ?? error;
-      const timedOut = timeout.aborted;
+      const timedOut = error instanceof TimeoutError;
       throw this.fail(
         server,
         new DeliveryError(

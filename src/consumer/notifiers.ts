@@ -1,4 +1,5 @@
 import pRetry from 'p-retry';
+import { fetchWithin } from '../client/fetch-within.js';
 import { OnceboxError } from '../protocol/errors.js';
 import { LifecycleAsset, type LifecycleExtra } from '../protocol/lifecycle.js';
 import type { StoredEvent } from '../protocol/wire.js';
@@ -136,13 +137,15 @@ export function webhookNotifier(options: WebhookOptions): Notifier {
     const { event: _event, ...body } = notice;
     await pRetry(
       async () => {
-        const response = await fetch(options.url, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', 'idempotency-key': notice.key, ...options.headers },
-          body: JSON.stringify({ ...body, eventId: notice.event.eventId, timestamp: notice.event.timestamp }),
-          signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
-        });
-        await response.arrayBuffer();
+        const { response } = await fetchWithin(
+          options.url,
+          {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'idempotency-key': notice.key, ...options.headers },
+            body: JSON.stringify({ ...body, eventId: notice.event.eventId, timestamp: notice.event.timestamp }),
+          },
+          options.timeoutMs ?? 10_000,
+        );
         if (response.ok) return;
         const message = `webhook ${options.url} answered ${response.status} to the ${notice.outcome} notice of run ${notice.runId}`;
         if (response.status === 408 || response.status === 429 || response.status >= 500) throw new Error(message);
