@@ -1139,6 +1139,60 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/unit/fetch-within.test.ts', name: 'settles, and holds its process until it does' }],
   },
   {
+    what: 'a PostgreSQL the server cannot reach said as the driver says it (a bare connect ECONNREFUSED, with no place and no fix)',
+    guarantee: 'G19',
+    edits: [{ file: 'src/dedupe/postgres/store.ts', find: '      throw connectFailure(options.connectionString, error);', replace: '      throw error;' }],
+    caughtBy: [{ file: 'test/integration/database-unreachable.test.ts', name: 'fails to open with where it tried' }],
+  },
+  {
+    what: 'the commands deaf to ONCEBOX_SERVER (a relay beside a job needs --server spelt out again)',
+    guarantee: 'G19',
+    edits: [{ file: 'src/cli/arguments.ts', find: '    .env(SERVER_VARIABLE)\n', replace: '' }],
+    caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'runs a server, a separate relay process and status, end to end' }],
+  },
+  {
+    what: "a run's attempt given as a string of digits (read from an environment variable) not told to convert it",
+    guarantee: 'G8',
+    edits: [{ file: 'src/outbox/options.ts', find: "    if (/^\\s*\\d+\\s*$/.test(value)) return", replace: "    if (value === '') return" }],
+    caughtBy: [{ file: 'test/unit/options.test.ts', name: 'refuse' }],
+  },
+  {
+    what: '`oncebox status` calling a file whose relay stopped on a refused token healthy (exit 0: the monitor never learns)',
+    guarantee: 'G19',
+    edits: [{ file: 'src/cli/status-command.ts', find: "status.lastError?.stopped === true && status.lastError.code !== 'lease_lost'", replace: "status.lastError?.stopped === true && status.lastError.code === 'lease_lost'" }],
+    caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'ends `oncebox relay --drain` refused once' }],
+  },
+  {
+    what: '`oncebox status --max-pending-age` never saying that delivery stalled',
+    guarantee: 'G19',
+    edits: [{ file: 'src/cli/status-command.ts', find: 'status.oldestPendingAgeMs > maxPendingAgeMs) return', replace: 'status.oldestPendingAgeMs > maxPendingAgeMs && false) return' }],
+    caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'stalled to `oncebox status --max-pending-age`' }],
+  },
+  {
+    what: '`oncebox relay` refused at its start leaving no word in the file (status shows a healthy file)',
+    guarantee: 'G19',
+    edits: [{ file: 'src/cli/relay-command.ts', find: '      if (error instanceof OnceboxError) recordRelayError(file, error, true);\n', replace: '' }],
+    caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'ends `oncebox relay --drain` refused once' }],
+  },
+  {
+    what: 'a closed outbox reading its status from the closed file (better-sqlite3\'s "The database connection is not open")',
+    guarantee: 'G19',
+    edits: [{ file: 'src/outbox/outbox.ts', find: '    return this.statusAtClose ?? readStatus(this.file, this.relay);', replace: '    return readStatus(this.file, this.relay);' }],
+    caughtBy: [{ file: 'test/integration/consumer.test.ts', name: 'tell their last cursor and status after close()' }],
+  },
+  {
+    what: 'the server stopping without a word (a supervisor cannot tell a stop it asked for from a crash)',
+    guarantee: 'G19',
+    edits: [{ file: 'src/cli/server-command.ts', find: "  console.log(json ? JSON.stringify({ event: 'stopped' }) : 'oncebox server: stopped');\n", replace: '' }],
+    caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'runs a server, a separate relay process and status, end to end' }],
+  },
+  {
+    what: "a checkpoint read back without its schema (a new version's changed schema takes the old value as if it were new)",
+    guarantee: 'G1, G19',
+    edits: [{ file: 'src/checkpoint/checkpoint.ts', find: "    return this.check(JSON.parse(stored), 'stored value', SCHEMA_CHANGED_FIX);", replace: '    return JSON.parse(stored) as T;' }],
+    caughtBy: [{ file: 'test/integration/checkpoint-schema.test.ts', name: 'is refused as it was written' }],
+  },
+  {
     what: "a caused event sent again judged anew for its lineage (a retry's duplicate refused once the token's consumes changed)",
     guarantee: 'G4',
     edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    if (recorded.has(item.key)) return placement;\n', replace: '' }],
@@ -1716,7 +1770,7 @@ export const BREAKS: Break[] = [
   {
     what: '`oncebox status` exiting 0 with events dead',
     guarantee: 'G19',
-    edits: [{ file: 'src/cli/status-command.ts', find: '    const exit = status.dead > 0 ? Exit.NeedsAttention : Exit.Ok;', replace: '    const exit = Exit.Ok;' }],
+    edits: [{ file: 'src/cli/status-command.ts', find: '  if (status.dead > 0) return StatusExit.Dead;', replace: '' }],
     caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'end to end' }],
   },
   {
@@ -2001,7 +2055,7 @@ export const BREAKS: Break[] = [
   {
     what: '--server taking any text (a misspelt URL: a relay retrying an address that can never answer, or "drained" with nothing pending)',
     guarantee: 'cli',
-    edits: [{ file: 'src/cli/arguments.ts', find: '  if (!isServerUrl(value)) {', replace: '  if (false) {' }],
+    edits: [{ file: 'src/cli/arguments.ts', find: '    if (!isServerUrl(url)) {', replace: '    if (false) {' }],
     caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'refuses unknown flags and commands' }],
   },
   {

@@ -5,6 +5,12 @@ import type { Tenant } from './world.js';
 /** Every task runs in the one run of its tenant. */
 export const RUN_ID = 'r';
 const progressSchema = z.object({ batch: z.number().int() });
+/**
+ * A user's change to the job: its new version keeps its progress as `{ batch, rows }`. The schema alone
+ * cannot read what the old version committed; the remedy the refusal prints is a schema that reads both.
+ */
+export const progressNewShape = z.object({ batch: z.number().int(), rows: z.number().int() });
+export const progressEitherShape = z.union([progressNewShape, progressSchema.transform((old) => ({ ...old, rows: 0 }))]);
 
 /** The last batch `box`'s checkpoint records (0 before the first). */
 export function lastBatch(box: Outbox): number {
@@ -17,12 +23,12 @@ export function lastBatch(box: Outbox): number {
  * partition on `done`). The simulation's in-process jobs and its job processes commit alike.
  */
 export function commitBatch(box: Outbox, assets: Tenant['assets'], task: string, options: BatchOptions = {}): CommittedBatch {
-  const progress = box.checkpoint('progress', progressSchema);
   const batch = options.batch ?? lastBatch(box) + 1;
   const partitionKey = `${task}.${batch}`;
   let ready!: Emission;
   box.commit((tx) => {
-    tx.set(progress, { batch });
+    if (options.newShape) tx.set(box.checkpoint('progress', progressEitherShape), { batch, rows: batch });
+    else tx.set(box.checkpoint('progress', progressSchema), { batch });
     ready = tx.emit(box.asset(options.typo ? assets.typo : assets.ready), {
       partitionKey,
       partitionDate: partitionDateOf(batch),
@@ -40,6 +46,8 @@ export interface BatchOptions {
   batch?: number;
   /** Its `ready` event's content differs from what the batch emitted before (its data changed): under the same key, a conflict. */
   changed?: boolean;
+  /** Its checkpoint in the new version's shape (see progressNewShape). */
+  newShape?: boolean;
 }
 
 /**

@@ -24,6 +24,8 @@ export interface JobProcessArgs {
   batches: number;
   clock: number;
   leaseTtlMs: number;
+  /** The job's new version, whose checkpoint has another shape. */
+  newShape: boolean;
 }
 
 const args = JSON.parse(process.argv[2]!) as JobProcessArgs;
@@ -55,7 +57,7 @@ try {
   for (let done = 0; done < args.batches; ) {
     const before = lastBatch(box);
     try {
-      committed = commitBatch(box, args.assets, args.task).batch;
+      committed = commitBatch(box, args.assets, args.task, { newShape: args.newShape }).batch;
       done++;
     } catch (error) {
       // A full disk (the failpoint's SQLITE_FULL): the commit was rolled back whole. A careful job tries

@@ -61,6 +61,8 @@ export class SimTask {
   readonly failures: { attempt: number; path: string }[] = [];
   /** How the current attempt ended, if it did: a runner retries only an attempt that failed with a retry. */
   outcome: Ending | undefined;
+  /** A new version of the job runs now, which keeps its checkpoint in another shape (see changeSchemaAndFix). */
+  newShape = false;
 
   constructor(
     private readonly world: World,
@@ -134,7 +136,7 @@ export class SimTask {
     if (!live(attempt)) return undefined;
     let committed: CommittedBatch;
     try {
-      committed = commitBatch(attempt.box, this.tenant.assets, this.name, options);
+      committed = commitBatch(attempt.box, this.tenant.assets, this.name, { newShape: this.newShape, ...options });
     } catch (error) {
       if (this.stopped(attempt, error)) return undefined;
       throw error;
@@ -371,6 +373,7 @@ export class SimTask {
       batches,
       clock: this.world.clock,
       leaseTtlMs: LEASE_TTL_MS,
+      newShape: this.newShape,
     };
   }
 

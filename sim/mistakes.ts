@@ -1,6 +1,8 @@
+import { z } from 'zod';
 import { DeadLetters } from '../src/outbox/file/dead-letters.js';
-import { KeyConflictError } from '../src/outbox/index.js';
-import { live, type SimTask } from './jobs.js';
+import { CheckpointValidationError, KeyConflictError } from '../src/outbox/index.js';
+import { lastBatch, progressEitherShape, progressNewShape } from './batch.js';
+import { live, type Machine, type SimTask } from './jobs.js';
 import type { Scene } from './scene.js';
 import { expect } from './violation.js';
 
@@ -56,4 +58,41 @@ export async function redoPublished(scene: Scene, task: SimTask, batches: number
   // As the refusal's fix says: the same content for the same key; the conflicting row dropped on the record first.
   for (const row of conflicts) letters.discard([row.id], 'the same content is emitted again');
   if (task.commit(attempt, { batch: last }) !== undefined) await scene.deliverAll([attempt]);
+}
+
+/**
+ * A user's change and its printed fix: a new version of the job keeps its checkpoint in another shape
+ * (`{ batch, rows }`) and is deployed; the task's next attempt runs it, on `machine`. It reads what the
+ * old version committed (on its file, or the server's copy on a fresh machine) with the new schema alone,
+ * and is refused with the remedy; applied as printed (a schema that reads both shapes and converts the
+ * old), it resumes at the batch it was at, and goes on in the new shape.
+ */
+export async function changeSchemaAndFix(scene: Scene, task: SimTask, machine: Machine): Promise<void> {
+  if (task.over) return;
+  await task.retry(machine);
+  const attempt = task.current;
+  if (!live(attempt) || attempt.ended) return;
+  const label = `${task.tenant.name}/${task.name}`;
+  const box = attempt.box;
+  const stored = box.checkpoint('progress', z.unknown()).get();
+  const oldShape = stored !== undefined && !progressNewShape.safeParse(stored).success;
+  let refusal: unknown;
+  try {
+    box.checkpoint('progress', progressNewShape).get();
+  } catch (error) {
+    refusal = error;
+  }
+  if (oldShape) {
+    expect(
+      'G19',
+      refusal instanceof CheckpointValidationError && refusal.message.includes('z.union([newSchema, oldSchema.transform(toNew)])') && refusal.message.includes("When a checkpoint's schema changes"),
+      () => `${label}: the new schema read the old checkpoint ${JSON.stringify(stored)} with ${String(refusal ?? 'no refusal')}`,
+    );
+    scene.world.happened(`a changed checkpoint schema refused at read, on the ${machine} machine`);
+  }
+  const read = box.checkpoint('progress', progressEitherShape).get();
+  expect('G1', (read?.batch ?? 0) === lastBatch(box), () => `${label}: the converting schema read ${JSON.stringify(read)} where the checkpoint is at batch ${lastBatch(box)}`);
+  task.newShape = true;
+  task.commit(attempt);
+  await scene.deliverAll([attempt]);
 }

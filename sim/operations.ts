@@ -59,6 +59,8 @@ export type Operation =
   | { op: 'commit in turn on a shared file'; tenant: number }
   /** Not drawn either: a neighbour on another address holds connections without a token, in some scenarios. */
   | { op: 'hold connections from another address'; task: number }
+  /** Not drawn either: a new version of a task's job keeps its checkpoint in another shape, in some scenarios. */
+  | { op: "change the checkpoint's schema, then fix it"; task: number; machine: Machine }
   | { op: 'release held requests' }
   | { op: 'restart server' }
   | { op: 'restore the server from an older backup'; retries: 'numbered' | 'claim' }
@@ -188,6 +190,7 @@ export function derivedOperationsOf(scenario: Scenario): { after: number; operat
   const sharing = scenario.layout.tenants.flatMap((tenant, i) => (tenant.sharedFile && tenant.tasks > 1 ? [i] : [])).sort((a, b) => scenario.layout.tenants[b]!.batchRows - scenario.layout.tenants[a]!.batchRows);
   if (n % 4 === 3 && sharing.length > 0) derived.push({ after: Math.floor(n / 2), operation: { op: 'commit in turn on a shared file', tenant: sharing[0]! } });
   if (n % 6 === 5) derived.push({ after: Math.floor(n / 2) + 1, operation: { op: 'kill the consumer process after its first delivery, then lose its machine', group: 2 * n } });
+  if (n % 4 === 1) derived.push({ after: Math.floor((3 * n) / 4), operation: { op: "change the checkpoint's schema, then fix it", task: n + 1, machine: n % 8 === 1 ? 'fresh' : 'same' } });
   if (n % 5 === 3) {
     const retryFirst = n % 2 === 1 ? 'announcement' : 'misspelt announcement';
     // A task whose retries resume from their own file, where there is one: a retry that takes the server's

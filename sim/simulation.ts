@@ -14,7 +14,7 @@ import { commitInTurn } from './shared-file.js';
 import { SIM_PG_URL, World, type Tenant } from './world.js';
 import { STUCK_AFTER_ROUNDS, until } from './waiting.js';
 import { claimedRetries, frozenBesideRetry, zombieWorks } from './zombies.js';
-import { misspellAndFix, redoPublished } from './mistakes.js';
+import { changeSchemaAndFix, misspellAndFix, redoPublished } from './mistakes.js';
 import { restoreOlderBackup } from './restoring.js';
 import { readConsole } from './console-reading.js';
 import type { Scene } from './scene.js';
@@ -254,6 +254,8 @@ class System implements Scene {
       }
       case 'misspell an asset, then fix it':
         return misspellAndFix(this, this.task(operation.task), operation.retryFirst);
+      case "change the checkpoint's schema, then fix it":
+        return changeSchemaAndFix(this, this.task(operation.task), operation.machine);
       case 'consume':
         return this.group(operation.group).catchUp(operation.events);
       case 'stop consumer':

@@ -9,6 +9,14 @@ export interface CheckpointSource {
 }
 
 /**
+ * What to do when a job's new code reads a checkpoint its old code wrote in another shape. The value is
+ * the job's progress, so it is never dropped for the user: they say how the old shape maps to the new.
+ */
+const SCHEMA_CHANGED_FIX =
+  'the schema no longer matches what an earlier version committed; give box.checkpoint() a schema that also reads the old value and converts it, ' +
+  "z.union([newSchema, oldSchema.transform(toNew)]), or start afresh under a new checkpoint name (docs/operations.md, \"When a checkpoint's schema changes\")";
+
+/**
  * A named, typed piece of progress state, such as `{ batch: 41 }`. It is written only inside
  * `commit()`, together with the emissions it accounts for, and validated by its schema both when it is
  * written and when it is read back.
@@ -25,7 +33,7 @@ export class Checkpoint<T> {
   get(): T | undefined {
     const stored = this.source.read(this.name);
     if (stored === undefined) return undefined;
-    return this.check(JSON.parse(stored), 'stored value', 'the schema no longer matches what an earlier version committed; migrate the value or use a new checkpoint name');
+    return this.check(JSON.parse(stored), 'stored value', SCHEMA_CHANGED_FIX);
   }
 
   /** @internal Validates a value about to be written and returns it as canonical JSON. */

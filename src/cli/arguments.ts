@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { isServerUrl } from '../client/server-urls.js';
 import { tokenFromEnvironment, TOKEN_VARIABLE } from '../client/token.js';
 import { OnceboxError } from '../protocol/errors.js';
@@ -118,16 +118,29 @@ export function commaList(text: string): string[] {
  * For a repeatable --server: each use adds an http(s) URL. A misspelt one is a usage error at once, not
  * a relay that retries an address that can never answer (or, with nothing pending, says it drained).
  */
-export function collectServers(value: string, previous: string[] | undefined): string[] {
-  if (!isServerUrl(value)) {
-    throw new InvalidArgumentError(`must be the server's http:// or https:// URL, such as http://127.0.0.1:8787 (got ${value})`);
+function collectServers(value: string, previous: string[] | undefined): string[] {
+  // ONCEBOX_SERVER may name several instances at once, separated by commas.
+  const urls = value.split(',').map((url) => url.trim());
+  for (const url of urls) {
+    if (!isServerUrl(url)) {
+      throw new InvalidArgumentError(`must be the server's http:// or https:// URL, such as http://127.0.0.1:8787 (got ${url})`);
+    }
   }
-  return collect(value, previous);
+  return [...(previous ?? []), ...urls];
 }
 
-/** For a repeatable flag: each use adds its value. */
-export function collect(value: string, previous: string[] | undefined): string[] {
-  return [...(previous ?? []), value];
+/** The variable a job reads its server from (the README's jobs do), and the commands read when --server is not given. */
+export const SERVER_VARIABLE = 'ONCEBOX_SERVER';
+
+/**
+ * The --server option of every command that talks to a server: repeatable, and taken from ONCEBOX_SERVER
+ * (URLs separated by commas) when not given, so that a command beside a job finds the job's server.
+ */
+export function serverOption(what = 'the server'): Option {
+  return new Option('--server <url>', `${what}; repeat it for several instances over one database`)
+    .env(SERVER_VARIABLE)
+    .argParser(collectServers)
+    .makeOptionMandatory();
 }
 
 /**
@@ -171,10 +184,10 @@ export function withTokenOptions(command: Command): Command {
 }
 
 /** Resolves on SIGTERM or SIGINT: a command that runs until stopped stops cleanly then. */
-export function untilSignal(): Promise<void> {
+export function untilSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
-    process.once('SIGTERM', () => resolve());
-    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
   });
 }
 

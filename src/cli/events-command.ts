@@ -4,7 +4,7 @@ import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
 import { ServerClient } from '../client/server-client.js';
 import { CredentialsError, OnceboxError } from '../protocol/errors.js';
 import type { StoredEvent } from '../protocol/wire.js';
-import { clientToken, collectServers, cursor, Exit, exitsWith, stopSignal, withTokenOptions } from './arguments.js';
+import { clientToken, serverOption, cursor, Exit, exitsWith, stopSignal, withTokenOptions } from './arguments.js';
 
 /** `oncebox events`. */
 export function eventsCommand(program: Command): Command {
@@ -12,7 +12,7 @@ export function eventsCommand(program: Command): Command {
     .command('events')
     .summary('print stored events in cursor order')
     .description('Prints the events the server stored, in cursor order: one aligned line each, or JSON lines. With --follow it waits for more.')
-    .requiredOption('--server <url>', 'the server; repeat it for several instances over one database', collectServers)
+    .addOption(serverOption())
     .option('--asset <name>', 'only the events of this asset')
     .option('--after <cursor>', 'only the events after this cursor', cursor, 0)
     .option('--follow', 'wait for new events until stopped (Ctrl-C)')

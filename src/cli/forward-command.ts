@@ -7,7 +7,7 @@ import { readAssetMap } from '../airflow/asset-map.js';
 import type { AirflowCredentials } from '../airflow/airflow-client.js';
 import { AirflowError, AirflowErrorCode } from '../airflow/errors.js';
 import { FencedError } from '../protocol/errors.js';
-import { clientToken, collectServers, Exit, exitsWith, stopSignal, wholeNumber, withTokenOptions } from './arguments.js';
+import { clientToken, serverOption, Exit, exitsWith, stopSignal, wholeNumber, withTokenOptions } from './arguments.js';
 
 export interface ForwardAirflowArgs {
   servers: string[];
@@ -56,7 +56,7 @@ export function forwardCommand(program: Command): Command {
         'supervisor (systemd, Kubernetes) that restarts it. Mid-run, an unanswered request is retried; a later forwarder of the group ' +
         'fences this one (exit 3).',
     )
-    .requiredOption('--server <url>', 'the oncebox server; repeat it for several instances', collectServers)
+    .addOption(serverOption('the oncebox server'))
     .requiredOption('--airflow <url>', "Airflow's API server, e.g. http://127.0.0.1:8080")
     .requiredOption('--map <file>', 'JSON: which oncebox asset goes to which Airflow asset (by name, or { "uri": … })')
     .option('--db <file>', "the forwarder's SQLite file: its cursor and forward receipts", '.oncebox/airflow-forwarder.db')

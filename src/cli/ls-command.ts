@@ -5,7 +5,7 @@ import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
 import type { AssetSummary, ConsumerGroup, Page, PartitionPage, PartitionSummary, Rejection, StreamSummary } from '../protocol/catalog.js';
 import { CATALOG_MAX_LIMIT } from '../protocol/catalog.js';
 import { RejectionCode } from '../protocol/errors.js';
-import { clientToken, collectServers, Exit, exitsWith, UsageError, wholeNumber, withTokenOptions } from './arguments.js';
+import { clientToken, serverOption, Exit, exitsWith, UsageError, wholeNumber, withTokenOptions } from './arguments.js';
 
 /** What each `oncebox ls` list shows: its route, its query from the flags, and its columns. */
 interface Listing<Item> {
@@ -130,7 +130,7 @@ export function lsCommand(program: Command): Command {
       ls
         .command(name)
         .description(summary)
-        .requiredOption('--server <url>', 'the server; repeat it for several instances over one database', collectServers)
+        .addOption(serverOption())
         .option('--limit <n>', `rows to print (at most ${CATALOG_MAX_LIMIT} per request)`, wholeNumber, 50)
         .option('--all', 'every row, page after page')
         .option('--after <cursor>', 'go on from where an earlier listing stopped (the cursor it printed)')

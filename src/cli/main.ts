@@ -39,7 +39,7 @@ function buildProgram(): Command {
 Tokens: jobs, consumers and commands take theirs from ONCEBOX_TOKEN (commands also from --token-file);
 the server its admin token from --token-file or ONCEBOX_ADMIN_TOKEN. See docs/security.md.
 Exit status: 0 done, 1 failed (the message says why), 2 wrong command line, 3 done but needs you
-(events dead, or a fenced forwarder).`,
+(events dead, or a fenced forwarder); \`oncebox status\` also 4 (relay stopped) and 5 (delivery stalled).`,
   );
   oneLineErrors(program);
   return program;

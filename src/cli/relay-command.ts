@@ -3,10 +3,12 @@ import { ServerClient } from '../client/server-client.js';
 import { OutboxFile } from '../outbox/file/outbox-file.js';
 import { assembleDelivery, assertStreamToken } from '../outbox/relay/assemble.js';
 import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
+import { recordRelayError } from '../outbox/relay/relay.js';
+import { OnceboxError } from '../protocol/errors.js';
 import { readStatus } from '../outbox/status.js';
 import { DrainProgress, type DrainCounts, type ProgressOutput } from './drain-progress.js';
 import { DrainTally } from './drain-tally.js';
-import { clientToken, collectServers, Exit, exitsWith, stopSignal, UsageError, withTokenOptions } from './arguments.js';
+import { clientToken, serverOption, Exit, exitsWith, stopSignal, UsageError, withTokenOptions } from './arguments.js';
 
 /** `oncebox relay FILE`: delivers an outbox file from a process of its own. */
 export function relayCommand(program: Command): Command {
@@ -19,7 +21,7 @@ export function relayCommand(program: Command): Command {
     )
     .argument('[file]', "the job's outbox file (the path it gave openOutbox)")
     .addOption(new Option('--db <file>', 'the outbox file, as a flag (as FILE)').hideHelp())
-    .requiredOption('--server <url>', 'the server; repeat it for several instances over one database', collectServers)
+    .addOption(serverOption())
     .option('--drain', 'exit once nothing is pending: 0 when all was delivered, 3 when rows are dead, 1 otherwise');
   return withTokenOptions(command)
     .addHelpText(
@@ -82,6 +84,8 @@ async function relayUntilStopped(options: RelayCommandOptions): Promise<number> 
     try {
       await assertStreamToken(client, producer, run, RELAY_DEFAULTS.requestTimeoutMs);
     } catch (error) {
+      // Written where `oncebox status` looks, as a relay that stops on it mid-way writes it.
+      if (error instanceof OnceboxError) recordRelayError(file, error, true);
       file.close();
       throw error;
     }

@@ -130,7 +130,8 @@ async function serve(flags: ServerFlags): Promise<number> {
   const url = await server.listen({ port: flags.port, host: flags.host });
   const auth = token !== undefined || (await server.store.tokens.any());
   const assets = await server.store.listAssets();
-  if (flags.json || !process.stdout.isTTY) {
+  const json = flags.json || !process.stdout.isTTY;
+  if (json) {
     console.log(JSON.stringify({ event: 'listening', url, console: `${url}/console/`, db: withoutPassword(flags.db), auth: auth ? 'on' : 'off', assets }));
   } else {
     console.log(
@@ -148,9 +149,12 @@ async function serve(flags: ServerFlags): Promise<number> {
         `Give it an admin token (--token-file, or ${ADMIN_TOKEN_VARIABLE}) and create tokens for the jobs (oncebox token create)`,
     );
   }
-  await stopped;
+  const signal = await stopped;
+  // Said as it happens: a supervisor's log shows that the server was told to stop, and that it did.
+  console.log(json ? JSON.stringify({ event: 'stopping', signal }) : `oncebox server: ${signal}: stopping; requests in flight finish first`);
   // Stop taking requests, finish those in flight, then close the store: nothing acknowledged is lost.
   await server.close();
+  console.log(json ? JSON.stringify({ event: 'stopped' }) : 'oncebox server: stopped');
   return Exit.Ok;
 }
 

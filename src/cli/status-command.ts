@@ -1,7 +1,24 @@
 import type { Command } from 'commander';
 import { OutboxFile } from '../outbox/file/outbox-file.js';
-import { readStatus } from '../outbox/status.js';
-import { Exit, exitsWith } from './arguments.js';
+import { readStatus, type OutboxStatus } from '../outbox/status.js';
+import { countFrom0, Exit, exitsWith } from './arguments.js';
+
+/**
+ * How `oncebox status` ends, for a cron job or a Kubernetes probe: healthy; events dead; the relay
+ * stopped for good (nothing more is delivered until a run with the fix); rows pending for longer than
+ * --max-pending-age (delivery stalled). When several hold, the first of: stopped, stalled, dead.
+ */
+export const StatusExit = { Healthy: Exit.Ok, Dead: Exit.NeedsAttention, RelayStopped: 4, Stalled: 5 } as const;
+
+/** The exit status for `status`: see StatusExit. */
+export function statusExit(status: OutboxStatus, maxPendingAgeMs: number | undefined): number {
+  const pending = status.pending + status.pendingCheckpoints > 0;
+  // A lost lease stops one relay, not the file's delivery: the relay that took the lease goes on.
+  if (pending && status.lastError?.stopped === true && status.lastError.code !== 'lease_lost') return StatusExit.RelayStopped;
+  if (maxPendingAgeMs !== undefined && status.oldestPendingAgeMs !== null && status.oldestPendingAgeMs > maxPendingAgeMs) return StatusExit.Stalled;
+  if (status.dead > 0) return StatusExit.Dead;
+  return StatusExit.Healthy;
+}
 
 /** `oncebox status FILE`. */
 export function statusCommand(program: Command): Command {
@@ -11,20 +28,27 @@ export function statusCommand(program: Command): Command {
     .description(
       "Shows what an outbox file holds: events pending, delivered and dead, checkpoint updates not yet mirrored, " +
         'held emissions, whether its run was fenced, the relay holding it, and the last delivery error. ' +
-        'Exits 0 when nothing is dead, 3 when events are dead (see `oncebox dead list FILE`).',
+        'For monitoring, its exit status: 0 healthy; 3 events dead (see `oncebox dead list FILE`); 4 the relay stopped for good with rows ' +
+        'pending (a token the server refuses, a server that lost the stream: its last error names the fix); 5 rows pending for longer ' +
+        'than --max-pending-age (delivery stalled). When several hold, the first of 4, 5, 3.',
     )
     .argument('<file>', "the job's outbox file")
     .option('--json', 'one JSON object, for scripts')
-    .addHelpText('after', '\nExample:\n  $ oncebox status .oncebox/orders-ingest.db')
-    .action(exitsWith((file: string, flags: { json?: boolean }) => printStatus(file, flags.json ?? false)));
+    .option('--max-pending-age <seconds>', 'exit 5 when a row has been pending for longer than this', countFrom0)
+    .addHelpText('after', '\nExamples:\n  $ oncebox status .oncebox/orders-ingest.db\n  $ oncebox status .oncebox/orders-ingest.db --max-pending-age 600 >/dev/null || alert')
+    .action(
+      exitsWith((file: string, flags: { json?: boolean; maxPendingAge?: number }) =>
+        printStatus(file, flags.json ?? false, flags.maxPendingAge === undefined ? undefined : flags.maxPendingAge * 1000),
+      ),
+    );
 }
 
 /** `oncebox status FILE`: counts, lease and last error of an outbox file, for people or (--json) for scripts. */
-export function printStatus(path: string, json: boolean): number {
+export function printStatus(path: string, json: boolean, maxPendingAgeMs?: number): number {
   const file = new OutboxFile(path, 'full', false);
   try {
     const status = readStatus(file);
-    const exit = status.dead > 0 ? Exit.NeedsAttention : Exit.Ok;
+    const exit = statusExit(status, maxPendingAgeMs);
     if (json) {
       console.log(JSON.stringify(status));
       return exit;
@@ -39,7 +63,7 @@ export function printStatus(path: string, json: boolean): number {
     console.log(`fenced     ${status.fenced ? `yes, by attempt ${status.fencedBy}` : 'no'}`);
     console.log(`oldest     pending for ${age}`);
     console.log(`lease      ${status.lease ? `${status.lease.owner} (pid ${status.lease.pid} on ${status.lease.host}) until ${status.lease.expiresAt}` : 'free'}`);
-    console.log(`last error ${status.lastError ? `${status.lastError.at} [${status.lastError.code}] ${status.lastError.message}` : '-'}`);
+    console.log(`last error ${status.lastError ? `${status.lastError.at} [${status.lastError.code}]${status.lastError.stopped ? ' (the relay stopped on it)' : ''} ${status.lastError.message}` : '-'}`);
     for (const dead of status.deadRows) {
       console.log(`dead       #${dead.id} ${dead.asset}${dead.partitionKey === null ? '' : ` ${dead.partitionKey}`} [${dead.code}] ${dead.reason}`);
     }

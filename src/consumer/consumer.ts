@@ -84,6 +84,8 @@ export class Consumer {
    * copy back; see docs/consumers.md.
    */
   readonly resumedFrom: { source: 'file' | 'server' | 'start'; cursor: number };
+  /** The cursor as close() found it: the file is closed after. */
+  private cursorAtClose: number | undefined;
 
   /** @internal Use openConsumer. */
   constructor(
@@ -118,9 +120,9 @@ export class Consumer {
     return this.box.run!.attempt;
   }
 
-  /** The cursor of the last event consumed (0 before the first). */
+  /** The cursor of the last event consumed (0 before the first); after close(), the one it closed at. */
   get cursor(): number {
-    return this.cursorCheckpoint.get() ?? 0;
+    return this.cursorAtClose ?? this.cursorCheckpoint.get() ?? 0;
   }
 
   status(): ConsumerStatus {
@@ -206,6 +208,8 @@ export class Consumer {
    * Pending rows stay in the file for the next consumer on it.
    */
   close(options: { timeoutMs?: number } = {}): Promise<CloseResult> {
+    // Read while the file is open; it cannot move once closing starts (the outbox takes no more commits).
+    this.cursorAtClose ??= this.cursor;
     return this.box.close(options);
   }
 

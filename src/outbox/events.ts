@@ -6,6 +6,11 @@ export interface RelayError {
   code: string;
   message: string;
   at: string;
+  /**
+   * The relay that met it stopped for good (a token the server refuses, a server that lost the stream's
+   * state, its lease taken by another relay) rather than retrying. Absent while it retries.
+   */
+  stopped?: boolean;
 }
 
 /** An emission the server stored (or had stored before): its receipt. */

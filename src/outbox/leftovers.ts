@@ -1,5 +1,5 @@
 import type { RelayError } from './events.js';
-import type { DeadRow } from './status.js';
+import type { DeadRow, OutboxStatus } from './status.js';
 
 /*
  * What closing an outbox leaves behind: counted (CloseResult), and said in words for a job's last line.
@@ -30,11 +30,24 @@ export interface CloseResult {
   summary: string;
 }
 
+/** @internal What a closing outbox leaves behind, counted from its last status and said in words. */
+export function leftoversOf(path: string, status: OutboxStatus, servers: readonly string[]): CloseResult {
+  const counts = {
+    pending: status.pending + status.pendingCheckpoints,
+    pendingEvents: status.pending,
+    pendingCheckpoints: status.pendingCheckpoints,
+    dead: status.dead,
+    deadRows: status.deadRows,
+    lastError: status.lastError,
+  };
+  return { ...counts, summary: describeLeftovers(path, counts, servers) };
+}
+
 /**
  * @internal What a closing outbox leaves behind, in words (CloseResult's summary): events and checkpoint
  * updates apart, the first dead row's reason, and the commands that deliver or fix each.
  */
-export function describeLeftovers(path: string, left: Omit<CloseResult, 'summary'>, servers: readonly string[]): string {
+function describeLeftovers(path: string, left: Omit<CloseResult, 'summary'>, servers: readonly string[]): string {
   if (left.pending === 0 && left.dead === 0) return `${path}: nothing left`;
   const parts: string[] = [];
   if (left.pending > 0) {

@@ -15,19 +15,35 @@ export const runContextSchema = z.strictObject({
   workflow: nameSchema,
   runId: nameSchema,
   task: nameSchema.optional(),
-  attempt: z.union([
-    z.literal('claim'),
-    z.custom<AttemptSource>((value) => typeof value === 'object' && value !== null && typeof (value as AttemptSource).next === 'function', {
-      error: 'must be a number (the try number, 1 for the first try), "claim", or an attempt source with a next(floor) method',
-    }),
-    z
-      .number({ error: 'must be a number (the try number, 1 for the first try) or "claim"' })
-      .int({ error: 'must be a whole number: the try number, 1 for the first try' })
-      .min(1, { error: 'must be at least 1 (the first try is attempt 1)' })
-      .max(1_000_000, { error: 'must be at most 1000000' }),
-  ]),
+  // One check with one message per kind of mistake: a union's message would be its first branch's
+  // ('expected "claim"'), whatever was given.
+  attempt: z.custom<number | 'claim' | AttemptSource>(() => true).superRefine((value, ctx) => {
+    const problem = attemptProblem(value);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  }),
 });
 export type { RunContext } from './run.js';
+
+const ATTEMPT_KINDS = 'a number (the try number, 1 for the first try), "claim", or an attempt source with a next(floor) method';
+
+/** What is wrong with a run's `attempt`, in words that say what to give instead; undefined when nothing is. */
+function attemptProblem(value: unknown): string | undefined {
+  if (value === 'claim') return undefined;
+  if (value === undefined) return `is required: ${ATTEMPT_KINDS}`;
+  if (typeof value === 'string') {
+    // The usual source: an environment variable, which is text.
+    if (/^\s*\d+\s*$/.test(value)) return `must be a number, not the string ${JSON.stringify(value)}: convert it, as in Number(process.env.ATTEMPT)`;
+    return `must be ${ATTEMPT_KINDS} (got the string ${JSON.stringify(value.slice(0, 40))})`;
+  }
+  if (typeof value === 'number') {
+    if (!Number.isInteger(value)) return `must be a whole number: the try number, 1 for the first try (got ${value})`;
+    if (value < 1) return 'must be at least 1 (the first try is attempt 1)';
+    if (value > 1_000_000) return 'must be at most 1000000';
+    return undefined;
+  }
+  if (typeof value === 'object' && value !== null && typeof (value as AttemptSource).next === 'function') return undefined;
+  return `must be ${ATTEMPT_KINDS}`;
+}
 
 /**
  * An ordered source of attempt numbers kept outside oncebox, such as a job queue's counter raised under

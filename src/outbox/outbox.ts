@@ -29,7 +29,7 @@ import type { Fence, RunKey } from './run.js';
 import { resumeFromServer } from './resume.js';
 import { readStatus, type OutboxStatus } from './status.js';
 import { CheckpointNames } from './checkpoint-names.js';
-import { describeLeftovers, type CloseOptions, type CloseResult } from './leftovers.js';
+import { leftoversOf, type CloseOptions, type CloseResult } from './leftovers.js';
 
 export type { CloseOptions, CloseResult } from './leftovers.js';
 import { OutboxMetrics } from './metrics.js';
@@ -76,6 +76,8 @@ export class Outbox {
   /** The checkpoint names this job defined. */
   private readonly checkpointNames = new CheckpointNames();
   private closing: Promise<CloseResult> | undefined;
+  /** The status close() read as it closed the file; set once the file is closed. */
+  private statusAtClose: OutboxStatus | undefined;
   /** The server's stream state this retry resumed from, when it did (a fresh machine). */
   resumedFrom: StreamState | undefined;
 
@@ -201,7 +203,10 @@ export class Outbox {
     const admitted = this.checkpointNames.admit(name, schema);
     return new Checkpoint(admitted, schema as z.ZodType<z.output<Schema>>, {
       // Without a run there is no progress to read: such an outbox commits nothing either.
-      read: (checkpointName) => (this.runKey === undefined ? undefined : this.file.checkpoints.getCheckpoint.get({ ...this.runKey, name: checkpointName })?.value),
+      read: (checkpointName) => {
+        if (this.statusAtClose !== undefined) throw new OutboxClosedError(`${this.path}: the outbox is closed; read checkpoints before close()`);
+        return this.runKey === undefined ? undefined : this.file.checkpoints.getCheckpoint.get({ ...this.runKey, name: checkpointName })?.value;
+      },
     });
   }
 
@@ -325,9 +330,10 @@ export class Outbox {
     return this.file.runs.fenceOf({ runId: row.run_id, task: row.task }, row.attempt);
   }
 
-  /** Counts and health of this outbox file, as `oncebox status` shows them. */
+  /** Counts and health of this outbox file, as `oncebox status` shows them; after close(), as it closed. */
   status(): OutboxStatus {
-    return readStatus(this.file, this.relay);
+    // Once closed, the file is too: the status as close() left it, which is what a job logs at its end.
+    return this.statusAtClose ?? readStatus(this.file, this.relay);
   }
 
   /**
@@ -346,18 +352,10 @@ export class Outbox {
     if (this.options.relay === 'external') await waitUntilDrained(this.file, timeoutMs);
     await this.relay?.stop();
     const status = this.status();
-    const counts = {
-      pending: status.pending + status.pendingCheckpoints,
-      pendingEvents: status.pending,
-      pendingCheckpoints: status.pendingCheckpoints,
-      dead: status.dead,
-      deadRows: status.deadRows,
-      lastError: status.lastError,
-    };
-    const result: CloseResult = { ...counts, summary: describeLeftovers(this.path, counts, this.options.servers) };
+    const result = leftoversOf(this.path, status, this.options.servers);
     if (result.pending > 0 || result.dead > 0) {
       // The job is about to end: say what it leaves behind, once, where its operator will look.
-      this.logger.warn({ code: 'closed_with_work_left', path: this.path, ...counts, deadRows: undefined }, `oncebox: ${result.summary}`);
+      this.logger.warn({ code: 'closed_with_work_left', path: this.path, ...result, summary: undefined, deadRows: undefined }, `oncebox: ${result.summary}`);
     }
     this.metrics?.detach();
     this.waiters.rejectAll(
@@ -365,6 +363,7 @@ export class Outbox {
         `${this.path}: closed with the emission still pending; it stays in the file and the next relay on it delivers it`,
       ),
     );
+    this.statusAtClose = status;
     this.file.close();
     return result;
   }

@@ -214,6 +214,8 @@ describe.skipIf(!chromiumAvailable)(`the web console${chromiumSkipReason}`, () =
       await expect(focused()).resolves.toBe('Assets');
       await keyboard.keyboard.press('Enter');
       await keyboard.getByRole('heading', { level: 1, name: 'Assets' }).waitFor();
+      // The heading comes before the list it heads: on a busy machine the tabs would pass over a list not there yet.
+      await keyboard.getByRole('link', { name: 'daily_partitions', exact: true }).first().waitFor();
       for (let presses = 0; presses < 20 && (await focused()) !== 'daily_partitions'; presses++) await keyboard.keyboard.press('Tab');
       await expect(focused()).resolves.toBe('daily_partitions');
       await keyboard.keyboard.press('Enter');

@@ -30,7 +30,8 @@ describe('the oncebox command', () => {
     const pending = await runScript(CLI, ['status', path, '--json']);
     expect(JSON.parse(pending.lines.map((l) => JSON.stringify(l)).join(''))).toMatchObject({ pending: 4, delivered: 0, dead: 0 });
 
-    const relay = await runScript(CLI, ['relay', path, '--server', url, '--drain'], { env: { ONCEBOX_LOG_LEVEL: 'warn' } });
+    // The server from ONCEBOX_SERVER, as the job beside it reads it.
+    const relay = await runScript(CLI, ['relay', path, '--drain'], { env: { ONCEBOX_LOG_LEVEL: 'warn', ONCEBOX_SERVER: url } });
     // Drained, but a row is dead: that needs someone to act, so the exit code is not 0.
     expect(relay.code).toBe(3);
     expect(relay.lines.at(-1)).toEqual({ text: 'oncebox relay: drained: 3 events delivered, 0 pending, 1 dead' });
@@ -61,7 +62,10 @@ describe('the oncebox command', () => {
     await box.close();
 
     server.signal('SIGTERM');
-    expect((await server.done).code).toBe(0);
+    const stopped = await server.done;
+    expect(stopped.code).toBe(0);
+    // Its log says that it was told to stop, and that it did.
+    expect(stopped.lines.slice(-2)).toEqual([{ event: 'stopping', signal: 'SIGTERM' }, { event: 'stopped' }]);
   });
 
   it('runs as a relay until stopped, idle or not: commits made after a quiet spell are delivered, and SIGTERM ends it with 0', async () => {
@@ -98,7 +102,7 @@ describe('the oncebox command', () => {
   });
 
   it('refuses unknown flags and commands in one line that points to the command’s --help, with status 2', async () => {
-    const cases: [string[], RegExp][] = [
+    const cases: [string[], RegExp, Record<string, string>?][] = [
       [['server', '--db', 'x.db', '--dbb', 'x'], /^oncebox: unknown option '--dbb' \(Did you mean --db\?\) \(see 'oncebox server --help'\)\n$/],
       [['relay', 'x.db'], /^oncebox: required option '--server <url>' not specified \(see 'oncebox relay --help'\)\n$/],
       [['relay', '--server', 'http://127.0.0.1:9'], /^oncebox relay: give the outbox FILE to deliver \(see 'oncebox relay --help'\)\n$/],
@@ -108,9 +112,10 @@ describe('the oncebox command', () => {
       [['server', '--db', 'x.db', '--port', 'high'], /^oncebox: option '--port <n>' argument 'high' is invalid\. must be 0-65535 \(got high\) \(see 'oncebox server --help'\)\n$/],
       [['relay', 'x.db', '--server', 'notaurl', '--drain'], /^oncebox: option '--server <url>' argument 'notaurl' is invalid\. must be the server's http:\/\/ or https:\/\/ URL, such as http:\/\/127\.0\.0\.1:8787 \(got notaurl\) \(see 'oncebox relay --help'\)\n$/],
       [['events', '--server', 'ftp://127.0.0.1:8787'], /^oncebox: option '--server <url>' argument 'ftp:\/\/127\.0\.0\.1:8787' is invalid\. must be the server's http:\/\/ or https:\/\/ URL/],
+      [['events'], /^oncebox: option '--server <url>' value 'http:\/\/127\.0\.0\.1:8787,notaurl' from env 'ONCEBOX_SERVER' is invalid\. must be the server's http:\/\/ or https:\/\/ URL, such as http:\/\/127\.0\.0\.1:8787 \(got notaurl\) \(see 'oncebox events --help'\)\n$/, { ONCEBOX_SERVER: 'http://127.0.0.1:8787,notaurl' }],
     ];
-    for (const [args, message] of cases) {
-      const run = await runScript(CLI, args);
+    for (const [args, message, env] of cases) {
+      const run = await runScript(CLI, args, { env: env ?? {} });
       expect({ args, code: run.code, stderr: run.stderr }).toEqual({ args, code: 2, stderr: expect.stringMatching(message) });
     }
   });

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { CommitEndedError, openConsumer, type ConsumeContext, type ConsumeTransaction, type Consumer, type StoredEvent } from '../../src/consumer/index.js';
 import { AsyncCommitError, FencedError, OptionsError } from '../../src/protocol/errors.js';
 import { openOutbox } from '../../src/outbox/index.js';
@@ -39,6 +40,28 @@ function counts(consumer: Consumer): Record<string, number> {
 
 describe('a consumer', () => {
   let server: RunningServer;
+
+  it('and an outbox tell their last cursor and status after close(), and say a checkpoint read then is too late', async () => {
+    server = await startServer({ assets: ['orders_ready'] });
+    const dir = tempDir();
+    await publish(server.url, dir, 'orders_ready', ['a', 'b', 'c']);
+    const consumer = await openConsumer({ path: join(dir, 'consumer.db'), server: server.url, group: 'closer', assets: ['orders_ready'], logger: quiet, waitSeconds: 0.2 });
+    await runUntil((signal) => consumer.run((_event, ctx) => ctx.commit(() => undefined), { signal }), () => consumer.cursor === 3);
+    await consumer.close();
+    // A job that logs what it did after closing reads what close() left, not a closed database's error.
+    expect(consumer.cursor).toBe(3);
+    expect(consumer.status()).toMatchObject({ cursor: 3, pending: 0 });
+
+    const box = await openOutbox({ path: join(dir, 'job.db'), server: server.url, producer: 'orders-job', run: { workflow: 'wf', runId: 'r2', attempt: 1 }, logger: quiet });
+    const progress = box.checkpoint('progress', z.number());
+    await box.commit((tx) => {
+      tx.set(progress, 1);
+      return tx.emit(box.asset('orders_ready'), { partitionKey: 'd' });
+    }).receipt();
+    await box.close();
+    expect(box.status()).toMatchObject({ pending: 0, delivered: 1, dead: 0 });
+    expect(() => progress.get()).toThrow(expect.objectContaining({ code: 'outbox_closed', message: expect.stringContaining('read checkpoints before close()') }));
+  });
 
   it('stops after the event in hand when its signal aborts, not after the rest of the page, and resumes with the next', async () => {
     server = await startServer({ assets: ['orders_ready'] });

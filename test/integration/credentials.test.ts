@@ -74,10 +74,24 @@ describe('a refused token', () => {
     // Said once, not once a second.
     expect(relay.stderr.split(fix).length - 1).toBeLessThanOrEqual(2);
     expect(await stored(server)).toEqual([]);
+    // A monitor running `oncebox status` is told that delivery stopped (4), ahead of a pending age it set.
+    const stopped = await runScript(CLI, ['status', path, '--max-pending-age', '0']);
+    expect(stopped.code, stopped.stderr).toBe(4);
+    expect(stopped.lines.map((line) => line.text).join('\n')).toContain(`[${status === 401 ? 'unauthorized' : 'forbidden'}] (the relay stopped on it)`);
     // Nothing lost: the next run, with the job's token, delivers every batch.
     const again = await runScript(CLI, ['relay', path, '--server', server.url, '--drain'], { env: { ONCEBOX_TOKEN: job }, timeoutMs: 30_000 });
     expect(again.code, again.stderr).toBe(0);
     expect((await stored(server)).map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2', 'batch-3']);
+    expect((await runScript(CLI, ['status', path, '--max-pending-age', '0'])).code).toBe(0);
+  });
+
+  it('leaves a file whose delivery stalled to `oncebox status --max-pending-age`, which exits 5', async () => {
+    const { server } = await serverWithTokens();
+    const path = await committedFile(server.url);
+    // Committed, and no relay ran: pending for longer than no time at all, but for less than an hour.
+    expect((await runScript(CLI, ['status', path, '--max-pending-age', '0'])).code).toBe(5);
+    expect((await runScript(CLI, ['status', path, '--max-pending-age', '3600'])).code).toBe(0);
+    expect((await runScript(CLI, ['status', path])).code).toBe(0);
   });
 
   it('is refused by `oncebox relay` at its start, with nothing pending too', async () => {

@@ -73,7 +73,8 @@ describe('checkpoints', () => {
     box.commit((tx) => tx.set(box.checkpoint('backlog', z.object({ batch: z.number() })), { batch: 1 }));
     const renamed = box.checkpoint('backlog', z.object({ offset: z.number() }));
     expect(() => renamed.get()).toThrowError(
-      'checkpoint "backlog": stored value.offset: is required; the schema no longer matches what an earlier version committed; migrate the value or use a new checkpoint name',
+      'checkpoint "backlog": stored value.offset: is required; the schema no longer matches what an earlier version committed; give box.checkpoint() a schema that also reads the old value and converts it, ' +
+        'z.union([newSchema, oldSchema.transform(toNew)]), or start afresh under a new checkpoint name (docs/operations.md, "When a checkpoint\'s schema changes")',
     );
   });
 });

@@ -13,6 +13,19 @@ describe('options', () => {
     [{ batchMaxRow: 5 }, 'batchMaxRow', 'openOutbox: batchMaxRow: unknown field; did you mean "batchMaxRows"?'],
     [{ run: { ...RUN, runID: 'x' } }, 'run.runID', 'openOutbox: run.runID: unknown field; did you mean "runId"?'],
     [{ run: { ...RUN, attempt: 0 } }, 'run.attempt', 'openOutbox: run.attempt: must be at least 1 (the first try is attempt 1)'],
+    // An attempt read from an environment variable, which is text: named as such, with the conversion.
+    [{ run: { ...RUN, attempt: '2' } }, 'run.attempt', 'openOutbox: run.attempt: must be a number, not the string "2": convert it, as in Number(process.env.ATTEMPT)'],
+    [{ run: { ...RUN, attempt: 2.5 } }, 'run.attempt', 'openOutbox: run.attempt: must be a whole number: the try number, 1 for the first try (got 2.5)'],
+    [
+      { run: { ...RUN, attempt: 'next' } },
+      'run.attempt',
+      'openOutbox: run.attempt: must be a number (the try number, 1 for the first try), "claim", or an attempt source with a next(floor) method (got the string "next")',
+    ],
+    [
+      { run: { workflow: 'w', runId: 'r' } },
+      'run.attempt',
+      'openOutbox: run.attempt: is required: a number (the try number, 1 for the first try), "claim", or an attempt source with a next(floor) method',
+    ],
     [{ server: 'ftp://x' }, 'server', 'openOutbox: server: must be an http:// or https:// URL such as "http://127.0.0.1:8787"'],
     [
       { server: undefined, relay: 'in-process' },

@@ -1,7 +1,7 @@
 import { sql, type CompiledQuery, type RawBuilder } from 'kysely';
 import pg from 'pg';
 import pRetry from 'p-retry';
-import { InternalError } from '../../protocol/errors.js';
+import { InternalError, OnceboxError } from '../../protocol/errors.js';
 
 /**
  * kysely builds the SQL; pg runs it as a named prepared statement. The ingest path runs the same few
@@ -64,6 +64,43 @@ export function createPool(config: pg.PoolConfig): pg.Pool {
       oid === INT8 && format !== 'binary' ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
   };
   return new pg.Pool({ ...config, types });
+}
+
+/** The server cannot start on its PostgreSQL database: not reached, or the login refused. */
+export class DatabaseUnreachableError extends OnceboxError {
+  constructor(message: string, cause: unknown) {
+    super('database_unreachable', message, { cause });
+  }
+}
+
+/** What each failure to connect says to do; the causes that are not about connecting have no entry. */
+const CONNECT_FIXES: Record<string, string> = {
+  ECONNREFUSED: 'nothing listens there: start PostgreSQL, or correct the host and port',
+  ENOTFOUND: 'no such host: correct the host name',
+  EAI_AGAIN: 'the host name could not be looked up: check the name and DNS',
+  ETIMEDOUT: 'no answer: check the host, the port and any firewall between',
+  EHOSTUNREACH: 'the host cannot be reached: check the address and the network',
+  '28P01': 'the password was refused: correct the user and password',
+  '28000': 'the login was refused (no such user, or pg_hba.conf does not allow it): correct the user, or allow this client',
+  '3D000': 'the database does not exist: create it, or correct its name',
+};
+
+/**
+ * @internal A failure to reach or log in to PostgreSQL, said with where it tried (never the password)
+ * and what to do; any other error as it is.
+ */
+export function connectFailure(connectionString: string, error: unknown): unknown {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  const fix = typeof code === 'string' ? CONNECT_FIXES[code] : undefined;
+  if (fix === undefined) return error;
+  let where = 'PostgreSQL';
+  try {
+    const url = new URL(connectionString);
+    where = `PostgreSQL at ${url.hostname || 'localhost'}:${url.port || 5432}${url.pathname.length > 1 ? `, database ${decodeURIComponent(url.pathname.slice(1))}` : ''}${url.username ? `, user ${decodeURIComponent(url.username)}` : ''}`;
+  } catch {
+    // A connection string pg took but URL does not: said without its details.
+  }
+  return new DatabaseUnreachableError(`cannot use ${where} (${code}: ${(error as Error).message}): ${fix}`, error);
 }
 
 /**

@@ -10,7 +10,7 @@ import { decideClaim, type AttemptClaim, type ClaimDecision } from '../attempt-c
 import { EventSignal } from '../event-signal.js';
 import { notifiedAssets } from '../stored-assets.js';
 import { TokenRegistry } from '../tokens.js';
-import { createPool, inTransaction, runStatement } from './connection.js';
+import { connectFailure, createPool, inTransaction, runStatement } from './connection.js';
 import { advisoryKey, migratePostgres } from './migrate.js';
 import { serverPostgresMigrations } from './migrations.js';
 import { PostgresIngestSteps } from './ingest-steps.js';
@@ -121,7 +121,7 @@ export class PostgresDedupeStore implements DedupeStore {
     } catch (error) {
       await pool.end();
       await catalogPool.end();
-      throw error;
+      throw connectFailure(options.connectionString, error);
     }
   }
 

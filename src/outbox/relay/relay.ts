@@ -332,7 +332,7 @@ export class Relay {
   private fail(error: OnceboxError): void {
     if (this.stopper.signal.aborted) return;
     this.failure = error;
-    this.recordError(error);
+    this.recordError(error, true);
     this.options.reporter?.stopped(error);
     this.options.onStopped?.(error);
     this.stopper.abort(error);
@@ -352,14 +352,23 @@ export class Relay {
     }
   }
 
-  private recordError(error: OnceboxError): void {
-    this.lastError = { code: error.code, message: error.message, at: new Date(this.options.now()).toISOString() };
-    try {
-      this.file.meta.write('relay_last_error', this.lastError);
-    } catch {
-      // The error is still on this.lastError; failing to persist it must not hide it.
-    }
+  private recordError(error: OnceboxError, stopped = false): void {
+    this.lastError = recordRelayError(this.file, error, stopped, this.options.now());
   }
+}
+
+/**
+ * @internal Writes a relay's error into its file, where `status()` and `oncebox status` read it, and
+ * returns it. `stopped`: the relay ends on it rather than retrying.
+ */
+export function recordRelayError(file: OutboxFile, error: OnceboxError, stopped: boolean, now = Date.now()): RelayError {
+  const recorded: RelayError = { code: error.code, message: error.message, at: new Date(now).toISOString(), ...(stopped ? { stopped: true } : {}) };
+  try {
+    file.meta.write('relay_last_error', recorded);
+  } catch {
+    // The caller still has the error; failing to persist it must not hide it.
+  }
+  return recorded;
 }
 
 /** The reason the relay's requests are aborted with when the outbox closes; never thrown to a caller. */
