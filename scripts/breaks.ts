@@ -961,14 +961,20 @@ export const BREAKS: Break[] = [
   {
     what: '`oncebox dead retry` keeps a lifecycle notice refused as invalid dead, which the server now takes',
     guarantee: 'G18, G25',
-    edits: [{ file: 'src/outbox/file/dead-letters.ts', find: '!(producer !== undefined && isWellFormedNotice(producer, row))', replace: 'true' }],
+    edits: [{ file: 'src/outbox/file/dead-letters.ts', find: 'wellFormedNotice: producer !== undefined && isWellFormedNotice(producer, row),', replace: 'wellFormedNotice: false,' }],
     caughtBy: [{ file: lifecycleTakeover, name: 'dead retry sends it again' }],
   },
   {
     what: '`oncebox dead retry` sends again a row refused for its content, which the server refuses again',
     guarantee: 'G18, G19',
-    edits: [{ file: 'src/outbox/file/dead-letters.ts', find: '!(producer !== undefined && isWellFormedNotice(producer, row))', replace: 'false' }],
-    caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'refused for its content' }, { file: lifecycleTakeover, name: 'refused for its content' }],
+    edits: [{ file: 'src/protocol/rejection-fixes.ts', find: '  [RejectionCode.InvalidItem]: (place) => ({\n    retry: false,', replace: '  [RejectionCode.InvalidItem]: (place) => ({\n    retry: true,' }],
+    caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'refused for its content' }],
+  },
+  {
+    what: '`oncebox dead retry` sends again a lifecycle notice refused for its content (every notice taken as one a 0.1.0 server refused after a takeover)',
+    guarantee: 'G18, G19',
+    edits: [{ file: 'src/outbox/file/dead-letters.ts', find: 'wellFormedNotice: producer !== undefined && isWellFormedNotice(producer, row),', replace: 'wellFormedNotice: true,' }],
+    caughtBy: [{ file: lifecycleTakeover, name: 'refused for its content' }],
   },
   {
     what: 'a retry takes over every lifecycle notice a server refused as invalid, one refused for its content too (refused again at every attempt)',
@@ -1191,6 +1197,18 @@ export const BREAKS: Break[] = [
     guarantee: 'G1, G19',
     edits: [{ file: 'src/checkpoint/checkpoint.ts', find: "    return this.check(JSON.parse(stored), 'stored value', SCHEMA_CHANGED_FIX);", replace: '    return JSON.parse(stored) as T;' }],
     caughtBy: [{ file: 'test/integration/checkpoint-schema.test.ts', name: 'is refused as it was written' }],
+  },
+  {
+    what: '`oncebox dead retry` sending a sequence_reused row again (the server refuses it again: its position is another row\'s)',
+    guarantee: 'G18, G19',
+    edits: [{ file: 'src/protocol/rejection-fixes.ts', find: '  [RejectionCode.SequenceReused]: (place) => ({\n    retry: false,', replace: '  [RejectionCode.SequenceReused]: (place) => ({\n    retry: true,' }],
+    caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'say one remedy per code' }],
+  },
+  {
+    what: "close()'s summary advising `dead retry --all` for every dead row (a key_conflict row, which dead retry keeps dead, too)",
+    guarantee: 'G19',
+    edits: [{ file: 'src/outbox/leftovers.ts', find: '(${deadRowsAdvice(path, left.deadRows, left.dead).join(\' \')})', replace: '(fix the cause, then oncebox dead retry ${path} --all)' }],
+    caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'say one remedy per code' }],
   },
   {
     what: "a caused event sent again judged anew for its lineage (a retry's duplicate refused once the token's consumes changed)",

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { OutboxFile } from '../outbox/file/outbox-file.js';
+import { deadRowsAdvice } from '../outbox/leftovers.js';
 import { readStatus, type OutboxStatus } from '../outbox/status.js';
 import { countFrom0, Exit, exitsWith } from './arguments.js';
 
@@ -67,7 +68,7 @@ export function printStatus(path: string, json: boolean, maxPendingAgeMs?: numbe
     for (const dead of status.deadRows) {
       console.log(`dead       #${dead.id} ${dead.asset}${dead.partitionKey === null ? '' : ` ${dead.partitionKey}`} [${dead.code}] ${dead.reason}`);
     }
-    if (status.dead > 0) console.log(`next       fix the cause, then \`oncebox dead retry ${path} --all\` (or discard them: \`oncebox dead discard\`)`);
+    if (status.dead > 0) for (const advice of deadRowsAdvice(path, status.deadRows, status.dead)) console.log(`next       ${advice}`);
     return exit;
   } finally {
     file.close();

@@ -1,3 +1,4 @@
+import { deadRowRemedy } from '../protocol/rejection-fixes.js';
 import type { RelayError } from './events.js';
 import type { DeadRow, OutboxStatus } from './status.js';
 
@@ -58,10 +59,22 @@ function describeLeftovers(path: string, left: Omit<CloseResult, 'summary'>, ser
   if (left.dead > 0) {
     const first = left.deadRows[0];
     const why = first === undefined ? '' : `, the first refused with ${first.code}: ${first.reason}`;
-    parts.push(`${count(left.dead, 'event')} refused for good${why} (fix the cause, then \`oncebox dead retry ${path} --all\`; \`oncebox dead list ${path}\` shows each)`);
+    parts.push(`${count(left.dead, 'event')} refused for good${why} (${deadRowsAdvice(path, left.deadRows, left.dead).join(' ')})`);
   }
   const error = left.lastError && left.pending > 0 ? `; last delivery error: ${left.lastError.message}` : '';
   return `${path}: ${parts.join('; ')}${error}`;
+}
+
+/**
+ * @internal What to do about a file's dead rows: the remedy of each code among the first `shown` (one
+ * table for every place that says it), and where to see the rest.
+ */
+export function deadRowsAdvice(path: string, shown: readonly DeadRow[], dead: number): string[] {
+  const byCode = new Map<string, DeadRow[]>();
+  for (const row of shown) byCode.set(row.code, [...(byCode.get(row.code) ?? []), row]);
+  const advice = [...byCode].map(([code, rows]) => `${code}: ${deadRowRemedy(code, { asset: rows[0]!.asset, file: path, ids: rows.map((row) => row.id) }).fix}`);
+  advice.push(`\`oncebox dead list ${path}\` shows ${dead > shown.length ? `all ${dead}` : 'each'}.`);
+  return advice;
 }
 
 function count(n: number, what: string): string {

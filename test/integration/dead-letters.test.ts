@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { DeadLetters } from '../../src/outbox/file/dead-letters.js';
 import { openOutbox, type OutboxLogger } from '../../src/outbox/index.js';
 import { OutboxFile } from '../../src/outbox/file/outbox-file.js';
+import { deadRowRemedy } from '../../src/protocol/rejection-fixes.js';
 import { runScript } from '../support/child.js';
 import { startFaultProxy } from '../support/fault-proxy.js';
 import { RUN } from '../support/outbox.js';
@@ -104,13 +105,12 @@ describe('dead letters', () => {
     // Asked for by id, a row that cannot go again stays dead, saying why, as with --all; nothing is sent.
     const refused = await runScript(CLI, ['dead', 'retry', path, '--id', '1', '--id', '2']);
     expect(refused.code).toBe(3);
-    expect(refused.lines.map((l) => l.text)).toEqual([
-      'row 2 stays dead: the server holds another payload under its key; sending it again would conflict again. Emit the event anew with another key',
-      'nothing was sent again: rows asked for by id go all together or not at all',
-    ]);
+    const conflict = `row 2 stays dead: ${deadRowRemedy('key_conflict', { asset: 'nope', file: path, ids: [2] }).fix}`;
+    expect(conflict).toContain(`oncebox dead discard ${path} --id 2`);
+    expect(refused.lines.map((l) => l.text)).toEqual([conflict, 'nothing was sent again: rows asked for by id go all together or not at all']);
     const all = await runScript(CLI, ['dead', 'retry', path, '--all']);
     expect(all.code).toBe(3);
-    expect(all.lines.map((l) => l.text)).toContain('row 2 stays dead: the server holds another payload under its key; sending it again would conflict again. Emit the event anew with another key');
+    expect(all.lines.map((l) => l.text)).toContain(conflict);
 
     const discarded = await runScript(CLI, ['dead', 'discard', path, '--id', '2', '--note', 'superseded by batch c']);
     expect(discarded.lines[0]!.text).toMatch(/^discarded #2 nope b /);
@@ -122,6 +122,47 @@ describe('dead letters', () => {
     ]);
     expect((await runScript(CLI, ['dead', 'show', path, '--id', '9'])).stderr).toContain('dead show: row 9 of');
     expect((await runScript(CLI, ['dead', 'retry', path])).stderr).toContain('dead retry: give the rows with --id N (repeatable), or --all');
+  });
+
+  it('say one remedy per code, the same in close(), oncebox status and dead retry as in the server\'s catalog, and send again only what the remedy says can go', async () => {
+    const server = await startServer();
+    const path = join(tempDir(), 'outbox.db');
+    const box = await openOutbox({ path, producer: 'p', run: RUN, server: server.url, logger: quiet });
+    for (const partitionKey of ['a', 'b', 'c', 'd']) box.commit((tx) => tx.emit(box.asset('nope'), { partitionKey }));
+    await box.close();
+    // As the server would refuse them: b under a key it holds with other content, c at a position another row holds, d for its content.
+    const file = new OutboxFile(path, 'full', false);
+    for (const [partition, code] of [['b', 'key_conflict'], ['c', 'sequence_reused'], ['d', 'invalid_item']]) {
+      file.db.prepare('UPDATE outbox SET dead_code = ? WHERE partition_key = ?').run(code, partition);
+    }
+    file.close();
+    const remedy = (code: string, id: number) => deadRowRemedy(code, { asset: 'nope', file: path, ids: [id] });
+
+    const status = await runScript(CLI, ['status', path]);
+    expect(status.code).toBe(3);
+    const next = status.lines.map((line) => line.text as string).filter((line) => line.startsWith('next'));
+    expect(next).toEqual([
+      `next       unknown_asset: ${remedy('unknown_asset', 1).fix}`,
+      `next       key_conflict: ${remedy('key_conflict', 2).fix}`,
+      `next       sequence_reused: ${remedy('sequence_reused', 3).fix}`,
+      `next       invalid_item: ${remedy('invalid_item', 4).fix}`,
+      `next       \`oncebox dead list ${path}\` shows each.`,
+    ]);
+    // The same sentences at close(), where a job's last line says what it leaves.
+    const again = await openOutbox({ path, producer: 'p', run: RUN, server: 'http://127.0.0.1:9', relay: 'manual', resume: 'never', logger: quiet });
+    const closed = await again.close({ timeoutMs: 0 });
+    for (const [code, id] of [['unknown_asset', 1], ['key_conflict', 2], ['sequence_reused', 3], ['invalid_item', 4]] as const) {
+      expect(closed.summary).toContain(`${code}: ${remedy(code, id).fix}`);
+      // The console's rejections read the server's catalog, whose fix is the same but for the file it cannot know.
+      expect(deadRowRemedy(code, { asset: 'nope' }).fix).toBe(remedy(code, id).fix.replaceAll(path, '<outbox file>').replace(`--id ${id}`, '--id N'));
+    }
+    // Only what its remedy says can go is sent again; each other row says its remedy as the reason.
+    const retried = await runScript(CLI, ['dead', 'retry', path, '--all', '--json']);
+    const { retried: sent, skipped } = retried.lines[0] as { retried: { id: number }[]; skipped: { id: number; why: string }[] };
+    expect(sent.map((row) => row.id)).toEqual([1]);
+    expect(skipped).toEqual([2, 3, 4].map((id) => ({ id, why: remedy(['key_conflict', 'sequence_reused', 'invalid_item'][id - 2]!, id).fix })));
+    for (const code of ['unknown_asset', 'forbidden', 'attempt_too_high', 'lineage_too_deep', 'feedback_loop']) expect(deadRowRemedy(code, { asset: 'x' }).retry, code).toBe(true);
+    for (const code of ['key_conflict', 'sequence_reused', 'invalid_item', 'too_many_checkpoints', 'fenced']) expect(deadRowRemedy(code, { asset: 'x' }).retry, code).toBe(false);
   });
 
   it('keep a row refused for its content dead, since the server would refuse it again, and name the discard that clears it', async () => {
@@ -137,7 +178,7 @@ describe('dead letters', () => {
     const all = await runScript(CLI, ['dead', 'retry', path, '--all']);
     expect(all.code).toBe(3);
     expect(all.lines.map((l) => l.text)).toEqual([
-      `row 1 stays dead: the server refuses its content, and would again: fix the emission in the job and emit it anew (a new key), then drop this row on the record: oncebox dead discard ${path} --id 1`,
+      `row 1 stays dead: The server refuses its content, and would again: fix the emission in the job (the detail names the field) and emit it anew under a new key, then drop this row on the record: oncebox dead discard ${path} --id 1.`,
     ]);
     expect((await runScript(CLI, ['dead', 'discard', path, '--id', '1'])).code).toBe(0);
     expect((await runScript(CLI, ['dead', 'list', path])).lines).toEqual([{ text: `${path}: no dead rows` }]);

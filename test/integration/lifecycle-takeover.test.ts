@@ -202,7 +202,7 @@ describe('a notice a server refused for its content', () => {
     expect((await second.close()).deadRows).toEqual([expect.objectContaining({ id, code: 'invalid_item' })]);
     const retried = await runScript('src/cli/main.ts', ['dead', 'retry', file, '--all']);
     expect(retried.code).toBe(3);
-    expect(retried.lines[0]).toEqual({ text: expect.stringContaining(`row ${id} stays dead: the server refuses its content, and would again`) });
+    expect(retried.lines[0]).toEqual({ text: expect.stringContaining(`row ${id} stays dead: The server refuses its content, and would again`) });
     expect(await server.refusedNotices()).toEqual([]);
   });
 });

@@ -83,8 +83,8 @@ export function RejectionsPage() {
     <>
       <h1>Rejections</h1>
       <p>
-        Items the server refused for good, newest first. Each refused row waits, dead, in its job's outbox file: fix the cause, then send it again
-        with <code>oncebox dead retry &lt;outbox file&gt; --all</code> on the machine that holds the file (<code>oncebox dead list</code> shows them).
+        Items the server refused for good, newest first. Each refused row waits, dead, in its job's outbox file, on the machine that holds the
+        file (<code>oncebox dead list</code> shows them); each row's fix says what to do about it, and whether it can be sent again.
       </p>
       <LoadState loading={loading} error={error} />
       {data ? (

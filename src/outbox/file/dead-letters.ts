@@ -1,5 +1,6 @@
-import { DeadLetterError, ProducerErrorCode, RejectionCode } from '../../protocol/errors.js';
+import { DeadLetterError, ProducerErrorCode } from '../../protocol/errors.js';
 import { isWellFormedNotice } from '../../protocol/lifecycle.js';
+import { deadRowRemedy } from '../../protocol/rejection-fixes.js';
 import { params, prepare, queryBuilder } from '../../sqlite/statements.js';
 import { deathOf, nextSeq } from './rows.js';
 import type { OutboxFile } from './outbox-file.js';
@@ -139,21 +140,19 @@ export class DeadLetters {
 
   private whyNotRetry(row: OutboxRow): string | undefined {
     if (row.kind !== 'event') return 'only emissions can be sent again; a checkpoint update is superseded by the next one';
-    if (row.dead_code === RejectionCode.KeyConflict) {
-      return 'the server holds another payload under its key; sending it again would conflict again. Emit the event anew with another key';
-    }
-    // A lifecycle notice refused as invalid though it says what a terminal commit writes was taken over by
-    // a retry and refused by a 0.1.0 server, which checked its attempt against the delivering one's: the
-    // server takes it now. Any other invalid item would be refused again for its content.
-    const producer = this.file.meta.read('producer');
-    if (row.dead_code === RejectionCode.InvalidItem && !(producer !== undefined && isWellFormedNotice(producer, row))) {
-      return `the server refuses its content, and would again: fix the emission in the job and emit it anew (a new key), then drop this row on the record: oncebox dead discard ${this.file.path} --id ${row.id}`;
-    }
     const run = { runId: row.run_id, task: row.task };
     if (row.dead_code === ProducerErrorCode.Fenced || this.file.runs.isFencedHere(run)) {
       return `attempt ${this.file.runs.currentAttempt(run, row.attempt)} of run ${row.run_id} is fenced by a later attempt, which delivers the run now; start the run's next attempt on this file, which takes the parked rows over`;
     }
-    return undefined;
+    // The one table of remedies (protocol/rejection-fixes.ts), which close(), status and the console read too.
+    const producer = this.file.meta.read('producer');
+    const remedy = deadRowRemedy(row.dead_code ?? '', {
+      asset: row.asset,
+      file: this.file.path,
+      ids: [row.id],
+      wellFormedNotice: producer !== undefined && isWellFormedNotice(producer, row),
+    });
+    return remedy.retry ? undefined : remedy.fix;
   }
 
   private discardRows(selection: Selection, note: string): DeadLetter[] {
