@@ -1211,6 +1211,18 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/integration/dead-letters.test.ts', name: 'say one remedy per code' }],
   },
   {
+    what: "a job on a timer given a run per minute rather than per day (a re-run of the day starts it again from nothing)",
+    guarantee: 'G11',
+    edits: [{ file: 'src/outbox/run-identity.ts', find: "options.every === 'day' ? iso.slice(0, 10)", replace: "options.every === 'day' ? iso.slice(0, 16)" }],
+    caughtBy: [{ file: 'test/integration/run-identity.test.ts', name: "publishes each day's batches on its day" }],
+  },
+  {
+    what: "a run read from Airflow's context without its try number (every retry claims, and a try that started late is not fenced by the later one)",
+    guarantee: 'G10',
+    edits: [{ file: 'src/outbox/run-identity.ts', find: "  if (text === undefined) return 'claim';", replace: "  if (text === undefined || variable !== '') return 'claim';" }],
+    caughtBy: [{ file: 'test/unit/run-identity.test.ts', name: 'is read from oncebox' }],
+  },
+  {
     what: "a caused event sent again judged anew for its lineage (a retry's duplicate refused once the token's consumes changed)",
     guarantee: 'G4',
     edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    if (recorded.has(item.key)) return placement;\n', replace: '' }],

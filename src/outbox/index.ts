@@ -12,6 +12,7 @@ export { CommitTransaction } from './commit/commit.js';
 export { Emission, type EmissionInput } from './commit/emission.js';
 export { Checkpoint } from '../checkpoint/checkpoint.js';
 export type { OutboxOptions, RunContext, RunOptions, AttemptSource } from './options.js';
+export { runFromEnvironment, scheduledRun, type RunDefaults, type ScheduledRunOptions } from './run-identity.js';
 export type { OutboxStatus, DeadRow } from './status.js';
 export type { RelayError } from './events.js';
 export { ONCEBOX_KEY_NAMESPACE, deriveKey, explicitKey, type EmissionIdentity } from './commit/keys.js';
