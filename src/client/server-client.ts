@@ -1,7 +1,7 @@
 import pRetry from 'p-retry';
 import { fetchWithin, TimeoutError } from './fetch-within.js';
 import { CredentialsError, OnceboxError, OptionsError } from '../protocol/errors.js';
-import type { AttemptClaim, ClaimedAttempt, EmissionBatchResponse, EventPage, ItemResult, Problem, StreamState } from '../protocol/wire.js';
+import type { AttemptClaim, ClaimedAttempt, EmissionBatchResponse, EventPage, ItemResult, Problem, StreamState, TokenScopeAnswer } from '../protocol/wire.js';
 
 /**
  * A request to the server that got no usable answer. For a delivery the relay retries every row of the
@@ -194,6 +194,34 @@ export class ServerClient {
     const answer = await this.exchange(`v1/events?${params}`, { method: 'GET' }, signal, (query.waitS ?? 0) * 1000);
     if (answer.status !== 200) throw this.refusal(answer, 'reading');
     return JSON.parse(answer.text) as EventPage;
+  }
+
+  /**
+   * What this token may do (`GET /v1/token`), or undefined when the server cannot say: an older server
+   * without the route, or one not reached (the checks that follow are the relay's). A refused token
+   * throws CredentialsError.
+   */
+  async tokenScope(waitMs: number): Promise<TokenScopeAnswer | undefined> {
+    let answer: Answer;
+    try {
+      answer = await this.exchange('v1/token', { method: 'GET' }, AbortSignal.timeout(waitMs));
+    } catch {
+      return undefined;
+    }
+    if (answer.status === 401 || answer.status === 403) throw this.refusal(answer);
+    return answer.status === 200 ? (parseJson(answer.text) as TokenScopeAnswer | undefined) : undefined;
+  }
+
+  /**
+   * What this token may do, refusing a read token: it passes the check of a stream (it may read the
+   * stream's state) and would be refused only at the first delivery, after the job did its work.
+   */
+  async assertMayPublish(waitMs: number): Promise<TokenScopeAnswer | undefined> {
+    const scope = await this.tokenScope(waitMs);
+    if (scope?.scope === 'read') {
+      throw credentialsRefused(403, this.url('v1/token'), 'this is a read token: it may read events and streams, and publish nothing', this.options.token !== undefined);
+    }
+    return scope;
   }
 
   /** The names of the assets the server accepts that this token may read (`GET /v1/assets`). */

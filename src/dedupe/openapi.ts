@@ -275,6 +275,12 @@ export function openApiDocument(version: string): Record<string, unknown> {
           },
         },
       },
+      '/v1/token': {
+        get: {
+          summary: "What the caller's token may do (any valid token; never its secret)",
+          responses: { '200': json(tokenInfoSchema.pick({ scope: true, producers: true, assets: true, consumes: true, reads: true }), 'Its scope.'), ...refusals },
+        },
+      },
       '/v1/assets': { get: { summary: 'The registered assets', responses: { '200': json(z.object({ assets: z.array(z.string()) }), 'Asset names.'), ...refusals } } },
       '/v1/assets/{name}': {
         put: {

@@ -10,7 +10,7 @@ import {
   RunEndedError,
 } from '../protocol/errors.js';
 import { activeTraceContext, loadOtel, type OtelApi } from '../protocol/trace.js';
-import type { Receipt, StreamState } from '../protocol/wire.js';
+import type { Receipt, StreamState, TokenScopeAnswer } from '../protocol/wire.js';
 import { CommitTransaction, describeFailure, type CommitContext, type Terminal } from './commit/commit.js';
 import type { Emission } from './commit/emission.js';
 import { Asset } from './asset.js';
@@ -22,6 +22,7 @@ import { endsReceipts, fromRow, ReceiptWaiters } from './receipts.js';
 import { waitUntilDrained } from './relay/file-watch.js';
 import type { Relay } from './relay/relay.js';
 import { assembleDelivery, assertStreamToken } from './relay/assemble.js';
+import { assertAssetInScope } from './token-assets.js';
 import { assertSyncCallback, refusePromise } from './commit/sync-callback.js';
 import type { OutboxLogger } from '../client/logger.js';
 import type { OutboxEventMap } from './events.js';
@@ -76,6 +77,8 @@ export class Outbox {
   /** The checkpoint names this job defined. */
   private readonly checkpointNames = new CheckpointNames();
   private closing: Promise<CloseResult> | undefined;
+  /** What the job's token may do, as the server said at open (with an in-process relay). */
+  private tokenScope: TokenScopeAnswer | undefined;
   /** The status close() read as it closed the file; set once the file is closed. */
   private statusAtClose: OutboxStatus | undefined;
   /** The server's stream state this retry resumed from, when it did (a fresh machine). */
@@ -163,7 +166,7 @@ export class Outbox {
     if (this.options.relay === 'in-process' && run && this.client) {
       // A job whose token the server refuses learns it here, at open, not from a relay that would find
       // nothing to deliver until its first commit. A server that is down or slow is the relay's to wait for.
-      await assertStreamToken(this.client, this.producer, run, this.options.requestTimeoutMs);
+      this.tokenScope = await assertStreamToken(this.client, this.producer, run, this.options.requestTimeoutMs);
     }
     if (this.options.relay === 'in-process') this.relay!.start();
   }
@@ -195,6 +198,7 @@ export class Outbox {
       const { message } = describeFirstIssue(parsed.error, { input: name, prefix: 'asset' });
       throw new EmissionValidationError('asset', message);
     }
+    assertAssetInScope(parsed.data, this.tokenScope);
     return new Asset(parsed.data, (fn) => this.commit(fn));
   }
 
@@ -358,11 +362,7 @@ export class Outbox {
       this.logger.warn({ code: 'closed_with_work_left', path: this.path, ...result, summary: undefined, deadRows: undefined }, `oncebox: ${result.summary}`);
     }
     this.metrics?.detach();
-    this.waiters.rejectAll(
-      new OutboxClosedError(
-        `${this.path}: closed with the emission still pending; it stays in the file and the next relay on it delivers it`,
-      ),
-    );
+    this.waiters.rejectAll(new OutboxClosedError(`${this.path}: closed with the emission still pending; it stays in the file and the next relay on it delivers it`));
     this.statusAtClose = status;
     this.file.close();
     return result;

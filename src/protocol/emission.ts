@@ -185,8 +185,8 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
   return value;
 }
 
-/** The known name nearest to a misspelt one, if it is near enough to be the likely intent. */
-function closest(word: string, candidates: readonly string[]): string | undefined {
+/** @internal The known name nearest to a misspelt one, if it is near enough to be the likely intent. */
+export function closest(word: string, candidates: readonly string[]): string | undefined {
   let best: string | undefined;
   let bestDistance = Math.max(2, Math.floor(word.length / 3)) + 1;
   for (const candidate of candidates) {

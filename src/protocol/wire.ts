@@ -233,6 +233,22 @@ export interface EventPage {
 }
 
 /** RFC 9457 problem details, with oncebox's stable `code`. */
+/**
+ * `GET /v1/token`: what the caller's token may do, as the server sees it (never its secret). A job checks
+ * at open that its token may publish, and which assets, so that a read token or a misspelt asset is
+ * refused before any work rather than at the first delivery.
+ */
+export interface TokenScopeAnswer {
+  scope: 'publish' | 'read' | 'admin';
+  /** One producer, a prefix ending in `*`, or `*` for all. */
+  producers: string;
+  /** The assets it may publish to (publish) or read (read); null for all. */
+  assets: string[] | null;
+  /** The assets whose events it may name as a cause; null for all. */
+  consumes: string[] | null;
+  reads: ('events' | 'streams' | 'metrics')[];
+}
+
 export interface Problem {
   type: string;
   title: string;

@@ -116,6 +116,33 @@ describe('a refused token', () => {
     }
   });
 
+  it("refuses a read token at openOutbox and at `oncebox relay`'s start, which it passed before (it may read the stream)", async () => {
+    const { server } = await serverWithTokens();
+    const reader = (await server.server.store.tokens.create({ scope: 'read', reads: ['events', 'streams'] })).token;
+    const opening = openOutbox({ path: join(tempDir(), 'job.db'), server: server.url, token: reader, producer: 'orders-ingest', run: RUN, logger: quiet });
+    await expect(opening).rejects.toBeInstanceOf(CredentialsError);
+    await expect(opening).rejects.toMatchObject({ code: 'forbidden', message: expect.stringContaining('this is a read token: it may read events and streams, and publish nothing') });
+    const path = await committedFile(server.url);
+    const relay = await runScript(CLI, ['relay', path, '--server', server.url, '--drain'], { env: { ONCEBOX_TOKEN: reader }, timeoutMs: 30_000 });
+    expect(relay.code).toBe(1);
+    expect(relay.stderr).toContain('this is a read token');
+    expect((await runScript(CLI, ['status', path])).code).toBe(4);
+    expect(await stored(server)).toEqual([]);
+  });
+
+  it('refuses at box.asset() an asset outside the token\'s list, naming the one meant, before any commit moves the checkpoint', async () => {
+    const { server, job } = await serverWithTokens();
+    const box = await openOutbox({ path: join(tempDir(), 'job.db'), server: server.url, token: job, producer: 'orders-ingest', run: RUN, logger: quiet });
+    expect(() => box.asset('batch_raedy')).toThrow(
+      expect.objectContaining({ code: 'invalid_emission', field: 'asset', message: 'asset: the job\'s token may not publish to "batch_raedy" (it may publish to "batch_ready"); did you mean "batch_ready"?' }),
+    );
+    expect(() => box.asset('orders_loaded')).toThrow(/give the job a token that lists it/);
+    // The lifecycle assets go with any publish token, and a listed asset as ever.
+    expect(box.complete((tx) => tx.emit(box.asset('batch_ready'), { partitionKey: 'day-1' })).recorded).toBe(true);
+    expect((await box.close()).pending).toBe(0);
+    expect((await stored(server)).map((event) => event.asset).sort()).toEqual(['batch_ready', 'oncebox.run_succeeded']);
+  });
+
   it('takes ONCEBOX_TOKEN when openOutbox and openConsumer are given none', async () => {
     const { server, job } = await serverWithTokens();
     // One token for the consumer: it publishes as its group, and reads the events it consumes.

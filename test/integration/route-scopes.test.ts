@@ -62,6 +62,11 @@ const ROUTES: Record<string, RouteRow> = {
   'GET /v1/streams/:producer/:runId': { target: () => ({ method: 'GET', path: '/v1/streams/victim/r1' }), allowed: { admin: 200, victim: 200, reader: 200 } },
   'GET /v1/events': { target: () => ({ method: 'GET', path: '/v1/events?asset=victim_asset' }), allowed: { admin: 200, reader: 200, consumer: 200 } },
   // A reader (or consumer) of other assets is shown those only: checked on its own below.
+  // Every token may ask what it may do itself, and is told only that.
+  'GET /v1/token': {
+    target: () => ({ method: 'GET', path: '/v1/token' }),
+    allowed: { admin: 200, victim: 200, mallory: 200, reader: 200, otherReader: 200, consumer: 200, otherConsumer: 200 },
+  },
   'GET /v1/assets': { target: () => ({ method: 'GET', path: '/v1/assets' }), allowed: { admin: 200, reader: 200, otherReader: 200, consumer: 200, otherConsumer: 200 } },
   'PUT /v1/assets/:name': { target: () => ({ method: 'PUT', path: `/v1/assets/squat_${++seq}` }), allowed: { admin: 201 } },
   'GET /v1/tokens': { target: () => ({ method: 'GET', path: '/v1/tokens' }), allowed: { admin: 200 } },
@@ -212,6 +217,8 @@ describe('the route scope matrix', () => {
           expect({ call: `${route} by ${caller}`, status: answer.status }).toEqual({ call: `${route} by ${caller}`, status });
           if (route === 'GET /v1/assets' && (caller === 'otherReader' || caller === 'otherConsumer')) expect(answer.json.assets).toEqual(['other_asset']);
           if (route === 'GET /v1/assets' && caller === 'consumer') expect(answer.json.assets).toEqual(['victim_asset']);
+          if (route === 'GET /v1/token' && caller === 'otherReader') expect(answer.json).toEqual({ scope: 'read', producers: '*', assets: ['other_asset'], consumes: [], reads: ['events'] });
+          if (route === 'GET /v1/token' && caller === 'victim') expect(answer.json).toMatchObject({ scope: 'publish', producers: 'victim', assets: null });
         }
         // A token limited to some assets that names none reads those, and only those.
         for (const [caller, asset] of [['otherReader', 'other_asset'], ['otherConsumer', 'other_asset'], ['consumer', 'victim_asset']] as const) {

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ProblemCode } from '../../protocol/errors.js';
 import { echo, nameList } from '../../protocol/text.js';
-import { eventQuerySchema, streamParamsSchema, streamQuerySchema } from '../../protocol/wire.js';
+import { eventQuerySchema, streamParamsSchema, streamQuerySchema, type TokenScopeAnswer } from '../../protocol/wire.js';
 import { forbidden } from '../auth.js';
 import { boundedPage, waitedPage } from '../event-page.js';
 import type { HttpAppOptions } from '../http-options.js';
@@ -73,6 +73,12 @@ export function addReadingRoutes(app: FastifyInstance, options: HttpAppOptions, 
       return sendProblem(reply, problem(404, ProblemCode.NotFound, `no stream ${echo(producer)}/${echo(runId)}${task} has delivered to this server${hint}`));
     }
     return state;
+  });
+
+  // Any valid token may ask what it may do itself: a job checks at open that its token can publish.
+  app.get('/v1/token', { config: { access: 'any' } }, async (request): Promise<TokenScopeAnswer> => {
+    const { scope, producers, assets, consumes, reads } = request.grant;
+    return { scope, producers, assets, consumes, reads };
   });
 
   // A token limited to assets sees only those: the list is no more public than the events.

@@ -1,5 +1,6 @@
 import { defaultLogger, type OutboxLogger } from '../../client/logger.js';
 import type { OnceboxError } from '../../protocol/errors.js';
+import type { TokenScopeAnswer } from '../../protocol/wire.js';
 import { TOKEN_CHECK_MS, type ServerClient } from '../../client/server-client.js';
 import { wireTask } from '../run.js';
 import type { SettledRow } from '../events.js';
@@ -50,9 +51,12 @@ export function assembleDelivery(
 
 /**
  * A token the server refuses is said at once, when a job's outbox or `oncebox relay` opens, with nothing
- * pending too; a server that is down or slow is the relay's to wait for.
+ * pending too, and so is a read token, which may read the stream but publish nothing; a server that is
+ * down or slow is the relay's to wait for. Returns what the token may do, when the server said.
  * @internal
  */
-export function assertStreamToken(client: ServerClient, producer: string, run: { runId: string; task?: string | undefined }, requestTimeoutMs: number): Promise<void> {
-  return client.assertTokenAccepted({ stream: { producer, runId: run.runId, task: wireTask(run.task) } }, Math.min(TOKEN_CHECK_MS, requestTimeoutMs));
+export async function assertStreamToken(client: ServerClient, producer: string, run: { runId: string; task?: string | undefined }, requestTimeoutMs: number): Promise<TokenScopeAnswer | undefined> {
+  const waitMs = Math.min(TOKEN_CHECK_MS, requestTimeoutMs);
+  await client.assertTokenAccepted({ stream: { producer, runId: run.runId, task: wireTask(run.task) } }, waitMs);
+  return client.assertMayPublish(waitMs);
 }
