@@ -28,17 +28,19 @@ export interface DeadRowPlace {
 
 type Place = Required<Pick<DeadRowPlace, 'file'>> & DeadRowPlace & { idText: string };
 
+/** A refused asset may be a typo, which neither registering it nor widening a token to it fixes. */
+const MISSPELT = 'If the name is misspelt, correct it in the job and publish those partitions again instead (docs/runbook.md).';
 const retryAll = (place: Place) => `then send the dead rows again: oncebox dead retry ${place.file} --all`;
 const discard = (place: Place) => `drop ${place.ids?.length === 1 || place.ids === undefined ? 'this row' : 'these rows'} on the record: oncebox dead discard ${place.file} ${place.idText}`;
 
 const REMEDIES: Record<RejectionCode | typeof ProducerErrorCode.Fenced, (place: Place) => DeadRowRemedy> = {
   [RejectionCode.UnknownAsset]: (place) => ({
     retry: true,
-    fix: `Register the asset (oncebox server --assets FILE, or PUT /v1/assets/${place.asset ?? '<asset>'} with an admin token), ${retryAll(place)}.`,
+    fix: `Register the asset (oncebox server --assets FILE, or PUT /v1/assets/${place.asset ?? '<asset>'} with an admin token), ${retryAll(place)}. ${MISSPELT}`,
   }),
   [RejectionCode.Forbidden]: (place) => ({
     retry: true,
-    fix: `Give the job a token that may publish this asset (or name this cause: --consumes), ${retryAll(place)}.`,
+    fix: `Give the job a token that may publish this asset (or name this cause: --consumes), ${retryAll(place)}. ${MISSPELT}`,
   }),
   [RejectionCode.InvalidItem]: (place) => ({
     retry: false,

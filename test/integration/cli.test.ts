@@ -53,7 +53,7 @@ describe('the oncebox command', () => {
         'run        orders/2026-11-30/ingest attempt 1',
         'events     0 pending, 3 delivered, 1 dead',
         'checkpoint 0 updates not yet mirrored to the server',
-        `next       unknown_asset: Register the asset (oncebox server --assets FILE, or PUT /v1/assets/nope with an admin token), then send the dead rows again: oncebox dead retry ${path} --all.`,
+        `next       unknown_asset: Register the asset (oncebox server --assets FILE, or PUT /v1/assets/nope with an admin token), then send the dead rows again: oncebox dead retry ${path} --all. If the name is misspelt, correct it in the job and publish those partitions again instead (docs/runbook.md).`,
         'held       0 until the run succeeds, 0 discarded by a failure',
         'fenced     no',
         'lease      free',

@@ -64,7 +64,7 @@ describe('the README quickstart', () => {
     expect(run.code).toBe(1);
     expect(run.lines.map((line) => line.text)).toContain('batch-1: not published yet (unknown_asset)');
     expect(run.stderr).toContain(`not done: ${path}: 4 events refused for good, the first refused with unknown_asset: asset: "batch_ready" is not registered on this server`);
-    expect(run.stderr).toContain(`unknown_asset: Register the asset (oncebox server --assets FILE, or PUT /v1/assets/batch_ready with an admin token), then send the dead rows again: oncebox dead retry ${path} --all.`);
+    expect(run.stderr).toContain(`unknown_asset: Register the asset (oncebox server --assets FILE, or PUT /v1/assets/batch_ready with an admin token), then send the dead rows again: oncebox dead retry ${path} --all. If the name is misspelt, correct it in the job and publish those partitions again instead (docs/runbook.md).`);
   });
 
   it('logs one readable line per cause on a terminal (or with ONCEBOX_LOG_FORMAT=pretty), not JSON', async () => {
