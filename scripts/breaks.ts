@@ -1235,6 +1235,18 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'an asset outside the token' }],
   },
   {
+    what: 'a changed payload under a used key at a reused position answered sequence_reused (the same mistake gets another code than on the next attempt)',
+    guarantee: 'G5, G19',
+    edits: [
+      {
+        file: 'src/dedupe/ingest/resolve.ts',
+        find: "  if (!outcome && existing && item.kind === 'event') return existingKeyResult({ ...item, seq, key }, existing);",
+        replace: "  if (!outcome && existing && item.kind === 'event' && existing.fingerprint === item.fingerprint) return existingKeyResult({ ...item, seq, key }, existing);",
+      },
+    ],
+    caughtBy: [{ file: 'test/integration/conflicts.test.ts', name: 'reuses the attempt' }],
+  },
+  {
     what: "a caused event sent again judged anew for its lineage (a retry's duplicate refused once the token's consumes changed)",
     guarantee: 'G4',
     edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    if (recorded.has(item.key)) return placement;\n', replace: '' }],
@@ -1637,8 +1649,8 @@ export const BREAKS: Break[] = [
     edits: [
       {
         file: 'src/dedupe/ingest/resolve.ts',
-        find: "if (!outcome && existing && item.kind === 'event' && existing.fingerprint === item.fingerprint) {",
-        replace: "if (!outcome && existing && item.kind === 'event') {",
+        find: "  if (!outcome && existing && item.kind === 'event') return existingKeyResult({ ...item, seq, key }, existing);",
+        replace: "  if (!outcome && existing && item.kind === 'event') return { status: 'duplicate', seq, key, eventId: existing.eventId, timestamp: existing.ts };",
       },
     ],
     caughtBy: [{ file: hostileReview, name: 'a taken position resent with its key and another payload' }],
@@ -2023,7 +2035,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a refusal at a position another key holds (sequence_reused) not listed with the rejections',
     guarantee: 'G19, G27',
-    edits: [{ file: 'src/dedupe/ingest/resolve.ts', find: '          unplaced.push({ seq, key, status: result.status, code: result.code, detail: result.detail, field: result.field ?? null });', replace: '          void unplaced;' }],
+    edits: [{ file: 'src/dedupe/ingest/resolve.ts', find: "          unplaced.push({ seq, key, status: result.status, code: result.code, detail: result.detail, field: result.status === 'rejected' ? (result.field ?? null) : null });", replace: '          void unplaced;' }],
     caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'lists every refusal a relay parks' }],
   },
   {

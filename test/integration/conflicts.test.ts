@@ -80,6 +80,18 @@ describe.each(Object.entries(CHANGES))('a re-run committing the same emission wi
     await closeAll();
   });
 
+  it('is refused as key_conflict on a fresh machine that reuses the attempt, as with the next attempt (not sequence_reused)', async () => {
+    const server = await startServer();
+    const first = await open(join(tempDir(), 'outbox.db'), 1, { server: server.url });
+    await first.commit((tx) => tx.emit(first.asset('batch_ready'), FIRST)).receipt();
+    await first.close();
+    // Attempt 1 again on a new file (a runner whose counter was reset): the same position, the same key, other content.
+    const reused = await open(join(tempDir(), 'outbox.db'), 1, { server: server.url, resume: 'never' });
+    await refusedByServer(reused, 'batch_ready', changed);
+    expect(await storedOfPartition(server, 'batch_ready')).toEqual([{ partitionDate: FIRST.partitionDate, extra: FIRST.extra }]);
+    await closeAll();
+  });
+
   it('is refused by the server once the delivered row was pruned from the file', async () => {
     const server = await startServer();
     const path = join(tempDir(), 'outbox.db');

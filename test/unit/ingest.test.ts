@@ -274,9 +274,10 @@ describe('answers to a taken position', () => {
       detail: "seq 1 of this stream was already taken by another item; a stream's sequence numbers must not be reused",
       field: 'seq',
     };
-    // An outcome recorded for another key, a record with another payload, an invalid item, a checkpoint.
+    // An outcome recorded for another key, an invalid item, a checkpoint.
     expect(replayResult(event(1, 1), 1, key(1), { key: key(9), status: 'checkpointed', code: '', detail: '', field: null }, record)).toEqual(reused);
-    expect(replayResult(event(1, 1, { partitionKey: 'other' }), 1, key(1), undefined, record)).toEqual(reused);
+    // Its own key stored with another payload is a conflict, as at a new position: the same mistake, the same code.
+    expect(replayResult(event(1, 1, { partitionKey: 'other' }), 1, key(1), undefined, record)).toMatchObject({ status: 'conflict', code: 'key_conflict', seq: 1, key: key(1) });
     expect(replayResult(checkItem({ seq: 1, key: key(1), kind: 'nope' }, 0), 1, key(1), undefined, record)).toEqual(reused);
     expect(replayResult(checkpoint(1, 1), 1, key(1), undefined, { ...record, fingerprint: 'x' })).toEqual(reused);
     expect(replayResult(event(1, 1), 1, key(1), undefined, undefined)).toEqual(reused);

@@ -166,8 +166,9 @@ export function resolveIngest(
         const { item, seq, key } = placement;
         const outcome = outcomes.get(seq);
         const result = replayResult(item, seq, key, outcome, outcome ? undefined : records.get(key));
-        if (result.status === 'rejected' && result.code === RejectionCode.SequenceReused) {
-          unplaced.push({ seq, key, status: result.status, code: result.code, detail: result.detail, field: result.field ?? null });
+        // Refused at a position another item holds: listed with the refusals, but placed nowhere.
+        if ((result.status === 'rejected' && result.code === RejectionCode.SequenceReused) || result.status === 'conflict') {
+          unplaced.push({ seq, key, status: result.status, code: result.code, detail: result.detail, field: result.status === 'rejected' ? (result.field ?? null) : null });
         }
         if (result.status === 'checkpointed' && item.kind === 'checkpoint' && item.revision > 0) {
           const revised = { name: item.name, value: item.value, seq, revision: item.revision };
@@ -251,10 +252,10 @@ export function replayResult(
       ...(outcome.field === null ? {} : { field: outcome.field }),
     };
   }
-  // Stryker disable next-line ConditionalExpression: a checkpoint item has no fingerprint, so it never equals a record's
-  if (!outcome && existing && item.kind === 'event' && existing.fingerprint === item.fingerprint) {
-    return { status: 'duplicate', seq, key, eventId: existing.eventId, timestamp: existing.ts };
-  }
+  // The item's key is stored already: the same content is a duplicate, other content a conflict, as for
+  // a key at a new position. The same mistake (a re-run that changed its data) gets the same code
+  // whether or not the re-run reused the position (attempt 1 again, on a fresh file).
+  if (!outcome && existing && item.kind === 'event') return existingKeyResult({ ...item, seq, key }, existing);
   return {
     status: 'rejected',
     seq,
