@@ -1136,7 +1136,7 @@ export const BREAKS: Break[] = [
     what: 'the CLI relay (not --drain) let exit once idle, its timers unreferenced',
     guarantee: 'G3',
     edits: [{ file: 'src/cli/relay-command.ts', find: '  const keepAlive = setInterval(() => undefined, 60_000);', replace: '  const keepAlive = setTimeout(() => undefined, 0);' }],
-    caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'runs as a relay until stopped' }],
+    caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'runs as a relay until stopped' }, simulation],
   },
   {
     what: "a request's deadline timer unreferenced: a GET whose connection is closed unanswered leaves the event loop empty, and a command ends silently",
@@ -1245,6 +1245,12 @@ export const BREAKS: Break[] = [
       },
     ],
     caughtBy: [{ file: 'test/integration/conflicts.test.ts', name: 'reuses the attempt' }],
+  },
+  {
+    what: '`npm run demo -- --keep` deleting its files all the same (a user cannot look at what it did)',
+    guarantee: 'demo',
+    edits: [{ file: 'scripts/demo.ts', find: '    if (!kept) rmSync(dir, { recursive: true, force: true });', replace: '    rmSync(dir, { recursive: true, force: true });' }],
+    caughtBy: [{ file: 'test/integration/demo.test.ts' }],
   },
   {
     what: "a caused event sent again judged anew for its lineage (a retry's duplicate refused once the token's consumes changed)",
@@ -1545,7 +1551,7 @@ export const BREAKS: Break[] = [
     what: "the relay cutting a batch across two tasks' rows (one task's events sent as the other's)",
     guarantee: 'G3',
     edits: [{ file: 'src/outbox/relay/batches.ts', find: '    if (row.run_id !== first!.run_id || row.task !== first!.task || row.attempt !== first!.attempt) {', replace: '    if (row.run_id !== first!.run_id || row.attempt !== first!.attempt) {' }],
-    caughtBy: [{ file: multiTask, name: 'in one outbox file' }],
+    caughtBy: [{ file: multiTask, name: 'in one outbox file' }, simulation],
   },
   {
     what: 'the relay ending a batch inside a commit that fits in one (a lost machine leaves half a commit on the server: its events without its checkpoint)',
@@ -1623,7 +1629,7 @@ export const BREAKS: Break[] = [
     what: "pruning keeping one newest row per run's attempt, not per task (a task's stream numbers from 1 again)",
     guarantee: 'G3, G12',
     edits: [{ file: 'src/outbox/file/rows.ts', find: ".groupBy(['run_id', 'task', 'attempt'])", replace: ".groupBy(['run_id', 'attempt'])" }],
-    caughtBy: [{ file: sharedFileTasks, name: 'pruning keeps each task' }],
+    caughtBy: [{ file: sharedFileTasks, name: 'pruning keeps each task' }, simulation],
   },
   {
     what: 'a held emission released under a newly derived key instead of the one it was committed with',
@@ -1689,7 +1695,7 @@ export const BREAKS: Break[] = [
     what: 'a relay stepped by hand that lost its lease failing every later step instead of asking for the lease again',
     guarantee: 'G3',
     edits: [{ file: relay, find: '      if (error instanceof LeaseLostError) this.holding = false;\n', replace: '' }],
-    caughtBy: [{ file: model, name: 'takes it back at its next step' }],
+    caughtBy: [{ file: model, name: 'takes it back at its next step' }, simulation],
   },
   {
     what: "a trigger's rebuild on a fresh file restoring its arrivals but not its firings (a re-run's newer event fires a partition again)",

@@ -22,6 +22,9 @@ import type { StoredEvent } from '../src/protocol/wire.js';
 import { allEvents } from './events.js';
 
 const BATCHES = 50;
+/** `npm run demo -- --keep` keeps its files to look at after; a demo that fails keeps them anyway. */
+const keepAsked = process.argv.slice(2).includes('--keep');
+let kept = false;
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'oncebox-demo-'));
 const partition = (batch: number) => `batch-${String(batch).padStart(4, '0')}`;
@@ -218,6 +221,10 @@ async function main(): Promise<boolean> {
   server.child.kill('SIGTERM');
   await server.exit;
 
+  if (keepAsked || failures.length > 0) {
+    kept = true;
+    console.log(`kept: ${dir} (the server's server.db, and each run's outbox files: \`npm run oncebox -- status FILE\`, or \`npm run oncebox -- server --db ${join(dir, 'server.db')}\` to see them in the console)`);
+  }
   console.log(
     failures.length > 0
       ? `verdict: FAIL ${failures.join('; ')}`
@@ -229,7 +236,7 @@ async function main(): Promise<boolean> {
 
 main()
   .then((ok) => {
-    rmSync(dir, { recursive: true, force: true });
+    if (!kept) rmSync(dir, { recursive: true, force: true });
     process.exit(ok ? 0 : 1);
   })
   .catch((error: unknown) => {
