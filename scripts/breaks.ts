@@ -1777,7 +1777,7 @@ export const BREAKS: Break[] = [
     what: "the relay's request body leaving out an event's partition date",
     guarantee: 'G3',
     edits: [{ file: 'src/outbox/relay/batch-encoding.ts', find: "      ...(row.partition_date === null ? {} : { partitionDate: row.partition_date }),\n", replace: '' }],
-    caughtBy: [{ file: 'test/unit/batch-encoding.test.ts' }],
+    caughtBy: [{ file: 'test/unit/batch-encoding.test.ts' }, simulation],
   },
   {
     what: "the relay's request body sending a coalesced checkpoint update without its revision",
