@@ -1253,6 +1253,12 @@ export const BREAKS: Break[] = [
     caughtBy: [{ file: 'test/integration/demo.test.ts' }],
   },
   {
+    what: '`oncebox relay` told to stop during its start (its token check) running on for good: the abort it waits for came before it listened',
+    guarantee: 'G16',
+    edits: [{ file: 'src/cli/relay-command.ts', find: '    } else if (!options.signal.aborted) {', replace: '    } else {' }],
+    caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'while it still asks the server about its token' }],
+  },
+  {
     what: "a caused event sent again judged anew for its lineage (a retry's duplicate refused once the token's consumes changed)",
     guarantee: 'G4',
     edits: [{ file: 'src/dedupe/ingest/lineage.ts', find: '    if (recorded.has(item.key)) return placement;\n', replace: '' }],

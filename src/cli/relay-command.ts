@@ -123,7 +123,8 @@ async function relayUntilStopped(options: RelayCommandOptions): Promise<number> 
         }
         progress!.update(tally!.current());
       }
-    } else {
+    } else if (!options.signal.aborted) {
+      // Told to stop during its start (the token check can take a second): the abort event is gone by now.
       await new Promise<void>((resolve) => options.signal.addEventListener('abort', () => resolve(), { once: true }));
     }
   } finally {

@@ -3,9 +3,9 @@
  * alive until it does.
  *
  * Why not `AbortSignal.timeout`: its timer is unreferenced, and Node 20's fetch (undici) has a case where
- * a request holds nothing at all: a GET on a connection the other side closes before answering (a server
- * restarting, a proxy cutting a kept-alive connection) is retried inside undici with no live handle. With
- * an unreferenced timeout the event loop then empties, and a command whose only work was that request
+ * a request holds nothing at all: a GET on a connection the other side closes before reading it (a server
+ * restarting, a proxy cutting a kept-alive connection) neither settles nor keeps a live handle. With an
+ * unreferenced timeout the event loop then empties, and a command whose only work was that request
  * exits 0 having done nothing (seen as `oncebox relay` ending at once, silent, with rows pending). A
  * referenced timer is what an answered request would have held anyway: the socket of a request in flight.
  */

@@ -70,9 +70,10 @@ function describeLeftovers(path: string, left: Omit<CloseResult, 'summary'>, ser
  * table for every place that says it), and where to see the rest.
  */
 export function deadRowsAdvice(path: string, shown: readonly DeadRow[], dead: number): string[] {
-  const byCode = new Map<string, DeadRow[]>();
-  for (const row of shown) byCode.set(row.code, [...(byCode.get(row.code) ?? []), row]);
-  const advice = [...byCode].map(([code, rows]) => `${code}: ${deadRowRemedy(code, { asset: rows[0]!.asset, file: path, ids: rows.map((row) => row.id) }).fix}`);
+  // By code and asset: a remedy may name the asset (the one to register).
+  const groups = new Map<string, DeadRow[]>();
+  for (const row of shown) groups.set(`${row.code}\u0000${row.asset}`, [...(groups.get(`${row.code}\u0000${row.asset}`) ?? []), row]);
+  const advice = [...groups.values()].map((rows) => `${rows[0]!.code}: ${deadRowRemedy(rows[0]!.code, { asset: rows[0]!.asset, file: path, ids: rows.map((row) => row.id) }).fix}`);
   advice.push(`\`oncebox dead list ${path}\` shows ${dead > shown.length ? `all ${dead}` : 'each'}.`);
   return advice;
 }

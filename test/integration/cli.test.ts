@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { describe, expect, it, vi } from 'vitest';
 import { openOutbox } from '../../src/outbox/index.js';
 import { allEvents, startServer } from '../support/server.js';
 import { REPO, runScript, startScript } from '../support/child.js';
@@ -99,6 +100,24 @@ describe('the oncebox command', () => {
     relay.signal('SIGTERM');
     expect((await relay.done).code).toBe(0);
     await box.close();
+  });
+
+  it('stops on a SIGTERM that comes while it still asks the server about its token', async () => {
+    // A server that takes the connection and never answers: the relay's start waits on it.
+    const held: Socket[] = [];
+    const silent = createServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const path = join(tempDir(), 'outbox.db');
+      await (await openOutbox({ path, producer: 'orders-ingest', run: RUN, relay: 'external' })).close();
+      const relay = startScript(CLI, ['relay', '--db', path, '--server', `http://127.0.0.1:${(silent.address() as AddressInfo).port}`], { ONCEBOX_LOG_LEVEL: 'warn' });
+      await vi.waitFor(() => expect(held.length).toBeGreaterThan(0), { timeout: 60_000 });
+      relay.signal('SIGTERM');
+      expect((await relay.done).code).toBe(0);
+    } finally {
+      for (const socket of held) socket.destroy();
+      silent.close();
+    }
   });
 
   it('refuses unknown flags and commands in one line that points to the command’s --help, with status 2', async () => {
