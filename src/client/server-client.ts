@@ -110,13 +110,22 @@ export class ServerClient {
       'stream' in what
         ? streamStateRoute(what.stream.producer, what.stream.runId, what.stream.task)
         : `v1/events?${new URLSearchParams({ after: '0', limit: '1', ...(what.events.asset === undefined ? {} : { asset: what.events.asset }) })}`;
+    await this.probe(route, waitMs, 'events' in what ? 'reading' : 'publishing');
+  }
+
+  /**
+   * A GET asked at start: CredentialsError when the server refuses the token (401, 403), the answer
+   * otherwise, and undefined when none came in time (a server down or slow is the relay's to wait for).
+   */
+  private async probe(route: string, waitMs: number, purpose: Purpose): Promise<Answer | undefined> {
     let answer: Answer;
     try {
       answer = await this.exchange(route, { method: 'GET' }, AbortSignal.timeout(waitMs));
     } catch {
-      return;
+      return undefined;
     }
-    if (answer.status === 401 || answer.status === 403) throw this.refusal(answer, 'events' in what ? 'reading' : 'publishing');
+    if (answer.status === 401 || answer.status === 403) throw this.refusal(answer, purpose);
+    return answer;
   }
 
   /**
@@ -202,14 +211,8 @@ export class ServerClient {
    * throws CredentialsError.
    */
   async tokenScope(waitMs: number): Promise<TokenScopeAnswer | undefined> {
-    let answer: Answer;
-    try {
-      answer = await this.exchange('v1/token', { method: 'GET' }, AbortSignal.timeout(waitMs));
-    } catch {
-      return undefined;
-    }
-    if (answer.status === 401 || answer.status === 403) throw this.refusal(answer);
-    return answer.status === 200 ? (parseJson(answer.text) as TokenScopeAnswer | undefined) : undefined;
+    const answer = await this.probe('v1/token', waitMs, 'publishing');
+    return answer?.status === 200 ? (parseJson(answer.text) as TokenScopeAnswer | undefined) : undefined;
   }
 
   /**
