@@ -1,6 +1,6 @@
 // The README's quickstart, kept as a file so that it is type-checked and run by the tests.
 import { z } from 'zod';
-import { openOutbox, type Emission } from '../src/outbox/index.js';
+import { openOutbox, scheduledRun, type Emission } from '../src/outbox/index.js';
 
 const storage = { writeBatch: async (batch: number) => void batch }; // your idempotent data write
 
@@ -9,7 +9,9 @@ const box = await openOutbox({
   path: process.env.ONCEBOX_OUTBOX ?? '.oncebox/orders-ingest.db',
   server: process.env.ONCEBOX_SERVER ?? 'http://127.0.0.1:8787',
   producer: 'orders-ingest',
-  run: { workflow: 'orders', runId: '2026-11-30', task: 'ingest', attempt: 1 },
+  // Today's run (a daily job under cron): a re-run today resumes it, tomorrow's is a run of its own. Its
+  // attempt is claimed from the server, one above the last. Under Airflow or CI: runFromEnvironment().
+  run: scheduledRun({ workflow: 'orders', task: 'ingest', every: 'day' }),
 }).catch((error: Error) => {
   console.error(`cannot start: ${error.message}`); // a refused token, a file that is not an outbox: the fix is named
   process.exit(1);
@@ -17,7 +19,8 @@ const box = await openOutbox({
 const batchReady = box.asset('batch_ready');
 const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
 const start = (progress.get()?.batch ?? 0) + 1; // a second run resumes from the checkpoint
-console.log(start === 1 ? 'starting at batch 1' : `resuming at batch ${start}: the file's checkpoint says ${start - 1} are done`);
+const { runId, attempt } = box.run!; // the attempt the server handed out
+console.log(`run ${runId}, attempt ${attempt}: ${start === 1 ? 'starting at batch 1' : `resuming at batch ${start}; the file's checkpoint says ${start - 1} are done`}`);
 
 const emitted: Emission[] = [];
 for (let batch = start; batch <= 3; batch++) {

@@ -1919,7 +1919,7 @@ export const BREAKS: Break[] = [
   {
     what: "a stream's summary listing every attempt (a run whose attempts jumped by thousands: an item of megabytes, built in quadratic time)",
     guarantee: 'G27',
-    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: "eb('attempt', '>', row.epoch - ATTEMPTS_LISTED)", replace: "eb('attempt', '>', 0)" }],
+    edits: [{ file: 'src/dedupe/catalog/stream-summaries.ts', find: "eb('attempt', '>', row.epoch - ATTEMPTS_LISTED)", replace: "eb('attempt', '>', 0)" }],
     caughtBy: [{ file: catalogBounds, name: 'attempts jumped by thousands' }],
   },
   {
@@ -1992,7 +1992,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a list of streams showing each checkpoint whole (values of 64 KiB each, on every row)',
     guarantee: 'G27',
-    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: 'const items = await this.summariesOfStreams(rows.slice(0, limit), CHECKPOINT_PREVIEW_CHARS);', replace: 'const items = await this.summariesOfStreams(rows.slice(0, limit), undefined && CHECKPOINT_PREVIEW_CHARS);' }],
+    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: 'rows.slice(0, limit), this.staleBefore(), CHECKPOINT_PREVIEW_CHARS);', replace: 'rows.slice(0, limit), this.staleBefore(), undefined && CHECKPOINT_PREVIEW_CHARS);' }],
     caughtBy: [{ file: catalogBounds, name: 'answers a list in pages bounded' }],
   },
   {
@@ -2475,6 +2475,24 @@ export const BREAKS: Break[] = [
     ],
     // Found by the simulation (a campaign's seed with two rows a request); its fixed seeds do not reach it.
     caughtBy: [{ file: lifecycle, name: "wherever the relay cut the commit's rows" }],
+  },
+  {
+    what: 'a run with no end and no request for the stale time shown running in its summary',
+    guarantee: 'catalog',
+    edits: [{ file: 'src/dedupe/catalog/stream-summaries.ts', find: ": !consumer && row.updated_at < staleBefore ? 'stale' : 'running'", replace: ": 'running'" }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'stale time as stale' }],
+  },
+  {
+    what: 'a stale run listed among the runs in progress',
+    guarantee: 'catalog',
+    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: "eb('s.updated_at', '>=', staleBefore), isConsumer(eb)", replace: "eb('s.updated_at', '>=', ''), isConsumer(eb)" }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'stale time as stale' }],
+  },
+  {
+    what: "a commit on a full disk throws better-sqlite3's own error, with no code of oncebox's and no fix named",
+    guarantee: 'G1',
+    edits: [{ file: 'src/outbox/outbox.ts', find: 'throw isTransientSqliteError(error) ? new OutboxWriteError(this.path, error) : error;', replace: 'throw error;' }],
+    caughtBy: [{ file: 'test/unit/failpoints.test.ts', name: "throw SQLite's own error" }, { file: 'test/fault/disk-full.test.ts' }],
   },
 ];
 

@@ -77,12 +77,20 @@ export function cursor(text: string): number {
   return value;
 }
 
-/** A number of days, as milliseconds; fractions allowed (0.5 is twelve hours). */
-export function days(text: string): number {
-  const value = Number(text);
-  if (!Number.isFinite(value) || value <= 0) throw new InvalidArgumentError(`must be a positive number of days (got ${text})`);
-  return Math.round(value * 24 * 60 * 60 * 1000);
+/** A parser of a positive number of `unit`s, as milliseconds; fractions allowed. */
+function span(unit: string, unitMs: number): (text: string) => number {
+  return (text) => {
+    const value = Number(text);
+    if (!Number.isFinite(value) || value <= 0) throw new InvalidArgumentError(`must be a positive number of ${unit} (got ${text})`);
+    return Math.round(value * unitMs);
+  };
 }
+
+/** A number of days, as milliseconds (0.5 is twelve hours). */
+export const days = span('days', 24 * 60 * 60 * 1000);
+
+/** A number of hours, as milliseconds. */
+export const hours = span('hours', 60 * 60 * 1000);
 
 /** `--rate-limit MAX[/WINDOW_MS]`, or `off`. */
 export function rateLimit(text: string): false | { max: number; windowMs: number } {

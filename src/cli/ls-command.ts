@@ -3,7 +3,7 @@ import { Option, type Command } from 'commander';
 import { ServerClient } from '../client/server-client.js';
 import { RELAY_DEFAULTS } from '../outbox/relay/defaults.js';
 import type { AssetSummary, ConsumerGroup, Page, PartitionPage, PartitionSummary, Rejection, StreamSummary } from '../protocol/catalog.js';
-import { CATALOG_MAX_LIMIT } from '../protocol/catalog.js';
+import { CATALOG_MAX_LIMIT, streamOutcomeSchema } from '../protocol/catalog.js';
 import { RejectionCode } from '../protocol/errors.js';
 import { clientToken, serverOption, Exit, exitsWith, UsageError, wholeNumber, withTokenOptions } from './arguments.js';
 
@@ -144,7 +144,7 @@ export function lsCommand(program: Command): Command {
     .option('--producer <name>', "only this producer's")
     .option('--run-id <id>', 'only this run')
     .addOption(new Option('--kind <kind>', 'only runs, or only consumer groups').choices(['run', 'consumer']))
-    .addOption(new Option('--outcome <outcome>', 'only streams with this outcome').choices(['running', 'succeeded', 'failed']));
+    .addOption(new Option('--outcome <outcome>', 'only streams with this outcome').choices(streamOutcomeSchema.options));
   list('consumers', 'consumer groups with their cursor, lag and last fetch').option('--producer <name>', "only this producer's groups");
   list('rejections', 'items the server refused for good, newest first, with the fix; the rows wait in the jobs\' files (oncebox dead)')
     .option('--producer <name>', "only this producer's")

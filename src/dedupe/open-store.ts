@@ -13,6 +13,7 @@ export interface StoreLocation {
   now?: (() => Date) | undefined;
   maxAttemptStep?: number;
   lineage?: LineagePolicy;
+  staleRunAfterMs?: number | undefined;
   /** A SQLite store must exist already (a tool's, not a server's). */
   mustExist?: boolean;
 }
@@ -23,8 +24,8 @@ export function isPostgresUrl(db: string): boolean {
 
 /** Opens (and migrates) the store a server, or `oncebox token`, works on. */
 export async function openDedupeStore(location: StoreLocation): Promise<DedupeStore> {
-  const { db, schema, durability, now, maxAttemptStep, lineage, mustExist } = location;
+  const { db, schema, durability, now, maxAttemptStep, lineage, mustExist, staleRunAfterMs } = location;
   return isPostgresUrl(db)
-    ? PostgresDedupeStore.open({ connectionString: db, schema, now, maxAttemptStep, lineage })
-    : new SqliteDedupeStore({ path: db, durability, now, maxAttemptStep, lineage, mustExist });
+    ? PostgresDedupeStore.open({ connectionString: db, schema, now, maxAttemptStep, lineage, staleRunAfterMs })
+    : new SqliteDedupeStore({ path: db, durability, now, maxAttemptStep, lineage, mustExist, staleRunAfterMs });
 }

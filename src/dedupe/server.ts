@@ -12,6 +12,7 @@ import { buildHttpApp } from './http-app.js';
 import { LAG_METRICS_EVERY_MS, MAX_LAG_SERIES, ServerMetrics } from './metrics.js';
 import { CachedFigure } from './cached-figure.js';
 import { CatalogGate } from './catalog/gate.js';
+import { DEFAULT_STALE_RUN_AFTER_MS } from './catalog/catalog.js';
 import type { ConsumerGroup } from '../protocol/catalog.js';
 import { openDedupeStore } from './open-store.js';
 import { DEFAULT_MAX_LINEAGE_DEPTH, LINEAGE_KEPT } from './ingest/lineage.js';
@@ -61,6 +62,7 @@ const serverOptionsSchema = z.strictObject({
   eventRetentionMs: z.number().int().min(60_000).nullable().default(null),
   streamRetentionMs: z.number().int().min(60_000).optional(),
   newStreamsPerMinute: z.number().int().min(1).default(1200),
+  staleRunAfterMs: z.number().int().min(60_000).default(DEFAULT_STALE_RUN_AFTER_MS),
   compactEveryMs: z.number().int().min(0).default(10 * 60_000),
   metricsRegistry: z
     .custom<Registry>((value) => typeof value === 'object' && value !== null && typeof (value as Registry).registerMetric === 'function', {
@@ -139,6 +141,11 @@ export interface ServerOptions {
   logger?: boolean | Record<string, unknown> | undefined;
   /** How long dedupe records are kept: longer than the longest retry horizon. @defaultValue 30 days */
   dedupeRetentionMs?: number | undefined;
+  /**
+   * How long a run with no lifecycle end may go without a request before the catalog and console show it
+   * stale rather than running (its job died unheard, or never calls complete()). @defaultValue 24 hours
+   */
+  staleRunAfterMs?: number | undefined;
   /** How long events are kept; null keeps them forever. @defaultValue null */
   eventRetentionMs?: number | null | undefined;
   /**

@@ -1,14 +1,8 @@
 import type { z } from 'zod';
 import { Checkpoint } from '../checkpoint/checkpoint.js';
 import { assetNameSchema, describeFirstIssue, emissionPayloadSchema } from '../protocol/emission.js';
-import {
-  CredentialsError,
-  EmissionValidationError,
-  NoRunContextError,
-  NotCommittedError,
-  OutboxClosedError,
-  RunEndedError,
-} from '../protocol/errors.js';
+import { CredentialsError, EmissionValidationError, NoRunContextError, NotCommittedError, OutboxClosedError, OutboxWriteError, RunEndedError } from '../protocol/errors.js';
+import { isTransientSqliteError } from '../sqlite/local-errors.js';
 import { activeTraceContext, loadOtel, type OtelApi } from '../protocol/trace.js';
 import type { Receipt, StreamState, TokenScopeAnswer } from '../protocol/wire.js';
 import { CommitTransaction, describeFailure, type CommitContext, type Terminal } from './commit/commit.js';
@@ -234,7 +228,13 @@ export class Outbox {
    * relay. `quiet` leaves out the crash tests' failpoint, for a commit the job did not ask for.
    */
   private transact<T>(tx: CommitTransaction, body: (tx: CommitTransaction) => T, quiet = false): T {
-    const result = this.runInTransaction.immediate(tx, body) as T;
+    let result: T;
+    try {
+      result = this.runInTransaction.immediate(tx, body) as T;
+    } catch (error) {
+      // SQLite's own errors of the moment get a typed error naming the fix; the job's own pass unchanged.
+      throw isTransientSqliteError(error) ? new OutboxWriteError(this.path, error) : error;
+    }
     tx.committed();
     if (!quiet) failpoint('commit:after-commit');
     // A checkpoint update goes at once too: it is the server's copy a retry on a fresh machine resumes from.

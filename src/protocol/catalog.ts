@@ -124,7 +124,12 @@ export const attemptSummarySchema = z.object({
 });
 export type AttemptSummary = z.infer<typeof attemptSummarySchema>;
 
-export const streamOutcomeSchema = z.enum(['running', 'succeeded', 'failed']);
+export const streamOutcomeSchema = z
+  .enum(['running', 'stale', 'succeeded', 'failed'])
+  .describe(
+    "From the run's lifecycle events: running until box.complete() or a final box.fail(); stale when a run without either has " +
+      "made no request for the server's staleRunAfterMs (24 hours by default): its job died unheard, or never ends its runs.",
+  );
 export type StreamOutcome = z.infer<typeof streamOutcomeSchema>;
 
 export const streamSummarySchema = z.object({
@@ -142,7 +147,7 @@ export const streamSummarySchema = z.object({
     .record(z.string(), z.unknown())
     .describe(`The mirrored checkpoints, by name. In a list, a value longer than ${CHECKPOINT_PREVIEW_CHARS} characters as JSON is its JSON cut there and ended with …, and named in cutCheckpoints.`),
   cutCheckpoints: z.array(z.string()).describe("The checkpoints this answer shows cut; the stream's own page (GET /v1/catalog/streams/{producer}/{runId}) has them whole."),
-  outcome: streamOutcomeSchema.describe("From the run's lifecycle events: running until box.complete() or a final box.fail()."),
+  outcome: streamOutcomeSchema,
   willRetry: z.boolean().describe('An attempt failed with a retry to come (the outcome stays running).'),
   lastDeliveryAt: timestamp,
 });
@@ -214,6 +219,8 @@ export const consumerQuerySchema = z.strictObject({ ...pageQuery, producer: name
 export const overviewSchema = z.object({
   assets: pageSchema(assetSummarySchema),
   running: pageSchema(streamSummarySchema).describe('Runs in progress, newest delivery first.'),
+  stale: pageSchema(streamSummarySchema).describe('Runs with no end and no request for staleRunAfterMs, newest delivery first.'),
+  staleRunAfterMs: count.describe("The server's stale time: how long a run without an end may make no request before it is shown stale."),
   consumers: pageSchema(consumerGroupSchema),
   rejections: z.object({ lastDay: count, recent: z.array(rejectionSchema) }),
   newestCursor: count.describe('The newest event the token may read: a console long-polls GET /v1/events?after= it for live updates.'),

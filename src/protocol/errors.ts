@@ -15,6 +15,8 @@ export const ProducerErrorCode = {
   SchemaTooNew: 'schema_too_new',
   WrongOutboxFile: 'wrong_outbox_file',
   OutboxFileUnusable: 'outbox_file_unusable',
+  /** A commit could not be written to the outbox file: its disk is full, another process held the file too long, an I/O error. */
+  OutboxWriteFailed: 'outbox_write_failed',
   LeaseLost: 'lease_lost',
   Rejected: 'rejected',
   StreamStateLost: 'stream_state_lost',
@@ -215,6 +217,33 @@ export class OutboxFileError extends OnceboxError {
         : 'Check that the path is right and that its directory exists and is writable. A damaged outbox still holds pending rows: ' +
           'keep a copy before anything else, and see docs/operations.md.';
     super(ProducerErrorCode.OutboxFileUnusable, `${file}: cannot use this outbox file (${reason}). ${fix}`, { cause });
+  }
+}
+
+/**
+ * SQLite could not write a commit to the outbox file, for a reason of the moment rather than of the data:
+ * the commit wrote nothing (its checkpoints and emissions are as they were before it), and the same
+ * commit succeeds once the cause is gone. `sqliteCode` is SQLite's own (SQLITE_FULL, SQLITE_BUSY…);
+ * the `cause` is better-sqlite3's error.
+ */
+export class OutboxWriteError extends OnceboxError {
+  readonly sqliteCode: string;
+  constructor(
+    readonly file: string,
+    cause: Error & { code: string },
+  ) {
+    const what = cause.code.startsWith('SQLITE_FULL')
+      ? 'the disk it is on is full. Free space there'
+      : /^SQLITE_(BUSY|LOCKED)/.test(cause.code)
+        ? 'another process held the file past the busy timeout. Find what holds it (a second job or tool on the same file)'
+        : 'the disk or file system failed to read or write it. Check the disk';
+    super(
+      ProducerErrorCode.OutboxWriteFailed,
+      `${file}: this commit wrote nothing (${cause.code}: ${cause.message}): ${what}, then commit again, or let the job fail: its retry resumes ` +
+        'from the last checkpoint that was written (docs/runbook.md)',
+      { cause },
+    );
+    this.sqliteCode = cause.code;
   }
 }
 

@@ -58,7 +58,8 @@ export type AttemptEnd =
   | { kind: 'zombie'; at: KillPoint; hit: number; resume: 'with-next' | 'after-next' }
   /**
    * The `hit`-th commit throws the error SQLite throws when the disk is full (`SQLITE_FULL`) or another
-   * process holds the file too long (`SQLITE_BUSY`), and is rolled back: nothing of it is written. The
+   * process holds the file too long (`SQLITE_BUSY`), and is rolled back: nothing of it is written, and
+   * `commit()` raises it as `OutboxWriteError`, as it does a real one. The
    * attempt goes on as the job makes it: a job that lets the error end the attempt is retried, one that
    * commits the batch again goes on; one that skips the batch loses its events.
    */

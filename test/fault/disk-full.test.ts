@@ -79,10 +79,30 @@ describe.skipIf(mountProblem !== undefined)(`a full disk under the outbox${mount
     expect(box.relay!.failure).toBeUndefined();
     expect((await server.events()).length).toBeGreaterThan(0);
 
+    // The job's commits on the full disk: one soon finds no room (the first may fit in the WAL's free
+    // pages), and throws a typed error naming the fix, having written nothing.
+    const commitMore = () => {
+      for (let batch = 31; batch <= 200; batch++) {
+        box.commit((tx) => {
+          tx.set(progress, { batch });
+          tx.emit(ready, { partitionKey: `extra-${batch}`, extra: { padding: 'x'.repeat(16_000) } });
+        });
+      }
+    };
+    expect(commitMore).toThrow(expect.objectContaining({ name: 'OutboxWriteError', code: 'outbox_write_failed', sqliteCode: 'SQLITE_FULL' }));
+    const written = progress.get()!.batch;
+
     freeSpace();
+    // Committed again once there is room, from the last checkpoint written.
+    box.commit((tx) => {
+      tx.set(progress, { batch: written + 1 });
+      tx.emit(ready, { partitionKey: `extra-${written + 1}` });
+    });
     await expect.poll(() => box.status().pending, { timeout: 60_000 }).toBe(0);
     expect(box.relay!.failure).toBeUndefined();
-    expect((await server.events()).map((event) => event.partitionKey)).toEqual(Array.from({ length: 30 }, (_, i) => `batch-${i + 1}`));
+    // Each commit that was written, once and in order; nothing of the one that failed.
+    const extras = Array.from({ length: written + 1 - 30 }, (_, i) => `extra-${31 + i}`);
+    expect((await server.events()).map((event) => event.partitionKey)).toEqual([...Array.from({ length: 30 }, (_, i) => `batch-${i + 1}`), ...extras]);
     expect(await box.close()).toMatchObject({ pending: 0, dead: 0 });
   }, 180_000);
 });

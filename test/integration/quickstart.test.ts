@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { REPO, runScript } from '../support/child.js';
 import { startServer } from '../support/server.js';
+import { startFaultProxy } from '../support/fault-proxy.js';
 import { tempDir } from '../support/temp.js';
 
 describe('the README quickstart', () => {
@@ -32,29 +33,44 @@ describe('the README quickstart', () => {
     const first = await runScript('examples/quickstart.ts', [], { env });
     expect(first.code, first.stderr).toBe(0);
     const firstLines = first.lines.map((line) => line.text);
-    expect(firstLines[0]).toBe('starting at batch 1');
+    // Today's run, its attempt claimed from the server.
+    const today = new Date().toISOString().slice(0, 10);
+    expect(firstLines[0]).toBe(`run ${today}, attempt 1: starting at batch 1`);
     expect(firstLines.slice(1)).toEqual(['batch-1', 'batch-2', 'batch-3', 'done'].map((partition) => expect.stringMatching(new RegExp(`^${partition}: published as event [0-9a-f-]{36}$`))));
     const again = await runScript('examples/quickstart.ts', [], { env });
     expect(again.code, again.stderr).toBe(0);
     expect(again.lines.map((line) => line.text)).toEqual([
-      "resuming at batch 4: the file's checkpoint says 3 are done",
+      `run ${today}, attempt 2: resuming at batch 4; the file's checkpoint says 3 are done`,
       expect.stringMatching(/^done: published before, as event [0-9a-f-]{36}; this retry added nothing$/),
     ]);
     const stored = (await server.store.listEvents({ after: 0, limit: 100 })).events;
     expect(stored.map((event) => event.partitionKey)).toEqual(['batch-1', 'batch-2', 'batch-3', 'done']);
+    expect(new Set(stored.map((event) => event.runId))).toEqual(new Set([today]));
   });
 
-  it('says what is left and exits 1 when the server is down, instead of hanging', async () => {
+  it('says what is left and exits 1 when the server goes down after the start, instead of hanging', async () => {
+    const { url } = await startServer();
+    // The server answers the claim of the attempt, then no delivery reaches it.
+    const proxy = await startFaultProxy(url, { choose: ({ url: path }) => (path.startsWith('/v1/emissions') ? 'drop-request' : 'forward') });
     const path = join(tempDir(), 'quickstart.db');
-    const env = { ONCEBOX_SERVER: 'http://127.0.0.1:9', ONCEBOX_OUTBOX: path, ONCEBOX_LOG_LEVEL: 'warn' };
+    const env = { ONCEBOX_SERVER: proxy.url, ONCEBOX_OUTBOX: path, ONCEBOX_LOG_LEVEL: 'warn' };
     const run = await runScript('examples/quickstart.ts', [], { env, timeoutMs: 40_000 });
     expect(run.code).toBe(1);
     expect(run.lines.map((line) => line.text)).toContain('batch-1: not published yet (network)');
     expect(run.stderr).toContain(
-      `not done: ${path}: 4 events and 3 checkpoint updates not delivered yet (they stay in the file; the next run delivers them, or \`oncebox relay ${path} --server http://127.0.0.1:9 --drain\` now); last delivery error: could not reach http://127.0.0.1:9/v1/emissions`,
+      `not done: ${path}: 4 events and 3 checkpoint updates not delivered yet (they stay in the file; the next run delivers them, or \`oncebox relay ${path} --server ${proxy.url} --drain\` now); last delivery error: could not reach ${proxy.url}/v1/emissions`,
     );
     // The default logger said it too, as JSON on stderr (not a terminal), once per cause.
     expect(run.stderr.match(/"code":"closed_with_work_left"/g)).toHaveLength(1);
+  });
+
+  it('stops at the start, committing nothing, when no server answers its claim of an attempt', async () => {
+    const path = join(tempDir(), 'quickstart.db');
+    const run = await runScript('examples/quickstart.ts', [], { env: { ONCEBOX_SERVER: 'http://127.0.0.1:9', ONCEBOX_OUTBOX: path }, timeoutMs: 60_000 });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^cannot start: run \d{4}-\d\d-\d\d could not claim its attempt from the server: no server answered within 30000 ms .*Make the server reachable/m);
+    const status = await runScript('src/cli/main.ts', ['status', path, '--json']);
+    expect(status.lines).toEqual([expect.objectContaining({ pending: 0, dead: 0 })]);
   });
 
   it('names the refusal when the server refuses an event for good, instead of "last error: none"', async () => {
@@ -68,7 +84,9 @@ describe('the README quickstart', () => {
   });
 
   it('logs one readable line per cause on a terminal (or with ONCEBOX_LOG_FORMAT=pretty), not JSON', async () => {
-    const env = { ONCEBOX_SERVER: 'http://127.0.0.1:9', ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db'), ONCEBOX_LOG_LEVEL: 'warn', ONCEBOX_LOG_FORMAT: 'pretty' };
+    const { url } = await startServer();
+    const proxy = await startFaultProxy(url, { choose: ({ url: path }) => (path.startsWith('/v1/emissions') ? 'drop-request' : 'forward') });
+    const env = { ONCEBOX_SERVER: proxy.url, ONCEBOX_OUTBOX: join(tempDir(), 'quickstart.db'), ONCEBOX_LOG_LEVEL: 'warn', ONCEBOX_LOG_FORMAT: 'pretty' };
     const run = await runScript('examples/quickstart.ts', [], { env, timeoutMs: 40_000 });
     const logLines = run.stderr.split('\n').filter((line) => / (WARN|ERROR): /.test(line));
     expect(logLines.length).toBeGreaterThan(0);

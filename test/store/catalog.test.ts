@@ -122,6 +122,34 @@ for (const backend of BACKENDS) {
       expect((await get(server.url, '/v1/catalog/streams/p/nope')).status).toBe(404);
     });
 
+    it('shows a run with no end and no request for the stale time as stale, and running again once it makes one', async () => {
+      let clock = Date.parse('2026-12-01T00:00:00Z');
+      const server = await startServer({ backend, now: () => new Date(clock), staleRunAfterMs: 3600_000 });
+      const { url } = server;
+      const retrying = { outcome: 'failed', workflow: STREAM.workflow, runId: 'r8', task: null, attempt: 1, willRetry: true, held: 0, error: { message: 'flaky' } };
+      expect(statuses(await send(url, [item(1, newKey())], attempt('r7', 1)))).toEqual(['accepted']);
+      expect(statuses(await send(url, [{ seq: 1, key: outcomeKey(STREAM.producer, retrying, 'failed', 1), kind: 'event', asset: 'oncebox.run_failed', extra: retrying }], attempt('r8', 1)))).toEqual(['accepted']);
+      const done = { outcome: 'succeeded', workflow: STREAM.workflow, runId: 'r9', task: null };
+      expect(statuses(await send(url, [{ seq: 1, key: outcomeKey(STREAM.producer, done, 'succeeded', 0), kind: 'event', asset: 'oncebox.run_succeeded', extra: done }], attempt('r9', 1)))).toEqual(['accepted']);
+      const outcomes = async (query = '') => Object.fromEntries((await get(url, `/v1/catalog/streams${query}`)).json.items.map((s: any) => [s.runId, s.outcome]));
+      expect(await outcomes()).toEqual({ r7: 'running', r8: 'running', r9: 'succeeded' });
+      // One minute short of the stale time: still running.
+      clock += 59 * 60_000;
+      expect(await outcomes('?outcome=stale')).toEqual({});
+      // Past it: the run without an end and the retry that never came are stale; an ended run stays ended.
+      clock += 2 * 60_000;
+      expect(await outcomes()).toEqual({ r7: 'stale', r8: 'stale', r9: 'succeeded' });
+      expect(await outcomes('?outcome=stale')).toEqual({ r7: 'stale', r8: 'stale' });
+      expect(await outcomes('?outcome=running')).toEqual({});
+      const overview = (await get(url, '/v1/catalog')).json;
+      expect(overview.stale.items.map((s: any) => s.runId).sort()).toEqual(['r7', 'r8']);
+      expect([overview.running.items, overview.staleRunAfterMs]).toEqual([[], 3600_000]);
+      expect((await get(url, '/v1/catalog/streams/p/r8')).json).toMatchObject({ outcome: 'stale', willRetry: true });
+      // The run's job was alive after all: its next request makes it running again.
+      expect(statuses(await send(url, [item(2, newKey())], attempt('r7', 1)))).toEqual(['accepted']);
+      expect(await outcomes('?outcome=running')).toEqual({ r7: 'running' });
+    });
+
     it("keeps a run's failure through the requests that follow it: a lost answer's re-send, a later commit", async () => {
       const server = await startServer({ backend });
       const { url } = server;

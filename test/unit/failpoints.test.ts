@@ -49,7 +49,7 @@ describe('failpoints', () => {
     });
     const lines = run.stdout.trim().split('\n');
     expect(lines[0]).toBe('{"failpoint":"commit:after-write","hit":2,"throw":"SQLITE_FULL"}');
-    expect(JSON.parse(lines[1]!), run.stderr).toEqual({ first: 'committed', second: 'SqliteError SQLITE_FULL: database or disk is full', progress: 1, pending: 2 });
+    expect(JSON.parse(lines[1]!), run.stderr).toEqual({ first: 'committed', second: expect.stringMatching(/^OutboxWriteError outbox_write_failed: .*outbox\.db: this commit wrote nothing \(SQLITE_FULL: database or disk is full\): the disk it is on is full\. Free space there, then commit again/), progress: 1, pending: 2 });
     const unknown = spawnSync(process.execPath, ['--import', 'tsx', '-e', "import('./src/failpoints/failpoints.ts')"], {
       cwd: REPO,
       encoding: 'utf8',

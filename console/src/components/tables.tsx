@@ -51,6 +51,7 @@ export function AssetTable({ assets, caption }: { assets: AssetSummary[]; captio
 }
 
 export function outcomeBadge(stream: Pick<StreamSummary, 'outcome' | 'willRetry'>) {
+  if (stream.outcome === 'stale') return <Badge kind="stale">{stream.willRetry ? 'stale · its retry never came' : 'stale'}</Badge>;
   if (stream.willRetry) return <Badge kind="retrying">running · retry to come</Badge>;
   return <Badge kind={stream.outcome}>{stream.outcome}</Badge>;
 }

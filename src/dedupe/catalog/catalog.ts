@@ -1,4 +1,4 @@
-import { sql, type ExpressionBuilder } from 'kysely';
+import { sql } from 'kysely';
 import { z } from 'zod';
 import {
   CATALOG_PAGE_ROWS,
@@ -17,23 +17,23 @@ import {
 } from '../../protocol/catalog.js';
 import type { RejectionCode } from '../../protocol/errors.js';
 import { LifecycleAsset } from '../../protocol/lifecycle.js';
-import { streamOf, toStoredEvent, type EventRow, type StoredRunOutcome } from '../tables.js';
-import type { CatalogDatabase, CatalogSchema } from './database.js';
+import { streamOf, toStoredEvent, type EventRow } from '../tables.js';
+import type { CatalogDatabase } from './database.js';
 import { consumerGroups } from './consumer-groups.js';
 import type { CatalogScope, PageQuery } from './scope.js';
 import { boundedPage, PAGE_BYTES } from './page.js';
 import { decodePageCursor, nameKey } from './page-cursor.js';
 import { advanceRollup } from './rollup.js';
-import { attemptsOf, EVENT_REF_COLUMNS, isConsumer, producerScope, REFUSAL_TABLES, refusalKey, refusals, startsWith, toEventRef, toRejection } from './rows.js';
+import { streamSummaries } from './stream-summaries.js';
+import { EVENT_REF_COLUMNS, isConsumer, producerScope, REFUSAL_TABLES, refusalKey, refusals, startsWith, toEventRef, toRejection } from './rows.js';
 
 export type { CatalogScope, PageQuery } from './scope.js';
 
-type StreamKey = { producer: string; run_id: string; task: string };
-
-/** The attempts a stream's summary lists: the latest this many numbers up to its epoch. */
-const ATTEMPTS_LISTED = 100;
 /** A run's lifecycle events its page shows, the newest. */
 const LIFECYCLE_LISTED = 200;
+
+/** How long a run may go without a request and no lifecycle end before it is shown stale, by default. */
+export const DEFAULT_STALE_RUN_AFTER_MS = 24 * 3600_000;
 
 const LIFECYCLE_ASSETS = [LifecycleAsset.Succeeded, LifecycleAsset.Failed, LifecycleAsset.Fenced];
 const streamKey = z.tuple([z.string(), z.string(), z.string(), z.string()]);
@@ -54,7 +54,17 @@ export class Catalog {
     private readonly db: CatalogDatabase,
     /** The store's clock: what a fetch note and the overview's day are stamped by. */
     readonly now: () => Date,
+    /**
+     * A run with no lifecycle end and no request for this long is shown stale rather than running: its job
+     * died unheard, or never calls complete(). Consumer groups have no end, and are never stale.
+     */
+    private readonly staleRunAfterMs: number = DEFAULT_STALE_RUN_AFTER_MS,
   ) {}
+
+  /** The newest `updated_at` a run without an end may have and be stale (ISO strings sort as times). */
+  private staleBefore(): string {
+    return new Date(this.now().getTime() - this.staleRunAfterMs).toISOString();
+  }
 
   async assets(query: PageQuery & { prefix?: string | undefined }, scope: CatalogScope): Promise<Page<AssetSummary>> {
     await this.ready();
@@ -131,14 +141,20 @@ export class Catalog {
     if (query.producer !== undefined) select = select.where('s.producer', '=', query.producer);
     if (query.runId !== undefined) select = select.where('s.run_id', '=', query.runId);
     if (query.kind !== undefined) select = select.where((eb) => (query.kind === 'consumer' ? isConsumer(eb) : eb.not(isConsumer(eb))));
-    if (query.outcome === 'running') select = select.where((eb) => eb.or([eb('s.outcome', 'is', null), eb('s.outcome', '=', 'retrying')]));
-    else if (query.outcome !== undefined) select = select.where('s.outcome', '=', query.outcome);
+    if (query.outcome === 'running' || query.outcome === 'stale') {
+      const staleBefore = this.staleBefore();
+      select = select.where((eb) => eb.or([eb('s.outcome', 'is', null), eb('s.outcome', '=', 'retrying')]));
+      select =
+        query.outcome === 'stale'
+          ? select.where((eb) => eb.and([eb('s.updated_at', '<', staleBefore), eb.not(isConsumer(eb))]))
+          : select.where((eb) => eb.or([eb('s.updated_at', '>=', staleBefore), isConsumer(eb)]));
+    } else if (query.outcome !== undefined) select = select.where('s.outcome', '=', query.outcome);
     if (after) {
       select = select.where((eb) => eb(eb.refTuple('s.updated_at', 's.producer', 's.run_id', 's.task'), '<', eb.tuple(...after)));
     }
     const rows = await this.db.all(select);
     // A list shows each checkpoint's value cut to a preview; the stream's own page has them whole.
-    const items = await this.summariesOfStreams(rows.slice(0, limit), CHECKPOINT_PREVIEW_CHARS);
+    const items = await streamSummaries(this.db, rows.slice(0, limit), this.staleBefore(), CHECKPOINT_PREVIEW_CHARS);
     return boundedPage(rows, limit, items, (row) => [row.updated_at, row.producer, row.run_id, row.task], query.maxBytes);
   }
 
@@ -156,7 +172,7 @@ export class Catalog {
     );
     if (rows.length === 0) return undefined;
     const [[summary], lifecycle, rejections] = await Promise.all([
-      this.summariesOfStreams(rows),
+      streamSummaries(this.db, rows, this.staleBefore()),
       this.db.all(
         q
           .selectFrom('events')
@@ -214,12 +230,13 @@ export class Catalog {
   async overview(scope: CatalogScope): Promise<Overview> {
     const at = this.now();
     const dayAgo = at.getTime() - 24 * 3600_000;
-    const [assets, running, consumers, recent, [lastDay], newestCursor] = await Promise.all([
-      // Four lists in one answer: a quarter of a page's bytes each.
-      this.assets({ limit: 20, maxBytes: PAGE_BYTES / 4 }, scope),
-      this.streams({ limit: 20, kind: 'run', outcome: 'running', maxBytes: PAGE_BYTES / 4 }, scope),
-      this.consumers({ limit: 50, maxBytes: PAGE_BYTES / 4 }, scope),
-      this.rejections({ limit: 10, maxBytes: PAGE_BYTES / 4 }, scope),
+    const [assets, running, stale, consumers, recent, [lastDay], newestCursor] = await Promise.all([
+      // Five lists in one answer: a fifth of a page's bytes each.
+      this.assets({ limit: 20, maxBytes: PAGE_BYTES / 5 }, scope),
+      this.streams({ limit: 20, kind: 'run', outcome: 'running', maxBytes: PAGE_BYTES / 5 }, scope),
+      this.streams({ limit: 20, kind: 'run', outcome: 'stale', maxBytes: PAGE_BYTES / 5 }, scope),
+      this.consumers({ limit: 50, maxBytes: PAGE_BYTES / 5 }, scope),
+      this.rejections({ limit: 10, maxBytes: PAGE_BYTES / 5 }, scope),
       Promise.all(
         REFUSAL_TABLES.map((table) =>
           this.db.all(
@@ -237,6 +254,8 @@ export class Catalog {
     return {
       assets,
       running,
+      stale,
+      staleRunAfterMs: this.staleRunAfterMs,
       consumers,
       rejections: { lastDay: Number(lastDay?.n ?? 0), recent: recent.items },
       newestCursor: newestCursor ?? 0,
@@ -293,88 +312,6 @@ export class Catalog {
     if (cursors.length === 0) return new Map();
     const rows = await this.db.all(this.db.q.selectFrom('events').select([...EVENT_REF_COLUMNS, 'partition_date']).where('cursor', 'in', [...cursors]));
     return new Map(rows.map((row) => [Number(row.cursor), { ref: toEventRef(row), partitionDate: row.partition_date }]));
-  }
-
-  /**
-   * Each stream's summary; with `preview`, a checkpoint value longer than that many characters of JSON is
-   * read only so far (the rest never leaves the database) and shown cut, named in `cutCheckpoints`.
-   */
-  private async summariesOfStreams(
-    rows: readonly (StreamKey & { epoch: number; updated_at: string; outcome: StoredRunOutcome | null; consumer: unknown })[],
-    preview?: number,
-  ): Promise<StreamSummary[]> {
-    if (rows.length === 0) return [];
-    const { q } = this.db;
-    const ofStreams = (eb: ExpressionBuilder<CatalogSchema, 'stream_seqs' | 'stream_fences' | 'stream_checkpoints'>) =>
-      eb.or(rows.map((row) => eb.and([eb('producer', '=', row.producer), eb('run_id', '=', row.run_id), eb('task', '=', row.task)])));
-    // The attempts listed are the latest ATTEMPTS_LISTED numbers up to the epoch: a run whose attempts
-    // jumped by thousands lists what a person reads, and the page stays bounded.
-    const recentOf = (eb: ExpressionBuilder<CatalogSchema, 'stream_seqs' | 'stream_fences'>) =>
-      eb.or(rows.map((row) => eb.and([eb('producer', '=', row.producer), eb('run_id', '=', row.run_id), eb('task', '=', row.task), eb('attempt', '>', row.epoch - ATTEMPTS_LISTED)])));
-    const totals = (table: 'stream_seqs' | 'stream_fences') =>
-      this.db.all(
-        q
-          .selectFrom(table)
-          .select(['producer', 'run_id', 'task', (eb) => eb.fn.min('attempt').as('first')])
-          .select(table === 'stream_seqs' ? sql<number>`sum(duplicates)`.as('duplicates') : sql<number>`0`.as('duplicates'))
-          .where(ofStreams)
-          .groupBy(['producer', 'run_id', 'task']),
-      );
-    const [seqs, fences, checkpoints, seqTotals, fenceTotals] = await Promise.all([
-      this.db.all(q.selectFrom('stream_seqs').selectAll().where(recentOf).orderBy('attempt')),
-      this.db.all(q.selectFrom('stream_fences').selectAll().where(recentOf).orderBy('attempt')),
-      this.db.all(
-        q
-          .selectFrom('stream_checkpoints')
-          .select(['producer', 'run_id', 'task', 'name'])
-          .select(preview === undefined ? sql<string>`value`.as('value') : sql<string>`substr(value, 1, ${preview + 1})`.as('value'))
-          .where(ofStreams)
-          .orderBy('name'),
-      ),
-      totals('stream_seqs'),
-      totals('stream_fences'),
-    ]);
-    const of = (row: StreamKey) => JSON.stringify([row.producer, row.run_id, row.task]);
-    const group = <Row extends StreamKey>(list: readonly Row[]) => {
-      const grouped = new Map<string, Row[]>();
-      for (const row of list) {
-        const rows = grouped.get(of(row));
-        if (rows) rows.push(row);
-        else grouped.set(of(row), [row]);
-      }
-      return grouped;
-    };
-    // Both databases count characters (code points), not UTF-16 units.
-    const isCut = (value: string) => preview !== undefined && value.length > preview && [...value].length > preview;
-    const seqsOf = group(seqs);
-    const fencesOf = group(fences);
-    const checkpointsOf = group(checkpoints);
-    const seqTotalOf = new Map(seqTotals.map((total) => [of(total), total]));
-    const fenceTotalOf = new Map(fenceTotals.map((total) => [of(total), total]));
-    return rows.map((row): StreamSummary => {
-      const attempts = attemptsOf(row.epoch, seqsOf.get(of(row)) ?? [], fencesOf.get(of(row)) ?? []);
-      const first = Math.min(Number(seqTotalOf.get(of(row))?.first ?? Infinity), Number(fenceTotalOf.get(of(row))?.first ?? Infinity));
-      return {
-        producer: row.producer,
-        runId: row.run_id,
-        task: row.task === '' ? null : row.task,
-        kind: Boolean(Number(row.consumer)) || row.consumer === true ? 'consumer' : 'run',
-        epoch: row.epoch,
-        lastSeq: attempts.find((attempt) => attempt.attempt === row.epoch)?.lastSeq ?? 0,
-        attempts,
-        attemptsCut: first <= row.epoch - ATTEMPTS_LISTED,
-        fencedAttempts: attempts.filter((attempt) => attempt.attempt < row.epoch).map((attempt) => attempt.attempt),
-        duplicates: Number(seqTotalOf.get(of(row))?.duplicates ?? 0),
-        // Built from entries, not by assignment: a checkpoint named __proto__ is an entry like any other.
-        checkpoints: Object.fromEntries(
-          (checkpointsOf.get(of(row)) ?? []).map((checkpoint) => [checkpoint.name, isCut(checkpoint.value) ? `${[...checkpoint.value].slice(0, preview).join('')}…` : JSON.parse(checkpoint.value)]),
-        ),
-        cutCheckpoints: (checkpointsOf.get(of(row)) ?? []).filter((checkpoint) => isCut(checkpoint.value)).map((checkpoint) => checkpoint.name),
-        outcome: row.outcome === 'succeeded' || row.outcome === 'failed' ? row.outcome : 'running',
-        willRetry: row.outcome === 'retrying',
-        lastDeliveryAt: row.updated_at,
-      };
-    });
   }
 
   /** The newest event's cursor of these assets (of every asset for null); null when they have none. */

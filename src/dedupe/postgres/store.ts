@@ -34,6 +34,8 @@ export interface PostgresStoreOptions {
   maxAttemptStep?: number;
   /** How deep consumers' chains of emissions may go, and which assets may cycle. @defaultValue depth 16, no cycles */
   lineage?: LineagePolicy;
+  /** How long a run may go without a request and no end before the catalog shows it stale. @defaultValue 24 hours */
+  staleRunAfterMs?: number | undefined;
 }
 
 /** Connections of an instance's pool for the catalog, beside its pool for publishing. */
@@ -76,6 +78,7 @@ export class PostgresDedupeStore implements DedupeStore {
     readonly schema: string,
     now: (() => Date) | undefined,
     private readonly policy: IngestPolicy,
+    staleRunAfterMs: number | undefined,
   ) {
     this.channel = `oncebox_events_${advisoryKey(schema, 'events')}`;
     this.db = new Kysely<PgSchema>({ dialect: new PostgresDialect({ pool }) });
@@ -88,7 +91,7 @@ export class PostgresDedupeStore implements DedupeStore {
     this.now = now ?? (() => new Date());
     this.tokens = new TokenRegistry(new Kysely({ dialect: new PostgresDialect({ pool }) }), this.now);
     this.catalogDb = new PostgresCatalogDatabase(catalogPool, this.db as unknown as Kysely<CatalogSchema>);
-    this.catalog = new Catalog(this.catalogDb, this.now);
+    this.catalog = new Catalog(this.catalogDb, this.now, staleRunAfterMs);
   }
 
   /** Connects, migrates the schema (safely beside other instances doing the same) and loads the assets. */
@@ -113,7 +116,7 @@ export class PostgresDedupeStore implements DedupeStore {
     });
     try {
       await migratePostgres(pool, schema, serverPostgresMigrations);
-      const store = new PostgresDedupeStore(pool, catalogPool, schema, options.now, ingestPolicy(options));
+      const store = new PostgresDedupeStore(pool, catalogPool, schema, options.now, ingestPolicy(options), options.staleRunAfterMs);
       await store.loadAssets();
       await store.listen(options.connectionString);
       return store;

@@ -33,6 +33,8 @@ export interface SqliteStoreOptions {
   maxAttemptStep?: number;
   /** How deep consumers' chains of emissions may go, and which assets may cycle. @defaultValue depth 16, no cycles */
   lineage?: LineagePolicy;
+  /** How long a run may go without a request and no end before the catalog shows it stale. @defaultValue 24 hours */
+  staleRunAfterMs?: number | undefined;
   /**
    * Refuse a missing file rather than create an empty store: for tools pointed at an existing server's
    * store (`oncebox token`), where a misspelt path would make a store no server reads. @defaultValue false
@@ -99,7 +101,7 @@ export class SqliteDedupeStore implements DedupeStore {
       return idle.length;
     });
     this.catalogDb = new SqliteCatalogDatabase(this.db);
-    this.catalog = new Catalog(this.catalogDb, this.now);
+    this.catalog = new Catalog(this.catalogDb, this.now, options.staleRunAfterMs);
     this.compactEvents = this.db.transaction((cutoff: string, limit: number) => {
       const cursors = JSON.stringify(this.statements.oldEvents.all({ cutoff, limit }).map((row) => row.cursor));
       this.statements.keepRecords.run({ cursors });
