@@ -196,7 +196,30 @@ export function untilSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
+    whenStarterEnds(() => resolve('SIGTERM'));
   });
+}
+
+/** How often a command started by npx looks whether npx is still there. */
+const STARTER_CHECK_MS = 1000;
+
+/**
+ * npx (npm exec) runs a command through `sh -c`, and when it gets SIGTERM it ends without passing the
+ * signal on: a server or relay started by `npx oncebox …` would run on, orphaned, after its supervisor
+ * stopped it. Started by npm, a command stops as on SIGTERM once its parent is gone (it is handed to
+ * another). Not otherwise: a process left running on purpose (nohup, a shell's `&`) loses its parent too.
+ */
+function whenStarterEnds(stop: () => void): void {
+  if (process.env.npm_command === undefined) return;
+  const parent = process.ppid;
+  const check = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(check);
+    process.stderr.write(`oncebox: the npm process that started this one (pid ${parent}) has ended; stopping as on SIGTERM\n`);
+    stop();
+  }, STARTER_CHECK_MS);
+  // The check alone keeps no process alive.
+  check.unref();
 }
 
 /** An AbortSignal that aborts on SIGTERM or SIGINT. */

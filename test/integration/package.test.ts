@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, cpSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -28,6 +28,8 @@ describe('the packed package', () => {
     const listing = execFileSync('tar', ['-tzf', join(dir, tarball)], { encoding: 'utf8' }).split('\n');
     expect(listing).toEqual(expect.arrayContaining(['package/dist/outbox/index.js', 'package/dist/cli/main.js', 'package/dist/console/index.html', 'package/README.md', 'package/CHANGELOG.md', 'package/LICENSE']));
     expect(listing.filter((file) => /^package\/(src|test|bench|scripts|console)\//.test(file))).toEqual([]);
+    // No source maps: they would name src/*.ts files the package does not ship.
+    expect(listing.filter((file) => file.endsWith('.map'))).toEqual([]);
     expect(listing.filter((file) => file.startsWith('package/dist/console/assets/')).length).toBeGreaterThan(0);
 
     const app = join(dir, 'app');
@@ -74,6 +76,19 @@ describe('the packed package', () => {
     const bin = join(app, 'node_modules/.bin/oncebox');
     expect(statSync(bin).mode & 0o111).not.toBe(0);
     expect(execFileSync(bin, ['--version'], { encoding: 'utf8' }).trim()).toBe((JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string }).version);
+
+    // `npx oncebox server` stops cleanly when npx is stopped: npx ends on SIGTERM without passing it on.
+    const npx = spawn('npx', ['oncebox', 'server', '--db', join(app, 'npx.db'), '--port', '0'], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] });
+    let npxOut = '';
+    let npxErr = '';
+    npx.stdout.setEncoding('utf8').on('data', (chunk: string) => (npxOut += chunk));
+    npx.stderr.setEncoding('utf8').on('data', (chunk: string) => (npxErr += chunk));
+    await expect.poll(() => npxOut, { timeout: 60_000 }).toContain('"event":"listening"');
+    const npxUrl = (JSON.parse(npxOut.split('\n')[0]!) as { url: string }).url;
+    npx.kill('SIGTERM');
+    await expect.poll(() => npxOut, { timeout: 60_000 }).toContain('"event":"stopped"');
+    expect(npxErr).toContain('oncebox: the npm process that started this one');
+    await expect(fetch(`${npxUrl}/healthz`)).rejects.toThrow();
 
     const { url, server } = await startServer();
     const run = await runScript(join(app, 'quickstart.ts'), [], { env: { ONCEBOX_SERVER: url, ONCEBOX_OUTBOX: join(app, '.oncebox', 'orders-ingest.db') } });
