@@ -64,7 +64,8 @@ console.log(JSON.stringify({ event: 'start', epoch: consumer.epoch, cursor: cons
 
 const stop = new AbortController();
 // Ctrl-C (or a supervisor's SIGTERM) stops it after the event in hand, with its file closed cleanly.
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort());
+// Every time, not once: a second signal (a terminal's Ctrl-C passed on by a wrapper) must not kill it mid-close.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => stop.abort());
 const pauseMs = Number(args['pause-ms']);
 const until = args.until === undefined ? Number.POSITIVE_INFINITY : Number(args.until);
 try {

@@ -48,7 +48,8 @@ const consumer = await openConsumer({ path: args.db, server: args.server, group:
 console.log(JSON.stringify({ event: 'start', epoch: consumer.epoch, cursor: consumer.cursor, resumedFrom: consumer.resumedFrom.source }));
 const stop = new AbortController();
 // Ctrl-C (or a supervisor's SIGTERM) stops it after the event in hand, with its file closed cleanly.
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort());
+// Every time, not once: a second signal (a terminal's Ctrl-C passed on by a wrapper) must not kill it mid-close.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => stop.abort());
 consumer.trigger({ when, by: 'partitionKey' }, (partition, events, ctx) => {
   ctx.tx.emit(args.emit!, { partitionKey: partition, extra: { inputs: events.map((event) => event.eventId) } });
   console.log(JSON.stringify({ event: 'fired', partition, refresh: ctx.refresh }));

@@ -2500,6 +2500,12 @@ export const BREAKS: Break[] = [
     edits: [{ file: 'src/cli/arguments.ts', find: "  if (process.env.npm_command === undefined) return;", replace: '  return;' }],
     caughtBy: [{ file: 'test/integration/package.test.ts' }],
   },
+  {
+    what: 'a command listening for its stop signal once: the same Ctrl-C passed on by npm kills it mid-stop',
+    guarantee: 'cli',
+    edits: [{ file: 'src/cli/arguments.ts', find: "    process.on('SIGINT', () => stop('SIGINT'));", replace: "    process.once('SIGINT', () => stop('SIGINT'));" }],
+    caughtBy: [{ file: 'test/integration/cli.test.ts', name: 'twice at once' }],
+  },
 ];
 
 /** The table of docs/guarantees.md, generated from BREAKS. */

@@ -194,11 +194,26 @@ export function withTokenOptions(command: Command): Command {
 /** Resolves on SIGTERM or SIGINT: a command that runs until stopped stops cleanly then. */
 export function untilSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-    process.once('SIGINT', () => resolve('SIGINT'));
-    whenStarterEnds(() => resolve('SIGTERM'));
+    let first: number | undefined;
+    const stop = (signal: NodeJS.Signals) => {
+      if (first === undefined) {
+        first = Date.now();
+        resolve(signal);
+      } else if (Date.now() - first >= REPEAT_GRACE_MS) {
+        // Asked again, later: the person at the terminal wants it gone. Nothing acknowledged is lost.
+        process.stderr.write(`oncebox: ${signal} again: stopping at once, without the clean stop\n`);
+        process.exit(130);
+      }
+      // Within the grace: the same Ctrl-C, passed on by npm after it reached this process too.
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+    whenStarterEnds(() => stop('SIGTERM'));
   });
 }
+
+/** How long after a first stop signal a second is taken for the same one, passed on by a wrapper. */
+const REPEAT_GRACE_MS = 1000;
 
 /** How often a command started by npx looks whether npx is still there. */
 const STARTER_CHECK_MS = 1000;

@@ -102,6 +102,18 @@ describe('the oncebox command', () => {
     await box.close();
   });
 
+  it('stops cleanly on a Ctrl-C that reaches it twice at once (npm passing on the one the terminal sent it too)', async () => {
+    const server = startScript(CLI, ['server', '--db', join(tempDir(), 'server.db'), '--port', '0']);
+    await server.waitFor((line) => line.event === 'listening');
+    server.signal('SIGINT');
+    // The second once the first is taken: two sent at once would reach it as one.
+    await server.waitFor((line) => line.event === 'stopping');
+    server.signal('SIGINT');
+    const ended = await server.done;
+    expect({ code: ended.code, signal: ended.signal }).toEqual({ code: 0, signal: null });
+    expect(ended.lines.map((line) => line.event)).toEqual(['listening', 'stopping', 'stopped']);
+  });
+
   it('stops on a SIGTERM that comes while it still asks the server about its token', async () => {
     // A server that takes the connection and never answers: the relay's start waits on it.
     const held: Socket[] = [];
