@@ -20,7 +20,7 @@ const batchReady = box.asset('batch_ready');
 const progress = box.checkpoint('backlog', z.object({ batch: z.number().int() }));
 const start = (progress.get()?.batch ?? 0) + 1; // a second run resumes from the checkpoint
 const { runId, attempt } = box.run!; // the attempt the server handed out
-console.log(`run ${runId}, attempt ${attempt}: ${start === 1 ? 'starting at batch 1' : `resuming at batch ${start}; the file's checkpoint says ${start - 1} are done`}`);
+console.log(`run ${runId}, attempt ${attempt}: ${start === 1 ? 'starting at batch 1' : `resuming at batch ${start}; its checkpoint says ${start - 1} are done`}`);
 
 const emitted: Emission[] = [];
 for (let batch = start; batch <= 3; batch++) {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Emission, Outbox } from '../src/outbox/index.js';
+import type { CommitTransaction, Emission, Outbox } from '../src/outbox/index.js';
 import type { Tenant } from './world.js';
 
 /** Every task runs in the one run of its tenant. */
@@ -27,8 +27,7 @@ export function commitBatch(box: Outbox, assets: Tenant['assets'], task: string,
   const partitionKey = `${task}.${batch}`;
   let ready!: Emission;
   box.commit((tx) => {
-    if (options.newShape) tx.set(box.checkpoint('progress', progressEitherShape), { batch, rows: batch });
-    else tx.set(box.checkpoint('progress', progressSchema), { batch });
+    writeProgress(box, tx, batch, options.newShape);
     ready = tx.emit(box.asset(options.typo ? assets.typo : assets.ready), {
       partitionKey,
       partitionDate: partitionDateOf(batch),
@@ -37,6 +36,17 @@ export function commitBatch(box: Outbox, assets: Tenant['assets'], task: string,
     tx.emit(box.asset(assets.done), { partitionKey, on: 'success' });
   });
   return { batch, ready };
+}
+
+/** The checkpoint set to `batch` in a commit of its own, nothing emitted: a job set back to redo batches. */
+export function setProgress(box: Outbox, batch: number, newShape = false): void {
+  box.commit((tx) => writeProgress(box, tx, batch, newShape));
+}
+
+/** The checkpoint set to `batch` within a commit, in the job version's shape. */
+function writeProgress(box: Outbox, tx: CommitTransaction, batch: number, newShape = false): void {
+  if (newShape) tx.set(box.checkpoint('progress', progressEitherShape), { batch, rows: batch });
+  else tx.set(box.checkpoint('progress', progressSchema), { batch });
 }
 
 export interface BatchOptions {

@@ -7,7 +7,7 @@ import { SimQueue } from './queue.js';
 import { partitionDateOf, RUN_ID } from './batch.js';
 import { PRY_RUN, withoutPryRefusals } from './prying.js';
 import { expect } from './violation.js';
-import type { Tenant, World } from './world.js';
+import { STALE_RUN_AFTER_MS, type Tenant, type World } from './world.js';
 
 /** The catalog's lists as one tenant's reader sees them. */
 interface CatalogPages {
@@ -189,7 +189,10 @@ export class Checker {
     const copy = (stream.checkpoints['progress'] as { batch: number } | undefined)?.batch ?? 0;
     expect('G11', copy <= published, () => `${label}: the server's checkpoint copy is at batch ${copy}, but only ${published} batches were published`);
     if (final) {
-      const outcome = task.outcome === 'complete' ? 'succeeded' : task.outcome === 'fail for good' ? 'failed' : 'running';
+      // A run without an end is stale once it has made no request for the stale time on the server's
+      // clock, which the simulation moves by days (compaction): running before, stale after.
+      const idle = this.world.clock - Date.parse(stream.lastDeliveryAt) >= STALE_RUN_AFTER_MS;
+      const outcome = task.outcome === 'complete' ? 'succeeded' : task.outcome === 'fail for good' ? 'failed' : idle ? 'stale' : 'running';
       expect('G27', stream.outcome === outcome, () => `${label}: the catalog says the run is ${stream.outcome}, the task ended ${task.outcome ?? 'never'}`);
     }
   }

@@ -8,7 +8,7 @@
  *
  *   tsx sim/job-process.ts '<JSON of JobProcessArgs>'
  */
-import { FencedError, openOutbox } from '../src/outbox/index.js';
+import { FencedError, openOutbox, OutboxWriteError } from '../src/outbox/index.js';
 import { commitBatch, lastBatch, RUN_ID } from './batch.js';
 import type { Tenant } from './world.js';
 
@@ -60,9 +60,9 @@ try {
       committed = commitBatch(box, args.assets, args.task, { newShape: args.newShape }).batch;
       done++;
     } catch (error) {
-      // A full disk (the failpoint's SQLITE_FULL): the commit was rolled back whole. A careful job tries
-      // the batch again; nothing of the failed commit may remain (G1).
-      if ((error as { code?: string }).code !== 'SQLITE_FULL' || ++commitErrors > 3) throw error;
+      // A full disk (the failpoint's SQLITE_FULL), told as oncebox's typed error: the commit was rolled
+      // back whole. A careful job tries the batch again; nothing of the failed commit may remain (G1).
+      if (!(error instanceof OutboxWriteError) || error.sqliteCode !== 'SQLITE_FULL' || ++commitErrors > 3) throw error;
       if (lastBatch(box) !== before) throw new Error(`a failed commit moved the checkpoint from ${before} to ${lastBatch(box)}`);
     }
   }

@@ -4,7 +4,7 @@ import { CredentialsError, FencedError, openOutbox, RunEndedError, type AttemptS
 import { Relay } from '../src/outbox/relay/relay.js';
 import type { Fault } from '../src/testing/fault-proxy.js';
 import type { Page, StreamSummary } from '../src/protocol/catalog.js';
-import { announceAgain, commitBatch, commitSeen, lastBatch, RUN_ID, type BatchOptions, type CommittedBatch } from './batch.js';
+import { announceAgain, commitBatch, commitSeen, lastBatch, RUN_ID, setProgress, type BatchOptions, type CommittedBatch } from './batch.js';
 import type { JobProcessArgs } from './job-process.js';
 import { runSimProcess, startOncebox, startSimProcess, type ProcessOutcome, type RunningProcess } from './processes.js';
 import { until } from './waiting.js';
@@ -144,6 +144,24 @@ export class SimTask {
     if (options.typo && !this.typos.includes(committed.batch)) this.typos.push(committed.batch);
     this.furthest = Math.max(this.furthest, committed.batch);
     return committed;
+  }
+
+  /**
+   * docs/runbook.md, "Publish partitions again": the current attempt sets its checkpoint back to before
+   * `from`, in a commit, and does the batches from there again (under the right asset now). Only when
+   * `from` is its last batch: batches after it, published before, would be stored ahead of it.
+   * @returns whether it did.
+   */
+  async publishAgain(from: number): Promise<boolean> {
+    const attempt = this.current;
+    if (!live(attempt) || attempt.ended || this.batch(attempt) !== from) return false;
+    try {
+      setProgress(attempt.box, from - 1, this.newShape);
+    } catch (error) {
+      if (this.stopped(attempt, error)) return false;
+      throw error;
+    }
+    return this.commit(attempt) !== undefined;
   }
 
   /** `attempt` announces its last batch again (see announceAgain); false when it has none or may not commit. */

@@ -10,6 +10,8 @@ import { startFaultProxy, type FaultProxy } from '../src/testing/fault-proxy.js'
 /** The logger of the simulation's jobs and consumers: their warnings are the faults it makes on purpose. */
 export const QUIET_LOGGER = { info() {}, warn() {}, error() {} };
 
+/** How long a run without an end may make no request before the catalog calls it stale. */
+export const STALE_RUN_AFTER_MS = 24 * 3600_000;
 /** How long the simulated server keeps events: the clock moves past it to make compaction remove some. */
 export const EVENT_RETENTION_MS = 2 * 24 * 3600_000;
 /** How long it keeps dedupe records: far past any retry of the simulation, as its assumption asks. */
@@ -126,6 +128,7 @@ export class World {
       schema: this.schema,
       durability: 'normal',
       now: this.now,
+      staleRunAfterMs: STALE_RUN_AFTER_MS,
       compactEveryMs: 0,
       eventRetentionMs: EVENT_RETENTION_MS,
       dedupeRetentionMs: DEDUPE_RETENTION_MS,

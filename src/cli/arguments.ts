@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { isServerUrl } from '../client/server-urls.js';
 import { tokenFromEnvironment, TOKEN_VARIABLE } from '../client/token.js';
+import { MAX_STALE_RUN_AFTER_MS, MIN_STALE_RUN_AFTER_MS } from '../protocol/catalog.js';
 import { OnceboxError } from '../protocol/errors.js';
 
 /*
@@ -91,6 +92,15 @@ export const days = span('days', 24 * 60 * 60 * 1000);
 
 /** A number of hours, as milliseconds. */
 export const hours = span('hours', 60 * 60 * 1000);
+
+/** `--stale-run-hours`: hours, from one minute (0.017) to ten years, the server's bounds. */
+export function staleRunHours(text: string): number {
+  const ms = hours(text);
+  if (ms < MIN_STALE_RUN_AFTER_MS || ms > MAX_STALE_RUN_AFTER_MS) {
+    throw new InvalidArgumentError(`must be from 0.017 (one minute) to 87600 (ten years) hours (got ${text})`);
+  }
+  return ms;
+}
 
 /** `--rate-limit MAX[/WINDOW_MS]`, or `off`. */
 export function rateLimit(text: string): false | { max: number; windowMs: number } {

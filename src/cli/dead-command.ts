@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { DeadLetters, type DeadLetter, type Selection } from '../outbox/file/dead-letters.js';
 import { DeadLetterError } from '../protocol/errors.js';
 import { OutboxFile } from '../outbox/file/outbox-file.js';
+import { deadRowsAdvice } from '../outbox/leftovers.js';
 import { Exit, exitsWith, UsageError, wholeNumber } from './arguments.js';
 
 /** `oncebox dead list|show|retry|discard FILE`. */
@@ -68,7 +69,11 @@ export function runDeadCommand(action: string, options: DeadCommandOptions): num
         const rows = letters.list();
         if (options.json) console.log(JSON.stringify({ dead: rows }));
         else if (rows.length === 0) console.log(`${options.path}: no dead rows`);
-        else for (const row of rows) console.log(oneLine(row));
+        else {
+          for (const row of rows) console.log(oneLine(row));
+          // What fixes them, from the table every other place reads: one line per code and asset.
+          for (const line of deadRowsAdvice(options.path, rows, rows.length).slice(0, -1)) console.log(`fix ${line}`);
+        }
         return 0;
       }
       case 'show':
@@ -87,7 +92,7 @@ export function runDeadCommand(action: string, options: DeadCommandOptions): num
           for (const row of retried) console.log(`row ${row.id} goes out again as row ${row.newId} (attempt ${row.attempt}, seq ${row.seq}, key ${row.key})`);
           for (const row of skipped) console.log(`row ${row.id} stays dead: ${row.why}`);
           if (options.ids.length > 0 && skipped.length > 0) console.log('nothing was sent again: rows asked for by id go all together or not at all');
-          if (retried.length > 0) console.log(`the job's relay sends them with its next commit; or now: oncebox relay ${options.path} --server URL --drain`);
+          if (retried.length > 0) console.log(`the job's relay sends them with its next commit; or now: oncebox relay ${options.path} --server URL --drain, with the job's server as URL and its token in ONCEBOX_TOKEN`);
         }
         return skipped.length > 0 ? Exit.NeedsAttention : Exit.Ok;
       }
@@ -124,7 +129,9 @@ function wholeRow(row: DeadLetter): string {
 
 function oneLine(row: DeadLetter): string {
   const partition = row.partitionKey === null ? '' : ` ${row.partitionKey}`;
-  return `#${row.id} ${row.asset}${partition} (run ${row.runId} attempt ${row.attempt}, key ${row.key}) [${row.code}] ${row.reason}`;
+  // A checkpoint update has no asset: say what it is rather than leave a blank.
+  const what = row.kind === 'event' ? `${row.asset}${partition}` : `(${row.kind} update)`;
+  return `#${row.id} ${what} (run ${row.runId} attempt ${row.attempt}, key ${row.key}) [${row.code}] ${row.reason}`;
 }
 
 function requireIds(options: DeadCommandOptions, action: string): number[] {

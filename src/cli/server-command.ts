@@ -5,7 +5,7 @@ import { logDestination } from '../client/logger.js';
 import { TOKEN_VARIABLE } from '../client/token.js';
 import { isPostgresUrl } from '../dedupe/open-store.js';
 import { createServer, DEFAULT_MAX_CONNECTIONS, type ServerOptions } from '../dedupe/server.js';
-import { countFrom0, days, Exit, hours, exitsWith, port, proxyAddresses, rateLimit, readTokenFile, untilSignal, UsageError, wholeNumber } from './arguments.js';
+import { countFrom0, days, Exit, staleRunHours, exitsWith, port, proxyAddresses, rateLimit, readTokenFile, untilSignal, UsageError, wholeNumber } from './arguments.js';
 
 /** Where the server's admin token may come from when no --token-file is given. */
 export const ADMIN_TOKEN_VARIABLE = 'ONCEBOX_ADMIN_TOKEN';
@@ -60,7 +60,7 @@ export function serverCommand(program: Command): Command {
     .addOption(new Option('--dedupe-retention-days <days>', 'how long dedupe records are kept: longer than any retry horizon').argParser(days).default(days('30'), '30'))
     .option('--event-retention-days <days>', 'how long events are kept (default: forever)', days)
     .option('--stream-retention-days <days>', "how long a run's stream state is kept after its last request (default: the dedupe retention)", days)
-    .option('--stale-run-hours <hours>', 'how long a run with no end may make no request before the console shows it stale, not running (default: 24)', hours)
+    .option('--stale-run-hours <hours>', 'how long a run with no end may make no request before the console shows it stale, not running (default: 24)', staleRunHours)
     .option('--new-streams-per-minute <n>', 'new runs one token may open per minute (default: 1200)', wholeNumber)
     .option('--request-timeout-ms <ms>', 'longest time a client may take to send a request (default: 30000)', wholeNumber)
     .option('--headers-timeout-ms <ms>', 'longest time a client may take to send its headers (default: 10000)', wholeNumber)

@@ -68,9 +68,24 @@ export function printStatus(path: string, json: boolean, maxPendingAgeMs?: numbe
     for (const dead of status.deadRows) {
       console.log(`dead       #${dead.id} ${dead.asset}${dead.partitionKey === null ? '' : ` ${dead.partitionKey}`} [${dead.code}] ${dead.reason}`);
     }
+    const delivery = deliveryAdvice(path, status, exit);
+    if (delivery !== undefined) console.log(`next       ${delivery}`);
     if (status.dead > 0) for (const advice of deadRowsAdvice(path, status.deadRows, status.dead)) console.log(`next       ${advice}`);
     return exit;
   } finally {
     file.close();
   }
+}
+
+/** Why rows wait, when the exit status says delivery stopped or stalled, and what starts it again. */
+function deliveryAdvice(path: string, status: OutboxStatus, exit: number): string | undefined {
+  const relay = `oncebox relay ${path} --server URL --drain (with the job's token in ONCEBOX_TOKEN)`;
+  if (exit === StatusExit.RelayStopped) {
+    return `the relay stopped for good on ${status.lastError!.code}: fix that (docs/runbook.md), then deliver what waits: ${relay}, or run the job again`;
+  }
+  if (exit !== StatusExit.Stalled) return undefined;
+  const leased = status.lease !== null && Date.parse(status.lease.expiresAt) > Date.now();
+  if (!leased) return `no relay is delivering this file (none holds its lease): start one, ${relay}; a job with relay: 'external' needs one beside it`;
+  if (status.lastError !== null) return `the relay of ${status.lease!.owner} keeps failing (${status.lastError.code}): fix that; it tries again by itself`;
+  return `the relay of ${status.lease!.owner} holds the file but has delivered nothing for that long: is its process alive and its server reachable?`;
 }

@@ -172,6 +172,7 @@ export function refuseOutOfScope(item: CheckedItem | InvalidItem, mayPublishTo: 
     field: 'asset',
     code: RejectionCode.Forbidden,
     subject: subjectOf(item)!,
-    detail: `asset: this token may not publish to "${echo(asset)}" (it may publish to ${allowed}); give the job a token that lists "${echo(asset)}", then send the dead row again: oncebox dead retry <outbox file> --all`,
+    // The cause alone: what fixes it (a wider token, or the name corrected) is the remedy table's (rejection-fixes.ts).
+    detail: `asset: this token may not publish to "${echo(asset)}" (it may publish to ${allowed})`,
   };
 }

@@ -12,8 +12,7 @@ import { buildHttpApp } from './http-app.js';
 import { LAG_METRICS_EVERY_MS, MAX_LAG_SERIES, ServerMetrics } from './metrics.js';
 import { CachedFigure } from './cached-figure.js';
 import { CatalogGate } from './catalog/gate.js';
-import { DEFAULT_STALE_RUN_AFTER_MS } from './catalog/catalog.js';
-import type { ConsumerGroup } from '../protocol/catalog.js';
+import { DEFAULT_STALE_RUN_AFTER_MS, MAX_STALE_RUN_AFTER_MS, MIN_STALE_RUN_AFTER_MS, type ConsumerGroup } from '../protocol/catalog.js';
 import { openDedupeStore } from './open-store.js';
 import { DEFAULT_MAX_LINEAGE_DEPTH, LINEAGE_KEPT } from './ingest/lineage.js';
 import { DEFAULT_MAX_ATTEMPT_STEP, type CompactionResult, type DedupeStore, type RetentionPolicy } from './store.js';
@@ -62,7 +61,12 @@ const serverOptionsSchema = z.strictObject({
   eventRetentionMs: z.number().int().min(60_000).nullable().default(null),
   streamRetentionMs: z.number().int().min(60_000).optional(),
   newStreamsPerMinute: z.number().int().min(1).default(1200),
-  staleRunAfterMs: z.number().int().min(60_000).default(DEFAULT_STALE_RUN_AFTER_MS),
+  staleRunAfterMs: z
+    .number()
+    .int()
+    .min(MIN_STALE_RUN_AFTER_MS, { error: 'must be at least 60000 (one minute)' })
+    .max(MAX_STALE_RUN_AFTER_MS, { error: `must be at most ${MAX_STALE_RUN_AFTER_MS} (ten years)` })
+    .default(DEFAULT_STALE_RUN_AFTER_MS),
   compactEveryMs: z.number().int().min(0).default(10 * 60_000),
   metricsRegistry: z
     .custom<Registry>((value) => typeof value === 'object' && value !== null && typeof (value as Registry).registerMetric === 'function', {

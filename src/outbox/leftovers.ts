@@ -54,7 +54,7 @@ function describeLeftovers(path: string, left: Omit<CloseResult, 'summary'>, ser
   if (left.pending > 0) {
     const what = [left.pendingEvents > 0 ? count(left.pendingEvents, 'event') : '', left.pendingCheckpoints > 0 ? count(left.pendingCheckpoints, 'checkpoint update') : ''].filter(Boolean).join(' and ');
     const relay = `oncebox relay ${path} ${(servers.length === 0 ? ['URL'] : servers).map((server) => `--server ${server}`).join(' ')} --drain`;
-    parts.push(`${what} not delivered yet (they stay in the file; the next run delivers them, or \`${relay}\` now)`);
+    parts.push(`${what} not delivered yet (they stay in the file; the next run delivers them, or \`${relay}\` now, with the job's token in ONCEBOX_TOKEN)`);
   }
   if (left.dead > 0) {
     const first = left.deadRows[0];

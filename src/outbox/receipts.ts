@@ -110,7 +110,7 @@ function settleWaiter(waiter: Waiter, row: SettledRow): void {
     const { attempt, by } = row.fence ?? { attempt: 0, by: 0 };
     waiter.reject(new FencedError(attempt, by, `the emission was not delivered: ${row.reason}; a later attempt of this run has delivered`));
   } else {
-    waiter.reject(new RejectedError(row.code, row.key, `the server rejected emission ${row.key} (${row.code}): ${row.reason}`));
+    waiter.reject(new RejectedError(row.code, row.key, `the server rejected emission ${row.key} (${row.code}): ${row.reason}; \`oncebox dead list\` on the outbox file says what fixes it`));
   }
 }
 

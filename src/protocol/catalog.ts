@@ -124,6 +124,12 @@ export const attemptSummarySchema = z.object({
 });
 export type AttemptSummary = z.infer<typeof attemptSummarySchema>;
 
+/** How long a run may go without a request and no lifecycle end before it is shown stale, by default. */
+export const DEFAULT_STALE_RUN_AFTER_MS = 24 * 3600_000;
+/** The bounds of that time: a minute, and ten years (beyond, the time it marks would be no date). */
+export const MIN_STALE_RUN_AFTER_MS = 60_000;
+export const MAX_STALE_RUN_AFTER_MS = 3650 * 24 * 3600_000;
+
 export const streamOutcomeSchema = z
   .enum(['running', 'stale', 'succeeded', 'failed'])
   .describe(

@@ -138,6 +138,8 @@ describe('the oncebox command', () => {
       [['relay', 'x.db'], /^oncebox: required option '--server <url>' not specified \(see 'oncebox relay --help'\)\n$/],
       [['relay', '--server', 'http://127.0.0.1:9'], /^oncebox relay: give the outbox FILE to deliver \(see 'oncebox relay --help'\)\n$/],
       [['frobnicate'], /^oncebox: unknown command 'frobnicate' \(see 'oncebox --help'\)\n$/],
+      [['server', '--db', 'x.db', '--stale-run-hours', '0.001'], /^oncebox: option '--stale-run-hours <hours>' argument '0\.001' is invalid\. must be from 0\.017 \(one minute\) to 87600 \(ten years\) hours \(got 0\.001\) \(see 'oncebox server --help'\)\n$/],
+      [['server', '--db', 'x.db', '--stale-run-hours', '2500000001'], /argument '2500000001' is invalid\. must be from 0\.017 \(one minute\) to 87600 \(ten years\) hours/],
       [['dead', 'retry'], /^oncebox: missing required argument 'file' \(see 'oncebox dead retry --help'\)\n$/],
       [['status', 'a.db', '--port', '1'], /^oncebox: unknown option '--port' \(see 'oncebox status --help'\)\n$/],
       [['server', '--db', 'x.db', '--port', 'high'], /^oncebox: option '--port <n>' argument 'high' is invalid\. must be 0-65535 \(got high\) \(see 'oncebox server --help'\)\n$/],

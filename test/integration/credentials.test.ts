@@ -78,6 +78,9 @@ describe('a refused token', () => {
     const stopped = await runScript(CLI, ['status', path, '--max-pending-age', '0']);
     expect(stopped.code, stopped.stderr).toBe(4);
     expect(stopped.lines.map((line) => line.text).join('\n')).toContain(`[${status === 401 ? 'unauthorized' : 'forbidden'}] (the relay stopped on it)`);
+    expect(stopped.lines.map((line) => line.text)).toContain(
+      `next       the relay stopped for good on ${status === 401 ? 'unauthorized' : 'forbidden'}: fix that (docs/runbook.md), then deliver what waits: oncebox relay ${path} --server URL --drain (with the job's token in ONCEBOX_TOKEN), or run the job again`,
+    );
     // Nothing lost: the next run, with the job's token, delivers every batch.
     const again = await runScript(CLI, ['relay', path, '--server', server.url, '--drain'], { env: { ONCEBOX_TOKEN: job }, timeoutMs: 30_000 });
     expect(again.code, again.stderr).toBe(0);
@@ -89,7 +92,12 @@ describe('a refused token', () => {
     const { server } = await serverWithTokens();
     const path = await committedFile(server.url);
     // Committed, and no relay ran: pending for longer than no time at all, but for less than an hour.
-    expect((await runScript(CLI, ['status', path, '--max-pending-age', '0'])).code).toBe(5);
+    const stalled = await runScript(CLI, ['status', path, '--max-pending-age', '0']);
+    expect(stalled.code).toBe(5);
+    // It says why: nothing is delivering the file.
+    expect(stalled.lines.map((line) => line.text)).toContain(
+      `next       no relay is delivering this file (none holds its lease): start one, oncebox relay ${path} --server URL --drain (with the job's token in ONCEBOX_TOKEN); a job with relay: 'external' needs one beside it`,
+    );
     expect((await runScript(CLI, ['status', path, '--max-pending-age', '3600'])).code).toBe(0);
     expect((await runScript(CLI, ['status', path])).code).toBe(0);
   });

@@ -39,8 +39,11 @@ describe('dead letters', () => {
     const { url, server } = await startServer();
     const path = await fileWithDeadRow(url);
     const listed = await runScript(CLI, ['dead', 'list', path]);
-    expect(listed.lines.map((l) => l.text)).toEqual([expect.stringMatching(/^#2 late_asset batch-2 \(run 2026-11-30 attempt 1, key [0-9a-f-]+\) \[unknown_asset\] asset: "late_asset" is not registered/)]);
-    expect(listed.lines[0]!.text).toContain('then send the dead row again: oncebox dead retry <outbox file> --all');
+    // Each row with the server's reason, then what fixes it, with this file's command and both remedies.
+    expect(listed.lines.map((l) => l.text)).toEqual([
+      expect.stringMatching(/^#2 late_asset batch-2 \(run 2026-11-30 attempt 1, key [0-9a-f-]+\) \[unknown_asset\] asset: "late_asset" is not registered on this server$/),
+      `fix unknown_asset: Register the asset (oncebox server --assets FILE, or PUT /v1/assets/late_asset with an admin token), then send the dead rows again: oncebox dead retry ${path} --all. If the name is misspelt, correct it in the job and publish those partitions again instead (docs/runbook.md).`,
+    ]);
 
     // Sent again before the cause is fixed, it dies again, and nothing is stored.
     const tooSoon = await runScript(CLI, ['dead', 'retry', path, '--id', '2']);

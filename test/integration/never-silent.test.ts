@@ -46,7 +46,7 @@ describe('the producer is never silent', () => {
     expect(problems).toEqual([expect.objectContaining({ code: 'network', pending: 4, pendingEvents: 3, pendingCheckpoints: 1, stopped: false })]);
     expect(lines[0]!.message).toMatch(/^oncebox relay: delivery has been failing for 0 s; retrying with the same keys: could not reach http:\/\/127\.0\.0\.1:9\/v1\/emissions.* \(3 events and 1 checkpoint update waiting\)$/);
     expect(lines[0]!.context).toMatchObject({ pending: 4, pendingEvents: 3, pendingCheckpoints: 1 });
-    expect(lines[1]!.message).toMatch(/: 3 events and 1 checkpoint update not delivered yet \(they stay in the file; the next run delivers them, or `oncebox relay .* --server http:\/\/127\.0\.0\.1:9 --drain` now\); last delivery error: could not reach/);
+    expect(lines[1]!.message).toMatch(/: 3 events and 1 checkpoint update not delivered yet \(they stay in the file; the next run delivers them, or `oncebox relay .* --server http:\/\/127\.0\.0\.1:9 --drain` now, with the job's token in ONCEBOX_TOKEN\); last delivery error: could not reach/);
   });
 
   it('with another HTTP service on the port: logs what it answered, once', async () => {
@@ -86,7 +86,7 @@ describe('the producer is never silent', () => {
     expect(delivered).toEqual([good.key]);
     // Two dead rows of one cause: one line for them, and one at close.
     expect(codes()).toEqual(['error:unknown_asset', 'warn:closed_with_work_left']);
-    expect(lines[0]!.message).toContain('see `oncebox dead list`');
+    expect(lines[0]!.message).toContain('`oncebox dead list` on the outbox file says what fixes it');
   });
 
   it('when a later attempt delivered: logs the fence and tells fenced listeners', async () => {

@@ -40,7 +40,7 @@ describe('the README quickstart', () => {
     const again = await runScript('examples/quickstart.ts', [], { env });
     expect(again.code, again.stderr).toBe(0);
     expect(again.lines.map((line) => line.text)).toEqual([
-      `run ${today}, attempt 2: resuming at batch 4; the file's checkpoint says 3 are done`,
+      `run ${today}, attempt 2: resuming at batch 4; its checkpoint says 3 are done`,
       expect.stringMatching(/^done: published before, as event [0-9a-f-]{36}; this retry added nothing$/),
     ]);
     const stored = (await server.store.listEvents({ after: 0, limit: 100 })).events;
@@ -58,7 +58,7 @@ describe('the README quickstart', () => {
     expect(run.code).toBe(1);
     expect(run.lines.map((line) => line.text)).toContain('batch-1: not published yet (network)');
     expect(run.stderr).toContain(
-      `not done: ${path}: 4 events and 3 checkpoint updates not delivered yet (they stay in the file; the next run delivers them, or \`oncebox relay ${path} --server ${proxy.url} --drain\` now); last delivery error: could not reach ${proxy.url}/v1/emissions`,
+      `not done: ${path}: 4 events and 3 checkpoint updates not delivered yet (they stay in the file; the next run delivers them, or \`oncebox relay ${path} --server ${proxy.url} --drain\` now, with the job's token in ONCEBOX_TOKEN); last delivery error: could not reach ${proxy.url}/v1/emissions`,
     );
     // The default logger said it too, as JSON on stderr (not a terminal), once per cause.
     expect(run.stderr.match(/"code":"closed_with_work_left"/g)).toHaveLength(1);

@@ -139,7 +139,7 @@ describe.skipIf(portTaken)(`the README's and docs' commands, as written, in a cl
     expect(first.stdout).toMatch(/batch-1: published as event [0-9a-f-]{36}\nbatch-2: published as event/);
     const second = run(job![1]!);
     expect(second.code, second.stderr).toBe(0);
-    expect(second.stdout).toMatch(/^run \d{4}-\d\d-\d\d, attempt 2: resuming at batch 4; the file's checkpoint says 3 are done$/m);
+    expect(second.stdout).toMatch(/^run \d{4}-\d\d-\d\d, attempt 2: resuming at batch 4; its checkpoint says 3 are done$/m);
     expect(second.stdout).toMatch(/done: published before, as event [0-9a-f-]{36}; this retry added nothing/);
 
     // See it: a read token for the console, the runs listed, and the console served.

@@ -148,7 +148,7 @@ describe('planIngest', () => {
           seq: 2,
           key: key(2),
           code: 'unknown_asset',
-          detail: 'asset: "unknown_thing" is not registered on this server; register it (oncebox server --assets FILE, or PUT /v1/assets/unknown_thing with an admin token), then send the dead row again: oncebox dead retry <outbox file> --all',
+          detail: 'asset: "unknown_thing" is not registered on this server',
           field: 'asset',
         },
       },

@@ -48,6 +48,15 @@ describe('options', () => {
     });
   });
 
+  it('refuse a stale time outside a minute to ten years, which would make the catalog answer no date', async () => {
+    for (const [staleRunAfterMs, message] of [
+      [59_999, 'createServer: staleRunAfterMs: must be at least 60000 (one minute)'],
+      [2_500_000_001 * 3600_000, 'createServer: staleRunAfterMs: must be at most 315360000000 (ten years)'],
+    ] as const) {
+      await expect(createServer({ db: join(tempDir(), 's.db'), staleRunAfterMs })).rejects.toMatchObject({ code: 'invalid_option', message });
+    }
+  });
+
   it('refuse a file that belongs to another producer', async () => {
     const options = base();
     await (await openOutbox(options)).close();

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import {
   CATALOG_PAGE_ROWS,
   CHECKPOINT_PREVIEW_CHARS,
+  DEFAULT_STALE_RUN_AFTER_MS,
   type AssetSummary,
   type ConsumerGroup,
   type EventRef,
@@ -32,8 +33,6 @@ export type { CatalogScope, PageQuery } from './scope.js';
 /** A run's lifecycle events its page shows, the newest. */
 const LIFECYCLE_LISTED = 200;
 
-/** How long a run may go without a request and no lifecycle end before it is shown stale, by default. */
-export const DEFAULT_STALE_RUN_AFTER_MS = 24 * 3600_000;
 
 const LIFECYCLE_ASSETS = [LifecycleAsset.Succeeded, LifecycleAsset.Failed, LifecycleAsset.Fenced];
 const streamKey = z.tuple([z.string(), z.string(), z.string(), z.string()]);

@@ -66,7 +66,8 @@ export function planIngest(
           seq,
           key,
           code: RejectionCode.UnknownAsset,
-          detail: `asset: "${echo(asset)}" is not registered on this server; register it (oncebox server --assets FILE, or PUT /v1/assets/${echo(asset)} with an admin token), then send the dead row again: oncebox dead retry <outbox file> --all`,
+          // The cause alone: what fixes it (registering, or the name corrected) is the remedy table's (rejection-fixes.ts).
+          detail: `asset: "${echo(asset)}" is not registered on this server`,
           field: 'asset',
         },
       };

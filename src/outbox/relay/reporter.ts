@@ -62,7 +62,7 @@ export class Reporter {
         continue;
       }
       if (row.code === ProducerErrorCode.Fenced) continue; // told once, by fenced()
-      this.once(`dead:${row.code}`, 'error', { code: row.code, id: row.id, key: row.key, reason: row.reason }, `oncebox relay: an emission was refused for good and parked as dead: ${row.reason}; see \`oncebox dead list\``);
+      this.once(`dead:${row.code}`, 'error', { code: row.code, id: row.id, key: row.key, reason: row.reason }, `oncebox relay: an emission was refused for good and parked as dead (${row.code}): ${row.reason}; \`oncebox dead list\` on the outbox file says what fixes it`);
       this.events.emit('dead', { id: row.id, key: row.key, code: row.code, reason: row.reason });
     }
     if (delivered.length > 0) this.events.emit('delivered', delivered);
