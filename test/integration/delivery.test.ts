@@ -65,7 +65,7 @@ describe('delivery through the relay', () => {
       code: 'rejected',
       rejection: 'unknown_asset',
       message: expect.stringContaining(
-        '(unknown_asset): asset: "not_registered" is not registered on this server; register it',
+        '(unknown_asset): asset: "not_registered" is not registered on this server; `oncebox dead list` on the outbox file says what fixes it',
       ),
     });
     await Promise.all([before.receipt(), after.receipt()]);
