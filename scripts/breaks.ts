@@ -1713,7 +1713,7 @@ export const BREAKS: Break[] = [
         replace: '    if (!context.replay) s.saveFiring.run({ ...at, fired: firing, lastCursor: event.cursor, now: Date.now() });',
       },
     ],
-    caughtBy: [{ file: triggerTest, name: 'remembers its firings through a rebuild' }, { file: 'test/fault/trigger-crash.test.ts', name: 'before the handler of a completing event' }],
+    caughtBy: [{ file: triggerTest, name: 'remembers its firings through a rebuild' }, { file: 'test/fault/trigger-crash.test.ts', name: 'before the handler of a completing event' }, simulation],
   },
   {
     what: "a trigger's rebuild running the handler again for the partitions it replays",
@@ -2480,7 +2480,7 @@ export const BREAKS: Break[] = [
     what: 'a run with no end and no request for the stale time shown running in its summary',
     guarantee: 'catalog',
     edits: [{ file: 'src/dedupe/catalog/stream-summaries.ts', find: ": !consumer && row.updated_at < staleBefore ? 'stale' : 'running'", replace: ": 'running'" }],
-    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'stale time as stale' }],
+    caughtBy: [{ file: 'test/store/catalog.test.ts', name: 'stale time as stale' }, simulation],
   },
   {
     what: 'a stale run listed among the runs in progress',
@@ -2492,7 +2492,7 @@ export const BREAKS: Break[] = [
     what: "a commit on a full disk throws better-sqlite3's own error, with no code of oncebox's and no fix named",
     guarantee: 'G1',
     edits: [{ file: 'src/outbox/outbox.ts', find: 'throw isTransientSqliteError(error) ? new OutboxWriteError(this.path, error) : error;', replace: 'throw error;' }],
-    caughtBy: [{ file: 'test/unit/failpoints.test.ts', name: "throw SQLite's own error" }, { file: 'test/fault/disk-full.test.ts' }],
+    caughtBy: [{ file: 'test/unit/failpoints.test.ts', name: "throw SQLite's own error" }, { file: 'test/fault/disk-full.test.ts' }, simulation],
   },
   {
     what: '`npx oncebox server` left running, orphaned, after npx was sent SIGTERM',
