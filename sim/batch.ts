@@ -24,7 +24,7 @@ export function lastBatch(box: Outbox): number {
  */
 export function commitBatch(box: Outbox, assets: Tenant['assets'], task: string, options: BatchOptions = {}): CommittedBatch {
   const batch = options.batch ?? lastBatch(box) + 1;
-  const partitionKey = `${task}.${batch}`;
+  const partitionKey = partitionKeyOf(task, batch, options.sharedPartitions);
   let ready!: Emission;
   box.commit((tx) => {
     writeProgress(box, tx, batch, options.newShape);
@@ -58,6 +58,13 @@ export interface BatchOptions {
   changed?: boolean;
   /** Its checkpoint in the new version's shape (see progressNewShape). */
   newShape?: boolean;
+  /** Its partition is the batch's alone, which the run's other tasks publish too (Tenant's sharedPartitions). */
+  sharedPartitions?: boolean;
+}
+
+/** A batch's partition key: `<task>.<batch>`, or `all.<batch>` where a run's tasks share their partitions. */
+export function partitionKeyOf(task: string, batch: number, shared = false): string {
+  return `${shared ? 'all' : task}.${batch}`;
 }
 
 /**
@@ -65,8 +72,9 @@ export interface BatchOptions {
  * that announces its last batch again as it starts. Absorbed as a duplicate wherever it was published; on
  * the misspelt asset by mistake, refused while that asset is unknown.
  */
-export function announceAgain(box: Outbox, assets: Tenant['assets'], task: string, batch: number, options: { typo?: boolean } = {}): void {
-  box.commit((tx) => tx.emit(box.asset(options.typo ? assets.typo : assets.ready), { partitionKey: `${task}.${batch}`, partitionDate: partitionDateOf(batch) }));
+export function announceAgain(box: Outbox, assets: Tenant['assets'], task: string, batch: number, options: { typo?: boolean; sharedPartitions?: boolean } = {}): void {
+  const partitionKey = partitionKeyOf(task, batch, options.sharedPartitions);
+  box.commit((tx) => tx.emit(box.asset(options.typo ? assets.typo : assets.ready), { partitionKey, partitionDate: partitionDateOf(batch) }));
 }
 
 /** The day a batch's data is of: batch b covers the b-th day of 2026. */

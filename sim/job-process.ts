@@ -26,6 +26,8 @@ export interface JobProcessArgs {
   leaseTtlMs: number;
   /** The job's new version, whose checkpoint has another shape. */
   newShape: boolean;
+  /** Its tenant's tasks publish the same partitions. */
+  sharedPartitions: boolean;
 }
 
 const args = JSON.parse(process.argv[2]!) as JobProcessArgs;
@@ -57,7 +59,7 @@ try {
   for (let done = 0; done < args.batches; ) {
     const before = lastBatch(box);
     try {
-      committed = commitBatch(box, args.assets, args.task, { newShape: args.newShape }).batch;
+      committed = commitBatch(box, args.assets, args.task, { newShape: args.newShape, sharedPartitions: args.sharedPartitions }).batch;
       done++;
     } catch (error) {
       // A full disk (the failpoint's SQLITE_FULL), told as oncebox's typed error: the commit was rolled

@@ -136,7 +136,7 @@ export class SimTask {
     if (!live(attempt)) return undefined;
     let committed: CommittedBatch;
     try {
-      committed = commitBatch(attempt.box, this.tenant.assets, this.name, { newShape: this.newShape, ...options });
+      committed = commitBatch(attempt.box, this.tenant.assets, this.name, { newShape: this.newShape, sharedPartitions: this.tenant.sharedPartitions, ...options });
     } catch (error) {
       if (this.stopped(attempt, error)) return undefined;
       throw error;
@@ -169,7 +169,7 @@ export class SimTask {
     const batch = live(attempt) ? this.batch(attempt) : 0;
     if (!live(attempt) || batch === 0) return false;
     try {
-      announceAgain(attempt.box, this.tenant.assets, this.name, batch, options);
+      announceAgain(attempt.box, this.tenant.assets, this.name, batch, { ...options, sharedPartitions: this.tenant.sharedPartitions });
       if (options.typo && !this.typos.includes(batch)) this.typos.push(batch);
       return true;
     } catch (error) {
@@ -392,6 +392,7 @@ export class SimTask {
       clock: this.world.clock,
       leaseTtlMs: LEASE_TTL_MS,
       newShape: this.newShape,
+      sharedPartitions: this.tenant.sharedPartitions,
     };
   }
 

@@ -1,5 +1,5 @@
 import { openOutbox } from '../src/outbox/index.js';
-import { partitionDateOf } from './batch.js';
+import { partitionDateOf, partitionKeyOf } from './batch.js';
 import { QUIET_LOGGER, type Tenant, type World } from './world.js';
 
 /**
@@ -20,7 +20,7 @@ export async function rerunBatches(world: World, tenant: Tenant, task: string, b
     logger: QUIET_LOGGER,
   });
   for (let batch = 1; batch <= batches; batch++) {
-    const partitionKey = `${task}.${batch}`;
+    const partitionKey = partitionKeyOf(task, batch, tenant.sharedPartitions);
     box.commit((tx) => {
       tx.emit(box.asset(tenant.assets.ready), { partitionKey, partitionDate: partitionDateOf(batch) });
       tx.emit(box.asset(tenant.assets.done), { partitionKey, on: 'success' });

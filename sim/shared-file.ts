@@ -1,4 +1,4 @@
-import { RUN_ID } from './batch.js';
+import { partitionKeyOf, RUN_ID } from './batch.js';
 import { live, type SimTask } from './jobs.js';
 import type { Scene } from './scene.js';
 import { expect } from './violation.js';
@@ -21,12 +21,13 @@ export async function commitInTurn(scene: Scene, tenant: Tenant): Promise<void> 
   const committed: string[] = [];
   for (const task of [...mates.flatMap((mate) => [mate, mate]), ...mates]) {
     const batch = task.commit(task.current);
-    if (batch !== undefined) committed.push(`${task.name}.${batch.batch}`);
+    // The task beside the partition: where a run's tasks share their partitions, the key alone is not one batch.
+    if (batch !== undefined) committed.push(`${task.name} ${partitionKeyOf(task.name, batch.batch, tenant.sharedPartitions)}`);
   }
   await scene.deliverAll(mates.map((mate) => mate.current));
   const stored: string[] = [];
   for (let after = newest, page; (page = await scene.world.server.store.listEvents({ asset: tenant.assets.ready, after, limit: 1000 })).events.length > 0; after = page.next) {
-    stored.push(...page.events.filter((event) => event.producer === mates[0]!.producer && event.runId === RUN_ID).map((event) => event.partitionKey!));
+    stored.push(...page.events.filter((event) => event.producer === mates[0]!.producer && event.runId === RUN_ID).map((event) => `${event.task} ${event.partitionKey!}`));
   }
   // What was pending before is delivered first, and is not compared; a batch the server had already (a
   // task behind it, redoing it) is answered as a duplicate, not stored anew.

@@ -29,6 +29,12 @@ export interface Tenant {
   /** Its assets: events now, events held for a run's success, a consumer's caused events, a trigger's, and the misspelt one its job emits by mistake. */
   assets: { ready: string; done: string; summary: string; closed: string; typo: string };
   tokens: { job: string; consumer: string; closer: string; reader: string };
+  /**
+   * Its tasks publish the same partitions (`all.<batch>`), as tasks that each load a part of one day do;
+   * otherwise each task's partitions carry its name (`<task>.<batch>`). Only the keys, which derive from
+   * the task too, keep one task's event from being taken for another's (G3).
+   */
+  sharedPartitions: boolean;
 }
 
 /** A server answer the simulation saw pass through its network: every one must be below 500. */
@@ -118,7 +124,8 @@ export class World {
         closer: (await store.tokens.create({ scope: 'publish', producers: `${name}-closer`, assets: [assets.closed], consumes: [assets.ready, assets.done] })).token,
         reader: (await store.tokens.create({ scope: 'read', reads: ['events', 'streams'], producers: `${name}-*`, assets: [assets.ready, assets.done, assets.summary, assets.closed] })).token,
       };
-      this.tenants.push({ name, assets, tokens });
+      // The second tenant's tasks share their partitions; the others' do not.
+      this.tenants.push({ name, assets, tokens, sharedPartitions: this.tenants.length === 1 });
     }
   }
 

@@ -1,7 +1,7 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, cpSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { REPO, runScript } from '../support/child.js';
 import { startServer } from '../support/server.js';
 import { tempDir } from '../support/temp.js';
@@ -12,6 +12,11 @@ const npm = (args: string[], cwd: string) => execFileSync('npm', [...args, '--no
  * The package as a user gets it: `npm pack`, installed from the tarball into an empty project, its types
  * checked there, and the README's quickstart run there against a server, with `import … from 'oncebox'`.
  */
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup();
+});
+
 describe('the packed package', () => {
   it('installs from its tarball, type-checks and runs the quickstart in an empty project', async () => {
     const dir = tempDir();
@@ -78,7 +83,15 @@ describe('the packed package', () => {
     expect(execFileSync(bin, ['--version'], { encoding: 'utf8' }).trim()).toBe((JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string }).version);
 
     // `npx oncebox server` stops cleanly when npx is stopped: npx ends on SIGTERM without passing it on.
-    const npx = spawn('npx', ['oncebox', 'server', '--db', join(app, 'npx.db'), '--port', '0'], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] });
+    // In a process group of its own, so that whatever happens the group is killed after (an orphaned server of a failed run would live on).
+    const npx = spawn('npx', ['oncebox', 'server', '--db', join(app, 'npx.db'), '--port', '0'], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    cleanups.push(() => {
+      try {
+        process.kill(-npx.pid!, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    });
     let npxOut = '';
     let npxErr = '';
     npx.stdout.setEncoding('utf8').on('data', (chunk: string) => (npxOut += chunk));
