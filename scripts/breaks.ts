@@ -1695,7 +1695,7 @@ export const BREAKS: Break[] = [
     what: "an emission's key derived without its task (another task's event for the same partition answered as a duplicate)",
     guarantee: 'G3, G4',
     edits: [{ file: 'src/outbox/commit/keys.ts', find: '      identity.runId,\n      identity.task,\n', replace: '      identity.runId,\n' }],
-    caughtBy: [{ file: multiTask, name: 'its own event for a partition both emit' }],
+    caughtBy: [{ file: multiTask, name: 'its own event for a partition both emit' }, simulation],
   },
   {
     what: 'a relay stepped by hand that lost its lease failing every later step instead of asking for the lease again',
