@@ -1813,7 +1813,7 @@ export const BREAKS: Break[] = [
     what: 'an idle consumer never asking for its group’s epoch (a replaced consumer with no events runs on forever)',
     guarantee: 'G21',
     edits: [{ file: 'src/consumer/consumer.ts', find: '        if (events.length === 0) await this.box.learnFenceFromServer();', replace: '' }],
-    caughtBy: [{ file: 'test/fault/consumer-zombie.test.ts', name: 'at the end of a long-poll' }],
+    caughtBy: [{ file: 'test/fault/consumer-zombie.test.ts', name: 'at the end of a long-poll' }, simulation],
   },
   {
     what: "a map entry's URI looked up without Airflow's normal form of an empty path (`ceo://refunds` not found as `ceo://refunds/`)",
@@ -2060,7 +2060,7 @@ export const BREAKS: Break[] = [
     what: 'a consumer whose signal aborts going on to the end of the page it fetched',
     guarantee: 'G20',
     edits: [{ file: 'src/consumer/consumer.ts', find: '          if (signal?.aborted) break;\n          if (unit.length === 0) continue;', replace: '          if (unit.length === 0) continue;' }],
-    caughtBy: [{ file: 'test/integration/consumer.test.ts', name: 'stops after the event in hand' }],
+    caughtBy: [{ file: 'test/integration/consumer.test.ts', name: 'stops after the event in hand' }, simulation],
   },
   {
     what: 'the console showing a long name whole (a 200-character asset name makes the overview 3,900 px wide)',

@@ -2,7 +2,7 @@ import { FencedError, openConsumer, type Consumer, type EventHandler } from '../
 import type { ConsumerProcessArgs } from './consumer-process.js';
 import { runSimProcess } from './processes.js';
 import { until } from './waiting.js';
-import { Violation } from './violation.js';
+import { expect, Violation } from './violation.js';
 import { QUIET_LOGGER, type Tenant, type World } from './world.js';
 
 /** The failpoints a consumer process is killed at. */
@@ -141,6 +141,8 @@ export class SimGroup {
       else {
         await consumer.run(
           (event, ctx) => {
+            // Told to stop, a consumer stops after the event in hand: none is handed over after (G20).
+            expect('G20', !stop.signal.aborted, () => `${this.name}: its handler was given event ${event.eventId} after the consumer was told to stop`);
             work(event, ctx);
             if (done(++handled)) stop.abort();
           },
