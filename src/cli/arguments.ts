@@ -218,7 +218,11 @@ export function untilSignal(): Promise<NodeJS.Signals> {
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
-    whenStarterEnds(() => stop('SIGTERM'));
+    // Its starter gone is a reason to begin stopping, never a second signal: npm run passes SIGTERM on and
+    // then ends, and the stop it began must not be cut short a second later.
+    whenStarterEnds(() => {
+      if (first === undefined) stop('SIGTERM');
+    });
   });
 }
 
