@@ -1992,7 +1992,7 @@ export const BREAKS: Break[] = [
   {
     what: 'a list of streams showing each checkpoint whole (values of 64 KiB each, on every row)',
     guarantee: 'G27',
-    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: 'rows.slice(0, limit), this.staleBefore(), CHECKPOINT_PREVIEW_CHARS);', replace: 'rows.slice(0, limit), this.staleBefore(), undefined && CHECKPOINT_PREVIEW_CHARS);' }],
+    edits: [{ file: 'src/dedupe/catalog/catalog.ts', find: 'rows.slice(0, limit), staleBefore, CHECKPOINT_PREVIEW_CHARS);', replace: 'rows.slice(0, limit), staleBefore, undefined && CHECKPOINT_PREVIEW_CHARS);' }],
     caughtBy: [{ file: catalogBounds, name: 'answers a list in pages bounded' }],
   },
   {

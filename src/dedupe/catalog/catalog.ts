@@ -33,7 +33,6 @@ export type { CatalogScope, PageQuery } from './scope.js';
 /** A run's lifecycle events its page shows, the newest. */
 const LIFECYCLE_LISTED = 200;
 
-
 const LIFECYCLE_ASSETS = [LifecycleAsset.Succeeded, LifecycleAsset.Failed, LifecycleAsset.Fenced];
 const streamKey = z.tuple([z.string(), z.string(), z.string(), z.string()]);
 // The attempt within what both stores keep it as (a 32-bit integer), so that a forged one is a 400.
@@ -127,6 +126,8 @@ export class Catalog {
   ): Promise<Page<StreamSummary>> {
     const after = decodePageCursor(query.after, streamKey);
     const limit = Math.min(query.limit, CATALOG_PAGE_ROWS);
+    // One instant for the filter and the summaries: a run the filter took for stale is shown stale.
+    const staleBefore = this.staleBefore();
     const { q } = this.db;
     let select = q
       .selectFrom('streams as s')
@@ -141,7 +142,6 @@ export class Catalog {
     if (query.runId !== undefined) select = select.where('s.run_id', '=', query.runId);
     if (query.kind !== undefined) select = select.where((eb) => (query.kind === 'consumer' ? isConsumer(eb) : eb.not(isConsumer(eb))));
     if (query.outcome === 'running' || query.outcome === 'stale') {
-      const staleBefore = this.staleBefore();
       select = select.where((eb) => eb.or([eb('s.outcome', 'is', null), eb('s.outcome', '=', 'retrying')]));
       select =
         query.outcome === 'stale'
@@ -153,7 +153,7 @@ export class Catalog {
     }
     const rows = await this.db.all(select);
     // A list shows each checkpoint's value cut to a preview; the stream's own page has them whole.
-    const items = await streamSummaries(this.db, rows.slice(0, limit), this.staleBefore(), CHECKPOINT_PREVIEW_CHARS);
+    const items = await streamSummaries(this.db, rows.slice(0, limit), staleBefore, CHECKPOINT_PREVIEW_CHARS);
     return boundedPage(rows, limit, items, (row) => [row.updated_at, row.producer, row.run_id, row.task], query.maxBytes);
   }
 
