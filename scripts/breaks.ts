@@ -555,7 +555,7 @@ export const BREAKS: Break[] = [
     what: 'a server whose every token was revoked opened to anyone',
     guarantee: 'G17',
     edits: [{ file: tokens, find: "const row = await this.db.selectFrom('tokens').select('id').limit(1).executeTakeFirst();", replace: "const row = await this.db.selectFrom('tokens').select('id').where('revoked_at', 'is', null).limit(1).executeTakeFirst();" }],
-    caughtBy: [{ file: scopedTokens, name: 'after a restart with every token revoked' }, { file: 'test/unit/tokens.test.ts', name: 'keeps asking' }],
+    caughtBy: [{ file: scopedTokens, name: 'after a restart with every token revoked' }, { file: 'test/unit/tokens.test.ts', name: 'keeps asking' }, simulation],
   },
   {
     what: 'tokens stored as they are rather than hashed',
@@ -932,7 +932,7 @@ export const BREAKS: Break[] = [
     what: 'the server takes a lifecycle event under any key, so that a valid-looking one holds the key of another outcome (the run\'s success)',
     guarantee: 'G17, G25',
     edits: [{ file: lifecycleCheck, find: 'if (item.key !== outcomeKey(', replace: 'if (item.key === "" && item.key !== outcomeKey(' }],
-    caughtBy: [{ file: scopedTokens, name: 'takes a lifecycle event outside' }],
+    caughtBy: [{ file: scopedTokens, name: 'takes a lifecycle event outside' }, simulation],
   },
   {
     what: "a resume that adopts a later attempt's progress drops the taken-over lifecycle notices with the rest",
@@ -1076,7 +1076,7 @@ export const BREAKS: Break[] = [
     what: 'a run that failed for good and is tried again after all does not hold what its failure discarded',
     guarantee: 'G25',
     edits: [{ file: 'src/outbox/file/run-attempts.ts', find: '        this.terminal.holdDiscardedAgain.run({ ...run });\n', replace: '' }],
-    caughtBy: [{ file: lifecycle, name: 'tried again after all (the same file)' }],
+    caughtBy: [{ file: lifecycle, name: 'tried again after all (the same file)' }, simulation],
   },
   {
     what: "a failure for good empties the server's copy of the held emissions (a retry after all on a fresh machine cannot hold them again)",
@@ -1719,13 +1719,13 @@ export const BREAKS: Break[] = [
     what: "a trigger's rebuild running the handler again for the partitions it replays",
     guarantee: 'G22',
     edits: [{ file: 'src/consumer/triggers.ts', find: '    if (!context.replay) {', replace: '    if (context.replay || !context.replay) {' }],
-    caughtBy: [{ file: triggerTest, name: 'remembers its firings through a rebuild' }],
+    caughtBy: [{ file: triggerTest, name: 'remembers its firings through a rebuild' }, simulation],
   },
   {
     what: 'every firing of a partition counted as its first (a refresh reuses the first firing\'s keys and is lost as a duplicate)',
     guarantee: 'G22',
     edits: [{ file: 'src/consumer/triggers.ts', find: '    const firing = fired + 1;', replace: '    const firing = 1;' }],
-    caughtBy: [{ file: triggerTest, name: 'fires a refresh, never a first firing again' }],
+    caughtBy: [{ file: triggerTest, name: 'fires a refresh, never a first firing again' }, simulation],
   },
   {
     what: "PostgreSQL raising the epoch of every task of a run (one task's retry fences the other task)",

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { FencedError, openConsumer, type Consumer, type EventHandler } from '../src/consumer/index.js';
 import type { ConsumerProcessArgs } from './consumer-process.js';
 import { runSimProcess } from './processes.js';
@@ -11,7 +13,9 @@ export type ConsumerKillPoint = 'consume:before-handler' | 'commit:after-write' 
 /**
  * What a group does with the tenant's events: a summariser reads `ready` events and, for each, records
  * its effect in its own database and emits one `summary` caused by it; a closer is a per-partition
- * trigger over `ready` and `done` that emits one `closed` event per partition once both are in.
+ * trigger over `ready` and `done` that emits one `closed` event per partition once both are in, and,
+ * when it refreshes, one more for each newer event of the partition. A closer keeps each firing it ran
+ * in its own table (`firings`), committed with the firing, so that a handler run again shows.
  */
 export type GroupKind = 'summariser' | 'closer';
 
@@ -26,6 +30,15 @@ export interface GroupSetup {
   output: string;
   /** Rows its relay sends a request, one request at a time, when set: one lets a caused emission reach the server without the cursor beside it. */
   relayRows?: number;
+  /** A closer's answer to a newer event for a partition it fired for. */
+  onNewer: 'ignore' | 'refresh';
+}
+
+/** A closer's firing as it recorded it in its own file: the partition, which firing, and the cursor of the event that set it off. */
+export interface RecordedFiring {
+  partitionKey: string;
+  firing: number;
+  cursor: number;
 }
 
 /** Opens a group's consumer as the simulation's in-process consumers and its consumer processes do, its work attached. */
@@ -43,8 +56,11 @@ export async function openGroupConsumer(setup: GroupSetup): Promise<{ consumer: 
   });
   consumer.db.exec('CREATE TABLE IF NOT EXISTS effects (event_id TEXT NOT NULL, applied INTEGER NOT NULL)');
   if (setup.kind === 'closer') {
-    consumer.trigger({ when: setup.assets, by: 'partitionKey' }, (partitionKey, events, ctx) => {
-      ctx.tx.emit(setup.output, { partitionKey, extra: { inputs: events.map((event) => event.eventId) } });
+    consumer.db.exec('CREATE TABLE IF NOT EXISTS firings (partition_key TEXT NOT NULL, firing INTEGER NOT NULL, cursor INTEGER NOT NULL)');
+    consumer.trigger({ when: setup.assets, by: 'partitionKey', onNewer: setup.onNewer }, (partitionKey, events, ctx) => {
+      const cursor = Math.max(...events.map((event) => event.cursor));
+      ctx.tx.db.prepare('INSERT INTO firings (partition_key, firing, cursor) VALUES (?, ?, ?)').run(partitionKey, ctx.firing, cursor);
+      ctx.tx.emit(setup.output, { partitionKey, extra: { inputs: events.map((event) => event.eventId), firing: ctx.firing } });
     });
     return { consumer, handler: undefined };
   }
@@ -79,6 +95,11 @@ export class SimGroup {
   path: string;
   /** Compaction removed events before this group last started on a fresh file: a rebuild cannot see them (G22's assumption). */
   rebuiltWithoutHistory = false;
+  /**
+   * Each file the group has consumed on and the server's cursor for the group before its first consumer
+   * opened it: a rebuild on a fresh file replays at least that far, and runs no handler for what it replays.
+   */
+  readonly files = new Map<string, number>();
 
   constructor(
     private readonly world: World,
@@ -111,16 +132,23 @@ export class SimGroup {
       kind: this.kind,
       assets: this.assets,
       output: this.output,
+      onNewer: this.tenant.closerOnNewer,
     };
   }
 
   async open(): Promise<Consumer> {
     if (this.consumer === undefined) {
+      await this.noteFile();
       const opened = await openGroupConsumer(this.setup());
       this.consumer = opened.consumer;
       this.handler = opened.handler;
     }
     return this.consumer;
+  }
+
+  /** Notes the file it is about to consume on, the first time, with the server's cursor for the group now. */
+  private async noteFile(): Promise<void> {
+    if (!this.files.has(this.path)) this.files.set(this.path, await this.world.groupCursor(this.name));
   }
 
   /** The newest cursor among its assets' events now. */
@@ -202,6 +230,7 @@ export class SimGroup {
    */
   async killedAt(point: ConsumerKillPoint, hit: number, relayRows?: number): Promise<void> {
     await this.stop();
+    await this.noteFile();
     const args: ConsumerProcessArgs = { ...this.setup(), until: await this.newest(), ...(relayRows === undefined ? {} : { relayRows }) };
     const outcome = await runSimProcess('sim/consumer-process.ts', args, `${point}@${hit}`);
     this.world.happened(outcome.killed ? `consumer process killed at ${point}` : `consumer process not killed (${point} passed fewer than ${hit} times)`);
@@ -228,6 +257,24 @@ export class SimGroup {
     return new Map(rows.map((row) => [row.event_id, row.n]));
   }
 
+  /**
+   * A closer's firings, as each file it consumed on recorded them, with the server's cursor for the group
+   * before the file's first consumer opened it. Read from the files themselves: a lost machine's file is
+   * left where it was, so its firings are read too.
+   */
+  firings(): { path: string; replayedTo: number; firings: RecordedFiring[] }[] {
+    return [...this.files].filter(([path]) => existsSync(path)).map(([path, replayedTo]) => {
+      const db = new Database(path, { readonly: true, fileMustExist: true });
+      try {
+        const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'firings'").get();
+        const firings = table === undefined ? [] : (db.prepare('SELECT partition_key AS partitionKey, firing, cursor FROM firings').all() as RecordedFiring[]);
+        return { path, replayedTo, firings };
+      } finally {
+        db.close();
+      }
+    });
+  }
+
   /** It stops, its emissions left in its file for the next consumer on it (as a crash after a commit leaves them). */
   async stop(): Promise<void> {
     await this.consumer?.close({ timeoutMs: 0 });
@@ -238,6 +285,7 @@ export class SimGroup {
   async loseMachine(): Promise<void> {
     await this.stop();
     this.moveToFreshFile();
+    this.world.happened(`${this.kind} lost its machine`);
   }
 
   private moveToFreshFile(): void {

@@ -1,4 +1,4 @@
-import { DeliveryError, ServerClient } from '../src/client/server-client.js';
+import { DeliveryError, ServerClient, TOKEN_CHECK_MS } from '../src/client/server-client.js';
 import { DeadLetters } from '../src/outbox/file/dead-letters.js';
 import { CredentialsError, FencedError, openOutbox, RunEndedError, type AttemptSource, type Outbox } from '../src/outbox/index.js';
 import { Relay } from '../src/outbox/relay/relay.js';
@@ -295,7 +295,13 @@ export class SimTask {
     const label = `${this.tenant.name}/${this.name}`;
     const before = this.handOver();
     const openedAt = new Date(this.world.clock).toISOString();
+    // No fault of an earlier step left for the check at open: only a server that does not answer in time lets it pass.
+    this.world.proxy.clearPlan();
+    const started = Date.now();
     const wrong = await this.open(before.path, before.attempt, token, 'in-process').catch((error: unknown) => error);
+    // Each of these tokens is one the server refuses for this job (a read token, another producer's), and
+    // the open asks it first, for up to TOKEN_CHECK_MS: a box opened sooner was let through on an answer.
+    expect('G17', !('box' in (wrong as object)) || Date.now() - started >= TOKEN_CHECK_MS, () => `${label}: a token the server refuses for this job (${Object.entries(this.tenant.tokens).find(([, value]) => value === token)?.[0] ?? 'another tenant\'s job token'}) was let through at open, ${Date.now() - started} ms after it began: the job would do its work and its relay stop at the first delivery`);
     if (!('box' in (wrong as object))) {
       this.world.happened('wrong token refused at open');
       expect('G19', wrong instanceof CredentialsError, () => `${label}: a wrong token at open failed with ${String(wrong)}, not a CredentialsError`);
@@ -534,6 +540,19 @@ export class SimTask {
     if (this.zombie?.path === path) this.endZombie();
     // Counted by the runner, or claimed from the server: the next it hands out, or exactly the runner's number.
     this.current = await this.open(path, claim === undefined ? latest + 1 : claim === 'claim' ? 'claim' : { next: async (floor) => Math.max(latest, floor) + 1 });
+  }
+
+  /**
+   * The run failed for good, and its owner tries it again after all: a later attempt on `machine` holds
+   * again what the failure discarded (from the file, or on a fresh machine from the server's copy), and
+   * its success releases it (G25). False when the task's run has not failed for good.
+   */
+  async triedAgainAfterAll(machine: Machine): Promise<boolean> {
+    if (this.outcome !== 'fail for good') return false;
+    this.outcome = undefined;
+    await this.retry(machine);
+    this.world.happened(`a run failed for good tried again after all (${machine} machine)`);
+    return true;
   }
 
   /**

@@ -61,6 +61,10 @@ export type Operation =
   | { op: 'hold connections from another address'; task: number }
   /** Not drawn either: a new version of a task's job keeps its checkpoint in another shape, in some scenarios. */
   | { op: "change the checkpoint's schema, then fix it"; task: number; machine: Machine }
+  /** Not drawn either: a re-run's partition fired for, then the closer's machine lost, in some scenarios. */
+  | { op: "lose a closer's machine after a re-run"; tenant: number }
+  /** Not drawn either: a task whose run failed for good is tried again after all, in some scenarios. */
+  | { op: 'try a run failed for good again after all'; task: number; machine: Machine }
   | { op: 'release held requests' }
   | { op: 'restart server' }
   | { op: 'restore the server from an older backup'; retries: 'numbered' | 'claim' }
@@ -172,7 +176,9 @@ export type Scenario = { layout: Layout; operations: Operation[] };
  * of a run), after its first third, its mischief seeded from the scenario; a neighbour holding
  * connections in one of three, after two thirds; a tenant's tasks
  * that share a file committing in turn in one of four, after the middle; a summariser's consumer
- * process killed after its first delivery and its machine lost, in one of six; and in one of
+ * process killed after its first delivery and its machine lost, in one of six; a closer's machine lost
+ * after it fired for a re-run's partition, in one of four, after two thirds; a run that failed for good
+ * tried again after all, in one of three, after five sixths; and in one of
  * five, after its first quarter, a job process frozen beside a retry on a fresh machine whose first
  * request is its last batch announced again (a duplicate) or announced to the misspelt asset (a
  * refusal): requests that store nothing and must still move the run's epoch, which the drawn
@@ -190,6 +196,8 @@ export function derivedOperationsOf(scenario: Scenario): { after: number; operat
   const sharing = scenario.layout.tenants.flatMap((tenant, i) => (tenant.sharedFile && tenant.tasks > 1 ? [i] : [])).sort((a, b) => scenario.layout.tenants[b]!.batchRows - scenario.layout.tenants[a]!.batchRows);
   if (n % 4 === 3 && sharing.length > 0) derived.push({ after: Math.floor(n / 2), operation: { op: 'commit in turn on a shared file', tenant: sharing[0]! } });
   if (n % 6 === 5) derived.push({ after: Math.floor(n / 2) + 1, operation: { op: 'kill the consumer process after its first delivery, then lose its machine', group: 2 * n } });
+  if (n % 4 === 2) derived.push({ after: Math.floor((2 * n) / 3), operation: { op: "lose a closer's machine after a re-run", tenant: n } });
+  if (n % 3 === 2) derived.push({ after: Math.floor((5 * n) / 6), operation: { op: 'try a run failed for good again after all', task: n, machine: n % 2 === 1 ? 'fresh' : 'same' } });
   if (n % 4 === 1) derived.push({ after: Math.floor((3 * n) / 4), operation: { op: "change the checkpoint's schema, then fix it", task: n + 1, machine: n % 8 === 1 ? 'fresh' : 'same' } });
   if (n % 5 === 3) {
     const retryFirst = n % 2 === 1 ? 'announcement' : 'misspelt announcement';

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { LifecycleAsset, outcomeKey } from '../src/protocol/lifecycle.js';
 import { expect } from './violation.js';
 import type { Tenant, World } from './world.js';
 
@@ -66,6 +67,8 @@ export async function pry(world: World, prier: Tenant, victim: Tenant): Promise<
     ['claim an attempt of the victim\'s run', `/v1/streams/${victim.name}-job/r/attempts`, { task: 'task0', atLeast: 999 }],
     ['claim the victim\'s consumer group', `/v1/streams/${victim.name}-summariser/${victim.name}-summariser/attempts`, { task: null, atLeast: 1 }],
   ];
+  await failureUnderSuccessKey(world, prier);
+
   for (const token of [tokens.job, tokens.consumer, tokens.closer]) {
     for (const [what, path, body] of writes) {
       const response = await world.fetch(path, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -75,4 +78,25 @@ export async function pry(world: World, prier: Tenant, victim: Tenant): Promise<
       expect('G17', refused, () => `${prier.name}'s token could ${what}: ${response.status} ${text.slice(0, 300)}`);
     }
   }
+}
+
+/**
+ * The prying tenant's job token sends its own run's failure under the key of that run's success (on a
+ * stream of its own: a task no one else writes). Stored, it would hold the key, and the real success
+ * would conflict with it for good: the server takes a lifecycle event only under its outcome's key (G17).
+ */
+async function failureUnderSuccessKey(world: World, prier: Tenant): Promise<void> {
+  const producer = `${prier.name}-job`;
+  const run = { workflow: 'sim', runId: PRY_RUN, task: `forged-${randomUUID().slice(0, 8)}` };
+  const failure = { outcome: 'failed', ...run, attempt: 1, error: { message: 'pried' }, willRetry: true, held: 0 };
+  const item = { seq: 1, key: outcomeKey(producer, run, 'succeeded', 0), kind: 'event', asset: LifecycleAsset.Failed, extra: failure };
+  const response = await world.fetch('/v1/emissions', {
+    method: 'POST',
+    headers: { authorization: `Bearer ${prier.tokens.job}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ stream: { producer, ...run, attempt: 1 }, items: [item] }),
+  });
+  const text = await response.text();
+  expect('no 5xx', response.status < 500, () => `a failure under its run's success key answered ${response.status}: ${text.slice(0, 200)}`);
+  const stored = response.ok && (JSON.parse(text) as { results: { status: string }[] }).results[0]?.status !== 'rejected';
+  expect('G17', !stored, () => `${prier.name}'s job token stored a failure under its run's success key: ${response.status} ${text.slice(0, 300)}`);
 }

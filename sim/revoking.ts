@@ -36,3 +36,30 @@ export async function revokeAndReplace(world: World, tenant: Tenant): Promise<vo
   expect('G17', (await read(token)).status === 200, () => `${tenant.name}'s new read token was refused`);
   world.happened('a read token revoked and replaced');
 }
+
+/**
+ * Last of all, an operator revokes every token (they all leaked), the admin's own last, and restarts each
+ * instance: a server whose tokens are all revoked stays shut, to a request without a token as to each
+ * revoked one; it never takes itself for a new server that has no tokens yet (G17).
+ */
+export async function revokeEveryToken(world: World): Promise<void> {
+  const asAdmin = { authorization: `Bearer ${world.admin}` };
+  const listed = await world.fetch('/v1/tokens', { headers: asAdmin });
+  expect('no 5xx', listed.status === 200, () => `listing the tokens answered ${listed.status}`);
+  const ids = ((await listed.json()) as { tokens: { id: string }[] }).tokens.map((token) => token.id);
+  const adminId = TOKEN_ID.exec(world.admin)![1]!;
+  for (const id of [...ids.filter((other) => other !== adminId), adminId]) {
+    const response = await world.fetch(`/v1/tokens/${id}`, { method: 'DELETE', headers: asAdmin });
+    expect('no 5xx', response.status === 200, () => `revoking token ${id} answered ${response.status}`);
+  }
+  for (let i = 0; i < world.serverUrls.length; i++) await world.restartServer();
+  const tokens = [undefined, world.admin, ...world.tenants.flatMap((tenant) => Object.values(tenant.tokens))];
+  for (const url of world.serverUrls) {
+    for (const token of tokens) {
+      const response = await world.fetchFrom(url, '/v1/events?after=0&limit=1', { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
+      await response.body?.cancel();
+      expect('G17', response.status === 401, () => `with every token revoked and the server restarted, ${url} answered ${response.status} to ${token === undefined ? 'a request without a token' : 'a revoked token'}`);
+    }
+  }
+  world.happened('every token revoked, the server restarted');
+}

@@ -3,7 +3,7 @@ import { Checker } from './checker.js';
 import { floodCatalog } from './flooding.js';
 import { pry } from './prying.js';
 import { rerunBatches } from './reruns.js';
-import { revokeAndReplace } from './revoking.js';
+import { revokeAndReplace, revokeEveryToken } from './revoking.js';
 import { expect, Violation } from './violation.js';
 import { SimGroup } from './groups.js';
 import { live, SimTask, type Attempt } from './jobs.js';
@@ -64,7 +64,7 @@ const trace = process.env.ONCEBOX_SIM_TRACE
     }
   : () => undefined;
 
-const FAULTS = new Set<Operation['op']>(['crash and restart', 'claim the retry, then a copy claims its number', 'kill the job process', "fill the job process's disk", 'freeze the job process, retry beside it', 'redo published batches', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'revoke a read token, then replace it', 'flood the catalog', 'restart server', 'restore the server from an older backup', 'release held requests']);
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'claim the retry, then a copy claims its number', 'kill the job process', "fill the job process's disk", 'freeze the job process, retry beside it', 'redo published batches', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', "lose a closer's machine after a re-run", 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'revoke a read token, then replace it', 'flood the catalog', 'restart server', 'restore the server from an older backup', 'release held requests']);
 
 /**
  * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
@@ -121,6 +121,8 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
         await system.settle();
         trace('final check');
         await checker.check({ final: true });
+        trace('every token revoked');
+        await revokeEveryToken(world);
       });
     } catch (error) {
       throw new SimulationFailure(error as Error, 'final', undefined);
@@ -267,14 +269,27 @@ class System implements Scene {
         await group.loseMachine();
         // Every other time a closer loses its machine (derived, so that the seeds' scenarios stay as they
         // were): it rebuilds its triggers' state on the fresh file, and then a re-run publishes a
-        // partition it may have fired for again. The newer event must not fire it again (G22).
-        if (group.kind === 'closer' && ++this.closerLosses % 2 === 0) {
-          await group.catchUp();
-          const task = this.tasks.find((candidate) => candidate.tenant === group.tenant);
-          if (task !== undefined) await rerunBatches(this.world, task.tenant, task.name, 1, `rerun-${++this.reruns}`);
-          await group.catchUp();
-        }
+        // partition it may have fired for again (G22: ignored, or a refresh).
+        if (group.kind === 'closer' && ++this.closerLosses % 2 === 0) await this.rebuildThenRerun(group);
         return;
+      }
+      case 'try a run failed for good again after all': {
+        // The task the operation names: its run fails for good now if it has not ended, and its failure
+        // reaches the server (a fresh machine resumes from what the server holds of it).
+        const task = this.task(operation.task);
+        if (!task.over && live(task.current) && !task.current.ended) task.end(task.current, 'fail for good');
+        if (task.outcome !== 'fail for good') return;
+        await this.deliverAll([task.current]);
+        await task.triedAgainAfterAll(operation.machine);
+        return;
+      }
+      case "lose a closer's machine after a re-run": {
+        // A partition it surely fired for: the re-run's batch, completed, consumed before the loss.
+        const group = this.groups.filter((candidate) => candidate.kind === 'closer')[operation.tenant % this.world.tenants.length]!;
+        await this.rerunOf(group.tenant);
+        await group.catchUp();
+        await group.loseMachine();
+        return this.rebuildThenRerun(group);
       }
       case 'kill the consumer process': {
         const group = this.group(operation.group);
@@ -345,9 +360,6 @@ class System implements Scene {
         return;
     }
   }
-
-
-
 
   /**
    * The tenant's tasks run with their relays in process, on their own, as jobs do: each commits a batch,
@@ -455,6 +467,23 @@ class System implements Scene {
     const { tenants } = this.world;
     const one = tenants[first % tenants.length]!;
     return [one, tenants[(first + 1 + (second % (tenants.length - 1))) % tenants.length]!];
+  }
+
+  /**
+   * A closer on a fresh file rebuilds its triggers' state from the server, firing nothing for what it
+   * replays; then a re-run publishes a partition it may have fired for again, which it ignores or
+   * fires as a refresh, as it was told (G22).
+   */
+  private async rebuildThenRerun(group: SimGroup): Promise<void> {
+    await group.catchUp();
+    await this.rerunOf(group.tenant);
+    await group.catchUp();
+  }
+
+  /** A re-run of the first batch of the tenant's first task, under a run of its own. */
+  private async rerunOf(tenant: Tenant): Promise<void> {
+    const task = this.tasks.find((candidate) => candidate.tenant === tenant);
+    if (task !== undefined) await rerunBatches(this.world, task.tenant, task.name, 1, `rerun-${++this.reruns}`);
   }
 
   private task(index: number): SimTask {

@@ -35,6 +35,11 @@ export interface Tenant {
    * the task too, keep one task's event from being taken for another's (G3).
    */
   sharedPartitions: boolean;
+  /**
+   * What its closer (a per-partition trigger) does with a newer event for a partition it fired for:
+   * ignore it, or fire again as a refresh (the second tenant's, so that both are always in a world).
+   */
+  closerOnNewer: 'ignore' | 'refresh';
 }
 
 /** A server answer the simulation saw pass through its network: every one must be below 500. */
@@ -125,7 +130,7 @@ export class World {
         reader: (await store.tokens.create({ scope: 'read', reads: ['events', 'streams'], producers: `${name}-*`, assets: [assets.ready, assets.done, assets.summary, assets.closed] })).token,
       };
       // The second tenant's tasks share their partitions; the others' do not.
-      this.tenants.push({ name, assets, tokens, sharedPartitions: this.tenants.length === 1 });
+      this.tenants.push({ name, assets, tokens, sharedPartitions: this.tenants.length === 1, closerOnNewer: this.tenants.length === 1 ? 'refresh' : 'ignore' });
     }
   }
 
@@ -163,7 +168,12 @@ export class World {
    * connections a client kept open, and a client retries (only the server's answers are judged, never the network's).
    */
   fetch(path: string, init: RequestInit = {}): Promise<Response> {
-    return pRetry(() => fetch(`${this.url}${path}`, init), {
+    return this.fetchFrom(this.url, path, init);
+  }
+
+  /** As fetch, from the instance at `url`. */
+  fetchFrom(url: string, path: string, init: RequestInit = {}): Promise<Response> {
+    return pRetry(() => fetch(`${url}${path}`, init), {
       retries: 20,
       minTimeout: 5,
       maxTimeout: 100,
@@ -205,6 +215,14 @@ export class World {
     }
     this.newest.set(asset, newest);
     return newest;
+  }
+
+  /** A consumer group's cursor as the server mirrors it (0 before its first): what a rebuild on a fresh file replays up to, at least. */
+  async groupCursor(producer: string): Promise<number> {
+    const response = await this.fetch(`/v1/catalog/consumers?producer=${encodeURIComponent(producer)}`, { headers: { authorization: `Bearer ${this.admin}` } });
+    if (response.status !== 200) throw new Error(`GET /v1/catalog/consumers answered ${response.status}`);
+    const page = (await response.json()) as { items: { group: string; cursor: number }[] };
+    return page.items.find((item) => item.group === producer)?.cursor ?? 0;
   }
 
   newPath(label: string): string {
