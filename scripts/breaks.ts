@@ -421,7 +421,7 @@ export const BREAKS: Break[] = [
     what: 'a refused token at resume (a retry reading its run from the server) wrapped as ResumeUnavailableError, a transient-looking error, instead of CredentialsError',
     guarantee: 'G17',
     edits: [{ file: 'src/outbox/resume.ts', find: '    if (error instanceof CredentialsError) throw error;', replace: '    if (false) throw error;' }],
-    caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'is refused at openOutbox' }],
+    caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'is refused at openOutbox' }, simulation],
   },
   {
     what: "a PostgreSQL group's events notify no reader (readers waiting on another instance wait out their look-again interval)",
@@ -522,13 +522,13 @@ export const BREAKS: Break[] = [
         replace: "    if (!request.url.startsWith('/v1/')) {\n      markAuthenticated(request.raw.socket);\n      return;\n    }",
       },
     ],
-    caughtBy: [{ file: 'test/integration/auth.test.ts', name: '%761' }],
+    caughtBy: [{ file: 'test/integration/auth.test.ts', name: '%761' }, simulation],
   },
   {
     what: "a publish token's producer not checked against the stream it writes",
     guarantee: 'G17',
     edits: [{ file: 'src/dedupe/routes/publishing.ts', find: 'if (!producerAllowed(grant, stream.producer)) {', replace: 'if (!producerAllowed(grant, grant.producers)) {' }],
-    caughtBy: [{ file: scopedTokens, name: 'cross-producer attack' }],
+    caughtBy: [{ file: scopedTokens, name: 'cross-producer attack' }, simulation],
   },
   {
     what: "a token's scope not checked against the route it reaches",
@@ -537,19 +537,20 @@ export const BREAKS: Break[] = [
     caughtBy: [
       { file: scopedTokens, name: 'lets each scope do what it grants' },
       { file: 'test/integration/auth.test.ts', name: 'wrong scope' },
+      simulation,
     ],
   },
   {
     what: "a publish token's asset list not applied to the items it sends",
     guarantee: 'G17',
     edits: [{ file: 'src/dedupe/routes/publishing.ts', find: '(asset) => isLifecycleAsset(asset) || assetAllowed(grant, asset), allowed)', replace: '() => true, allowed)' }],
-    caughtBy: [{ file: scopedTokens, name: 'item by item' }],
+    caughtBy: [{ file: scopedTokens, name: 'item by item' }, simulation],
   },
   {
     what: 'a revoked token still let in',
     guarantee: 'G17',
     edits: [{ file: tokens, find: 'return row && row.revoked_at === null ? grantOfRow(row) : undefined;', replace: 'return row ? grantOfRow(row) : undefined;' }],
-    caughtBy: [{ file: scopedTokens, name: 'revoked' }, { file: 'test/unit/tokens.test.ts', name: 'forget' }],
+    caughtBy: [{ file: scopedTokens, name: 'revoked' }, { file: 'test/unit/tokens.test.ts', name: 'forget' }, simulation],
   },
   {
     what: 'a server whose every token was revoked opened to anyone',
@@ -561,7 +562,7 @@ export const BREAKS: Break[] = [
     what: 'tokens stored as they are rather than hashed',
     guarantee: 'G17',
     edits: [{ file: tokens, find: "  return createHash('sha256').update(token).digest('hex');", replace: '  return token;' }],
-    caughtBy: [{ file: scopedTokens, name: 'keeps only a hash' }],
+    caughtBy: [{ file: scopedTokens, name: 'keeps only a hash' }, simulation],
   },
   {
     what: 'the rate limit counted per client address rather than per token',
@@ -834,13 +835,13 @@ export const BREAKS: Break[] = [
     what: 'the Airflow forwarder posts again after a lost answer without looking in Airflow first',
     guarantee: 'G24',
     edits: [{ file: forwarder, find: "        this.mayBePosted = true;\n        failpoint('forward:before-post');", replace: "        this.mayBePosted = false;\n        failpoint('forward:before-post');" }],
-    caughtBy: [{ file: airflowForwarder, name: 'lost answers' }, { file: 'test/airflow/chain.test.ts' }],
+    caughtBy: [{ file: airflowForwarder, name: 'lost answers' }, { file: 'test/airflow/chain.test.ts' }, simulation],
   },
   {
     what: 'a forwarder that starts without looking for the events its predecessor posted and did not record',
     guarantee: 'G24',
     edits: [{ file: forwarder, find: '    this.mayBePosted = true;\n    const result', replace: '    this.mayBePosted = false;\n    const result' }],
-    caughtBy: [{ file: airflowForwarder, name: 'lost answers' }],
+    caughtBy: [{ file: airflowForwarder, name: 'lost answers' }, simulation],
   },
   {
     what: "the forwarder's Airflow token kept until Airflow refuses it",
@@ -1082,7 +1083,7 @@ export const BREAKS: Break[] = [
     what: "a failure for good empties the server's copy of the held emissions (a retry after all on a fresh machine cannot hold them again)",
     guarantee: 'G25',
     edits: [{ file: 'src/outbox/commit/commit.ts', find: 'const value = failsForGood ? heldMirror(discarding, true) : settlesHeld', replace: 'const value = failsForGood ? \'[]\' : settlesHeld' }],
-    caughtBy: [{ file: lifecycle, name: 'tried again after all' }, { file: terminalPaths, name: 'fail for good then a retry on a fresh machine' }],
+    caughtBy: [{ file: lifecycle, name: 'tried again after all' }, { file: terminalPaths, name: 'fail for good then a retry on a fresh machine' }, simulation],
   },
   {
     what: 'BullMQ told of a job end before the server took it (close with a timeout, then complete)',
@@ -1226,7 +1227,7 @@ export const BREAKS: Break[] = [
     what: 'a read token let through at open (it may read the stream): the job does its work and its relay stops at the first delivery',
     guarantee: 'G17, G19',
     edits: [{ file: 'src/client/server-client.ts', find: "    if (scope?.scope === 'read') {", replace: "    if (scope?.scope === ('none' as string)) {" }],
-    caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'refuses a read token at openOutbox' }],
+    caughtBy: [{ file: 'test/integration/credentials.test.ts', name: 'refuses a read token at openOutbox' }, simulation],
   },
   {
     what: "an asset outside the job's token's list taken at box.asset() (a misspelt asset goes dead at the server while the checkpoint moves past it)",

@@ -34,27 +34,13 @@ const { values } = parseArgs({
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const postgres = spawnSync('pg_isready', ['-h', '127.0.0.1', '-p', '5432', '-q']).status === 0;
 
-/** A copy of the working tree (tracked and new files, not ignored ones) sharing node_modules, its console built. */
+/** A copy of the working tree (tracked and new files, not ignored ones) sharing node_modules. */
 function scratchCopy(): string {
   const dir = cleanCopy(repo, 'oncebox-breaks-');
   // The Airflow tests run against the Airflow installed here, when it is.
   if (existsSync(join(repo, '.airflow'))) symlinkSync(join(repo, '.airflow'), join(dir, '.airflow'));
-  buildConsole(dir);
   return dir;
 }
-
-/**
- * Builds the web console into the copy's dist/console, where a server run from its sources serves it:
- * the copy holds no build, and without one every console test, and the simulation's console reading,
- * would fail whatever the break.
- */
-function buildConsole(dir: string): void {
-  const build = spawnSync('npx', ['vite', 'build', '--config', 'console/vite.config.ts', '--logLevel', 'error'], { cwd: dir, encoding: 'utf8' });
-  if (build.status !== 0) throw new Error(`building the console in ${dir} failed: ${build.stderr.slice(-500)}`);
-}
-
-/** Whether a break edits the console's own code, which is served built: the copy's console is built again with it, and after it. */
-const editsConsole = (b: Break) => b.edits.some((edit) => edit.file.startsWith('console/'));
 
 interface Outcome {
   failed: number;
@@ -157,7 +143,6 @@ try {
       continue;
     }
     try {
-      if (editsConsole(b)) buildConsole(dir);
       const started = Date.now();
       const results = b.caughtBy.map((t) => ({ t, outcome: runTests(dir, t) }));
       // Every test the table names must fail: the table says each one catches the bug.
@@ -171,7 +156,6 @@ try {
       }
     } finally {
       undo();
-      if (editsConsole(b)) buildConsole(dir);
     }
   }
 } finally {

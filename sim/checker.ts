@@ -57,6 +57,11 @@ export class Checker {
     return Math.max(0, ...this.history.keys());
   }
 
+  /** Every event the server has shown, by cursor (what compaction removed too). */
+  get seen(): StoredEvent[] {
+    return [...this.history.values()].sort((a, b) => a.cursor - b.cursor);
+  }
+
   /** How many events the server has shown in all. */
   get eventsSeen(): number {
     return this.history.size;

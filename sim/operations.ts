@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import type { Fault } from '../src/testing/fault-proxy.js';
 import type { ConsumerKillPoint } from './groups.js';
+import type { ForwarderKillPoint } from './forwarding.js';
 import type { DiskFullPoint, Ending, JobKillPoint, Machine } from './jobs.js';
 import type { StoreKind } from './world.js';
 
@@ -65,6 +66,8 @@ export type Operation =
   | { op: "lose a closer's machine after a re-run"; tenant: number }
   /** Not drawn either: a task whose run failed for good is tried again after all, in some scenarios. */
   | { op: 'try a run failed for good again after all'; task: number; machine: Machine }
+  /** Not drawn either: a tenant's closer's firings forwarded to Airflow, its forwarder killed and replaced, in some scenarios. */
+  | { op: 'forward to Airflow'; tenant: number; point: ForwarderKillPoint; hit: number; machine: 'same' | 'fresh' }
   | { op: 'release held requests' }
   | { op: 'restart server' }
   | { op: 'restore the server from an older backup'; retries: 'numbered' | 'claim' }
@@ -178,7 +181,8 @@ export type Scenario = { layout: Layout; operations: Operation[] };
  * that share a file committing in turn in one of four, after the middle; a summariser's consumer
  * process killed after its first delivery and its machine lost, in one of six; a closer's machine lost
  * after it fired for a re-run's partition, in one of four, after two thirds; a run that failed for good
- * tried again after all, in one of three, after five sixths; and in one of
+ * tried again after all, in one of three, after five sixths; a tenant's closer's firings forwarded to Airflow
+ * by a forwarder process killed at a failpoint and replaced, in one of five, after two thirds; and in one of
  * five, after its first quarter, a job process frozen beside a retry on a fresh machine whose first
  * request is its last batch announced again (a duplicate) or announced to the misspelt asset (a
  * refusal): requests that store nothing and must still move the run's epoch, which the drawn
@@ -197,6 +201,7 @@ export function derivedOperationsOf(scenario: Scenario): { after: number; operat
   if (n % 4 === 3 && sharing.length > 0) derived.push({ after: Math.floor(n / 2), operation: { op: 'commit in turn on a shared file', tenant: sharing[0]! } });
   if (n % 6 === 5) derived.push({ after: Math.floor(n / 2) + 1, operation: { op: 'kill the consumer process after its first delivery, then lose its machine', group: 2 * n } });
   if (n % 4 === 2) derived.push({ after: Math.floor((2 * n) / 3), operation: { op: "lose a closer's machine after a re-run", tenant: n } });
+  if (n % 5 === 1) derived.push({ after: Math.floor((2 * n) / 3), operation: { op: 'forward to Airflow', tenant: n, point: n % 2 === 0 ? 'forward:before-post' : 'forward:after-post', hit: 1 + (n % 3), machine: n % 4 < 2 ? 'fresh' : 'same' } });
   if (n % 3 === 2) derived.push({ after: Math.floor((5 * n) / 6), operation: { op: 'try a run failed for good again after all', task: n, machine: n % 2 === 1 ? 'fresh' : 'same' } });
   if (n % 4 === 1) derived.push({ after: Math.floor((3 * n) / 4), operation: { op: "change the checkpoint's schema, then fix it", task: n + 1, machine: n % 8 === 1 ? 'fresh' : 'same' } });
   if (n % 5 === 3) {

@@ -5,7 +5,8 @@ import { until } from './waiting.js';
 import { expect } from './violation.js';
 
 /**
- * The server is restored from an older backup (SQLite's online backup, docs/operations.md): taken at a
+ * The server is restored from an older backup (SQLite's online backup, or `pg_dump` of a PostgreSQL
+ * world's schema, docs/operations.md): taken at a
  * quiet moment, then every live task commits and delivers a batch, then the backup goes back. A relay
  * whose stream the server now has behind stops with `stream_state_lost`, marks nothing and says so in
  * `status()` (it never resends out of order). The documented fix is applied: every job of the runs is
@@ -14,10 +15,6 @@ import { expect } from './violation.js';
  * published again as the tasks go on (the checker forgets it with the server).
  */
 export async function restoreOlderBackup(scene: Scene, retries: 'numbered' | 'claim'): Promise<void> {
-  if (scene.world.store !== 'sqlite') {
-    scene.world.happened('no backup restored (a PostgreSQL world)');
-    return;
-  }
   // A quiet moment: held requests arrive, zombies are gone, every file delivers, every group drains.
   await scene.world.proxy.releaseHeld();
   for (const task of scene.tasks) task.endZombie();
@@ -26,6 +23,7 @@ export async function restoreOlderBackup(scene: Scene, retries: 'numbered' | 'cl
     await group.catchUp();
     await group.drain();
   }
+  for (const forwarder of scene.forwarders) await forwarder.catchUp();
   await scene.checker.check();
   const backedUpTo = scene.checker.newestCursor;
   const backup = await scene.world.backup();
@@ -56,7 +54,7 @@ export async function restoreOlderBackup(scene: Scene, retries: 'numbered' | 'cl
     if (retries === 'claim') await task.claimedRetry('fresh', 'claim');
     else await task.retry('fresh');
   }
-  scene.world.happened(`the server restored from an older backup, the runs retried on fresh machines (${retries})`);
+  scene.world.happened(`the server restored from an older backup on ${scene.world.store}, the runs retried on fresh machines (${retries})`);
 }
 
 /**

@@ -7,6 +7,7 @@
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { describeFailure, describeHappenings, runCampaign } from './campaign.js';
+import { closeSimAirflow } from './forwarding.js';
 import { addReport, emptyReport } from './simulation.js';
 
 const whole = (flag: string) => (value: string) => {
@@ -36,6 +37,7 @@ for (let seed = options.seed; ; seed++) {
   addReport(totals, result.totals);
   if (result.failure) {
     console.error(describeFailure(result));
+    await closeSimAirflow();
     process.exit(1);
   }
   if (until === undefined || Date.now() >= until || options.path !== undefined) break;
@@ -46,3 +48,5 @@ console.log(
     `${(totals.faults / runs).toFixed(1)} faults a run, ${totals.events} events stored, in ${minutes.toFixed(1)} min`,
 );
 console.log(describeHappenings(totals));
+// The Airflow the forwarding started serves every seed: it goes at the end.
+await closeSimAirflow();

@@ -1,4 +1,5 @@
 import type { Checker } from './checker.js';
+import type { SimForwarder } from './forwarding.js';
 import type { SimGroup } from './groups.js';
 import type { Attempt, SimTask } from './jobs.js';
 import type { World } from './world.js';
@@ -11,6 +12,8 @@ export interface Scene {
   readonly world: World;
   readonly tasks: readonly SimTask[];
   readonly groups: readonly SimGroup[];
+  /** The tenants' Airflow forwarders started so far. */
+  readonly forwarders: readonly SimForwarder[];
   readonly checker: Checker;
   deliverAll(attempts: Attempt[]): Promise<void>;
 }

@@ -1,6 +1,7 @@
 import { postgresMissing } from '../bench/support.js';
 import { Checker } from './checker.js';
 import { floodCatalog } from './flooding.js';
+import { SimForwarder, simAirflowAvailable } from './forwarding.js';
 import { pry } from './prying.js';
 import { rerunBatches } from './reruns.js';
 import { revokeAndReplace, revokeEveryToken } from './revoking.js';
@@ -64,7 +65,7 @@ const trace = process.env.ONCEBOX_SIM_TRACE
     }
   : () => undefined;
 
-const FAULTS = new Set<Operation['op']>(['crash and restart', 'claim the retry, then a copy claims its number', 'kill the job process', "fill the job process's disk", 'freeze the job process, retry beside it', 'redo published batches', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', "lose a closer's machine after a re-run", 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'revoke a read token, then replace it', 'flood the catalog', 'restart server', 'restore the server from an older backup', 'release held requests']);
+const FAULTS = new Set<Operation['op']>(['crash and restart', 'claim the retry, then a copy claims its number', 'kill the job process', "fill the job process's disk", 'freeze the job process, retry beside it', 'redo published batches', 'retry', 'retry beside a zombie', 'retry elsewhere, then back', 'zombie works after its retry', 'wrong token, then fixed', 'wrong attempt, then fixed', 'lose consumer machine', "lose a closer's machine after a re-run", 'forward to Airflow', 'kill the consumer process', 'replace consumer beside its zombie', 'pry', 'revoke a read token, then replace it', 'flood the catalog', 'restart server', 'restore the server from an older backup', 'release held requests']);
 
 /**
  * Runs one scenario against a fresh world: applies its operations one by one, checking every guarantee
@@ -81,6 +82,7 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
   const tasks: SimTask[] = [];
   const groups: SimGroup[] = [];
   const queues: SimQueue[] = [];
+  const forwarders: SimForwarder[] = [];
   try {
     for (const [i, tenant] of world.tenants.entries()) {
       const { tasks: count, sharedFile, resume, batchRows } = scenario.layout.tenants[i]!;
@@ -90,7 +92,7 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
     }
     for (const task of tasks) await task.start();
     const checker = new Checker(world, tasks, groups, queues);
-    const system = new System(world, tasks, groups, queues, checker);
+    const system = new System(world, tasks, groups, queues, checker, forwarders);
     let faults = 0;
     const derived = derivedOperationsOf(scenario);
     for (const [index, operation] of scenario.operations.entries()) {
@@ -121,6 +123,11 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
         await system.settle();
         trace('final check');
         await checker.check({ final: true });
+        for (const forwarder of forwarders) {
+          trace(`${forwarder.name} catches up`);
+          await forwarder.catchUp();
+          await forwarder.check(checker.seen, true);
+        }
         trace('every token revoked');
         await revokeEveryToken(world);
       });
@@ -130,6 +137,7 @@ export async function simulate(scenario: Scenario): Promise<SimulationReport> {
     return { operations: scenario.operations.length, faults, events: checker.eventsSeen, happened: Object.fromEntries(world.happenings) };
   } finally {
     for (const queue of queues) await queue.close().catch(() => undefined);
+    for (const forwarder of forwarders) await forwarder.close().catch(() => undefined);
     for (const group of groups) await group.stop().catch(() => undefined);
     for (const task of tasks) {
       task.crash(task.zombie);
@@ -184,6 +192,7 @@ class System implements Scene {
     readonly groups: SimGroup[],
     readonly queues: SimQueue[],
     readonly checker: Checker,
+    readonly forwarders: SimForwarder[],
   ) {}
 
   async apply(operation: Operation): Promise<void> {
@@ -273,11 +282,18 @@ class System implements Scene {
         if (group.kind === 'closer' && ++this.closerLosses % 2 === 0) await this.rebuildThenRerun(group);
         return;
       }
+      case 'forward to Airflow':
+        return this.forwardToAirflow(operation);
       case 'try a run failed for good again after all': {
-        // The task the operation names: its run fails for good now if it has not ended, and its failure
-        // reaches the server (a fresh machine resumes from what the server holds of it).
-        const task = this.task(operation.task);
-        if (!task.over && live(task.current) && !task.current.ended) task.end(task.current, 'fail for good');
+        // The task the operation names, or else the first whose run has not succeeded: its run fails for
+        // good now if it has not ended (a crashed attempt restarted first), and its failure reaches the
+        // server (a fresh machine resumes from what the server holds of it).
+        const task = [this.task(operation.task), ...this.tasks].find((candidate) => candidate.outcome !== 'complete');
+        if (task === undefined) return;
+        if (!task.over) {
+          if (!live(task.current) || task.current.ended) await task.retry('same');
+          task.end(task.current, 'fail for good');
+        }
         if (task.outcome !== 'fail for good') return;
         await this.deliverAll([task.current]);
         await task.triedAgainAfterAll(operation.machine);
@@ -355,6 +371,11 @@ class System implements Scene {
       case 'compact':
         // Consumers keep up within the events' retention, as its assumption asks (G15): they catch up first.
         for (const group of this.groups) await group.catchUp();
+        if (this.forwarders.length > 0) {
+          // The closers' firings reach the server first: the forwarder keeps up with what is stored.
+          for (const group of this.groups) await group.drain();
+          for (const forwarder of this.forwarders) await forwarder.catchUp();
+        }
         await this.checker.check();
         await this.world.compactPast(operation.days);
         return;
@@ -467,6 +488,34 @@ class System implements Scene {
     const { tenants } = this.world;
     const one = tenants[first % tenants.length]!;
     return [one, tenants[(first + 1 + (second % (tenants.length - 1))) % tenants.length]!];
+  }
+
+  /**
+   * A run of its own publishes three new partitions of a tenant, its closer's firings reach the server (it
+   * catches up and delivers), and its Airflow forwarder forwards them: first as a process killed at a failpoint, Airflow's answer to its first post
+   * lost; then in process on the same file or a fresh machine, an answer lost again (G24).
+   */
+  private async forwardToAirflow(operation: Extract<Operation, { op: 'forward to Airflow' }>): Promise<void> {
+    if (!simAirflowAvailable()) {
+      this.world.happened('not forwarded (no Airflow)');
+      return;
+    }
+    const tenant = this.world.tenants[operation.tenant % this.world.tenants.length]!;
+    // Firings to forward, at least three: a run of its own publishes three partitions no task has and completes.
+    await rerunBatches(this.world, tenant, 'forwarded', 3, `rerun-${++this.reruns}`);
+    const closer = this.groups.find((group) => group.tenant === tenant && group.kind === 'closer')!;
+    await closer.catchUp();
+    await closer.drain();
+    let forwarder = this.forwarders.find((candidate) => candidate.tenant === tenant);
+    if (forwarder === undefined) {
+      forwarder = new SimForwarder(this.world, tenant);
+      this.forwarders.push(forwarder);
+    }
+    await forwarder.killedAt(operation.point, operation.hit);
+    if (operation.machine === 'fresh') forwarder.loseMachine();
+    await forwarder.catchUp();
+    await this.checker.check();
+    await forwarder.check(this.checker.seen, false);
   }
 
   /**

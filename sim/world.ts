@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import pRetry from 'p-retry';
@@ -19,6 +21,7 @@ const DEDUPE_RETENTION_MS = 3650 * 24 * 3600_000;
 /** How long the simulated server lets a connection stay open without showing a token; its header timeout is far longer. */
 export const UNAUTHENTICATED_MS = 1000;
 let worlds = 0;
+const execFileAsync = promisify(execFile);
 
 /**
  * One tenant of the simulated server: its jobs publish as `<name>-job`, its consumer group reads its own
@@ -247,10 +250,15 @@ export class World {
   }
 
   /**
-   * A backup of the SQLite server's file, taken online with SQLite's backup as docs/operations.md says
-   * (never a copy of a live WAL file).
+   * A backup of the server's state, taken online as docs/operations.md says: SQLite's backup of its file
+   * (never a copy of a live WAL file), or on PostgreSQL `pg_dump` of its schema.
    */
   async backup(): Promise<string> {
+    if (this.schema !== undefined) {
+      const path = join(this.dir, `backup-${this.files++}.dump`);
+      await execFileAsync('pg_dump', ['--dbname', SIM_PG_URL, '--schema', this.schema, '--format', 'custom', '--file', path]);
+      return path;
+    }
     const path = join(this.dir, `backup-${this.files++}.db`);
     const db = new Database(this.serverPath, { readonly: true, fileMustExist: true });
     try {
@@ -261,13 +269,33 @@ export class World {
     return path;
   }
 
-  /** The SQLite server is stopped, its file replaced by `backup`, and started again on its port: it forgets what came after. */
+  /**
+   * The server is stopped, its state replaced by `backup`, and started again on its port: it forgets what
+   * came after. On PostgreSQL every instance stops, the schema is dropped and restored with `pg_restore`,
+   * and each instance starts again.
+   */
   async restore(backup: string): Promise<void> {
-    await this.instances[this.active]!.close();
-    this.instances[this.active] = undefined;
-    for (const suffix of ['', '-wal', '-shm']) rmSync(`${this.serverPath}${suffix}`, { force: true });
-    copyFileSync(backup, this.serverPath);
-    await this.startInstance(this.active);
+    if (this.schema !== undefined) {
+      for (const [i, instance] of this.instances.entries()) {
+        await instance?.close();
+        this.instances[i] = undefined;
+      }
+      const client = new pg.Client({ connectionString: SIM_PG_URL });
+      await client.connect();
+      try {
+        await client.query(`DROP SCHEMA "${this.schema}" CASCADE`);
+      } finally {
+        await client.end();
+      }
+      await execFileAsync('pg_restore', ['--dbname', SIM_PG_URL, '--exit-on-error', backup]);
+      for (let i = 0; i < this.instances.length; i++) await this.startInstance(i);
+    } else {
+      await this.instances[this.active]!.close();
+      this.instances[this.active] = undefined;
+      for (const suffix of ['', '-wal', '-shm']) rmSync(`${this.serverPath}${suffix}`, { force: true });
+      copyFileSync(backup, this.serverPath);
+      await this.startInstance(this.active);
+    }
     this.proxy.setUpstream(this.url);
     // Cursors past the backup's are handed out again.
     this.newest.clear();
