@@ -274,7 +274,8 @@ export class Checker {
     const early = fired.filter((partition) => !ready.has(partition) || !done.has(partition));
     expect('G22', early.length === 0, () => `${label}: fired for ${JSON.stringify(early)}, which lack an event of a listed asset`);
     if (group.tenant.closerOnNewer === 'ignore') {
-      expect('G22', new Set(fired).size === fired.length, () => `${label}: fired twice for a partition: ${JSON.stringify(fired)}`);
+      // A rebuild without the compacted events may not know a partition fired (the guarantee's assumption).
+      if (!group.rebuiltWithoutHistory) expect('G22', new Set(fired).size === fired.length, () => `${label}: fired twice for a partition: ${JSON.stringify(fired)}`);
       if (final && !group.rebuiltWithoutHistory) {
         const missing = complete.filter((partition) => !fired.includes(partition));
         expect('G22', missing.length === 0, () => `${label}: never fired for ${JSON.stringify(missing)}, which have every listed asset`);
@@ -297,7 +298,6 @@ export class Checker {
       }
     }
     for (const file of group.firings()) {
-      if (process.env.DEBUG_FIRINGS) console.log('FIRINGS', label, file.path, file.replayedTo, JSON.stringify(file.firings.slice(0, 4)), file.firings.length);
       const replayed = file.firings.filter((firing) => firing.cursor <= file.replayedTo);
       expect('G22', replayed.length === 0, () => `${label}: its handler ran for events a rebuild replays (the group's cursor was ${file.replayedTo} when ${file.path} was first opened): ${JSON.stringify(replayed.slice(0, 3))}`);
       const runs = file.firings.map((firing) => `${firing.partitionKey}#${firing.firing}`);

@@ -1,4 +1,4 @@
-import { DeliveryError, ServerClient, TOKEN_CHECK_MS } from '../src/client/server-client.js';
+import { DeliveryError, ServerClient } from '../src/client/server-client.js';
 import { DeadLetters } from '../src/outbox/file/dead-letters.js';
 import { CredentialsError, FencedError, openOutbox, RunEndedError, type AttemptSource, type Outbox } from '../src/outbox/index.js';
 import { Relay } from '../src/outbox/relay/relay.js';
@@ -295,13 +295,16 @@ export class SimTask {
     const label = `${this.tenant.name}/${this.name}`;
     const before = this.handOver();
     const openedAt = new Date(this.world.clock).toISOString();
-    // No fault of an earlier step left for the check at open: only a server that does not answer in time lets it pass.
+    // No fault of an earlier step left for the checks at open: each request the open makes is answered.
     this.world.proxy.clearPlan();
-    const started = Date.now();
+    const heard = this.world.answers.length;
     const wrong = await this.open(before.path, before.attempt, token, 'in-process').catch((error: unknown) => error);
-    // Each of these tokens is one the server refuses for this job (a read token, another producer's), and
-    // the open asks it first, for up to TOKEN_CHECK_MS: a box opened sooner was let through on an answer.
-    expect('G17', !('box' in (wrong as object)) || Date.now() - started >= TOKEN_CHECK_MS, () => `${label}: a token the server refuses for this job (${Object.entries(this.tenant.tokens).find(([, value]) => value === token)?.[0] ?? 'another tenant\'s job token'}) was let through at open, ${Date.now() - started} ms after it began: the job would do its work and its relay stop at the first delivery`);
+    // Each of these tokens is one the server refuses for this job: the open must refuse it whenever the
+    // server's answers to its checks said so (its stream refused, 401 or 403; or a read token's scope, told
+    // by GET /v1/token), and may let it through only when the server did not answer them.
+    const answers = this.world.answers.slice(heard).filter((answer) => answer.method === 'GET');
+    const told = answers.some((answer) => answer.status === 401 || answer.status === 403) || (token === this.tenant.tokens.reader && answers.some((answer) => answer.url.startsWith('/v1/token') && answer.status === 200));
+    expect('G17', !('box' in (wrong as object)) || !told, () => `${label}: a token the server refuses for this job (${Object.entries(this.tenant.tokens).find(([, value]) => value === token)?.[0] ?? "another tenant's job token"}) was let through at open, though the server's answers said so (${JSON.stringify(answers)}): the job would do its work and its relay stop at the first delivery`);
     if (!('box' in (wrong as object))) {
       this.world.happened('wrong token refused at open');
       expect('G19', wrong instanceof CredentialsError, () => `${label}: a wrong token at open failed with ${String(wrong)}, not a CredentialsError`);

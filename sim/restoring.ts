@@ -3,6 +3,7 @@ import { live, type SimTask } from './jobs.js';
 import type { Scene } from './scene.js';
 import { until } from './waiting.js';
 import { expect } from './violation.js';
+import { pgBackupToolsAvailable } from './world.js';
 
 /**
  * The server is restored from an older backup (SQLite's online backup, or `pg_dump` of a PostgreSQL
@@ -15,6 +16,10 @@ import { expect } from './violation.js';
  * published again as the tasks go on (the checker forgets it with the server).
  */
 export async function restoreOlderBackup(scene: Scene, retries: 'numbered' | 'claim'): Promise<void> {
+  if (scene.world.store === 'postgres' && !pgBackupToolsAvailable()) {
+    scene.world.happened('no backup restored (no pg_dump here)');
+    return;
+  }
   // A quiet moment: held requests arrive, zombies are gone, every file delivers, every group drains.
   await scene.world.proxy.releaseHeld();
   for (const task of scene.tasks) task.endZombie();

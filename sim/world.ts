@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +22,16 @@ const DEDUPE_RETENTION_MS = 3650 * 24 * 3600_000;
 export const UNAUTHENTICATED_MS = 1000;
 let worlds = 0;
 const execFileAsync = promisify(execFile);
+
+/**
+ * Whether a PostgreSQL world can be backed up and restored here (`pg_dump` and `pg_restore` on the PATH).
+ * Without them its restore is skipped and said so, except under CI=true, where it is a failure.
+ */
+export function pgBackupToolsAvailable(): boolean {
+  const available = ['pg_dump', 'pg_restore'].every((tool) => spawnSync(tool, ['--version']).status === 0);
+  if (!available && process.env.CI === 'true') throw new Error('the simulation restores PostgreSQL worlds from pg_dump backups under CI=true, but pg_dump or pg_restore is missing');
+  return available;
+}
 
 /**
  * One tenant of the simulated server: its jobs publish as `<name>-job`, its consumer group reads its own
